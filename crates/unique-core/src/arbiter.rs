@@ -1,0 +1,331 @@
+//! The kick-then-write arbitration.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::error::Error;
+use crate::kicker::{KickOutcome, Kicker};
+use crate::observer::{NoopObserver, Observer};
+use crate::store::Store;
+use crate::types::{
+    ClaimInput, ClaimOutcome, CurrentView, Key, KickDetail, KickPayload, OwnerState,
+};
+use crate::validate::ValidationLimits;
+
+/// Default number of CAS attempts per claim.
+pub const DEFAULT_MAX_CLAIM_ATTEMPTS: u32 = 3;
+/// Default time the old session's receiver gets to confirm a kick.
+pub const DEFAULT_KICK_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// Arbitrates logins so that each key has at most one online session.
+///
+/// Cheap to clone (one `Arc`), `Send + Sync`, no global state. See [`Arbiter::claim`]
+/// for the algorithm.
+pub struct Arbiter<S> {
+    inner: Arc<Inner<S>>,
+}
+
+struct Inner<S> {
+    store: S,
+    kicker: Option<Box<dyn Kicker>>,
+    observer: Box<dyn Observer>,
+    max_claim_attempts: u32,
+    kick_timeout: Duration,
+    limits: ValidationLimits,
+}
+
+impl<S> Clone for Arbiter<S> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: Arc::clone(&self.inner),
+        }
+    }
+}
+
+impl<S> std::fmt::Debug for Arbiter<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Arbiter")
+            .field("has_kicker", &self.inner.kicker.is_some())
+            .field("max_claim_attempts", &self.inner.max_claim_attempts)
+            .field("kick_timeout", &self.inner.kick_timeout)
+            .field("limits", &self.inner.limits)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Configures an [`Arbiter`]. Defaults: 3 attempts, 3 s kick timeout, no kicker
+/// (fail-open: every kick counts as confirmed), [`NoopObserver`], default limits.
+pub struct ArbiterBuilder<S> {
+    store: S,
+    kicker: Option<Box<dyn Kicker>>,
+    observer: Box<dyn Observer>,
+    max_claim_attempts: u32,
+    kick_timeout: Duration,
+    limits: ValidationLimits,
+}
+
+impl<S: Store> ArbiterBuilder<S> {
+    /// The kicker that delivers kicks to old sessions.
+    #[must_use]
+    pub fn kicker(mut self, kicker: impl Kicker) -> Self {
+        self.kicker = Some(Box::new(kicker));
+        self
+    }
+
+    /// The observer of claims, kicks and releases.
+    #[must_use]
+    pub fn observer(mut self, observer: impl Observer) -> Self {
+        self.observer = Box::new(observer);
+        self
+    }
+
+    /// CAS attempts per claim; values below 1 clamp to 1.
+    #[must_use]
+    pub fn max_claim_attempts(mut self, attempts: u32) -> Self {
+        self.max_claim_attempts = attempts.max(1);
+        self
+    }
+
+    /// How long a kick may take before the old session is presumed offline.
+    #[must_use]
+    pub fn kick_timeout(mut self, timeout: Duration) -> Self {
+        self.kick_timeout = timeout;
+        self
+    }
+
+    /// Overrides the validation byte limits.
+    #[must_use]
+    pub fn validation_limits(mut self, limits: ValidationLimits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// Builds the arbiter.
+    pub fn build(self) -> Arbiter<S> {
+        Arbiter {
+            inner: Arc::new(Inner {
+                store: self.store,
+                kicker: self.kicker,
+                observer: self.observer,
+                max_claim_attempts: self.max_claim_attempts,
+                kick_timeout: self.kick_timeout,
+                limits: self.limits,
+            }),
+        }
+    }
+}
+
+impl<S: Store> Arbiter<S> {
+    /// Starts configuring an arbiter over `store`.
+    pub fn builder(store: S) -> ArbiterBuilder<S> {
+        ArbiterBuilder {
+            store,
+            kicker: None,
+            observer: Box::new(NoopObserver),
+            max_claim_attempts: DEFAULT_MAX_CLAIM_ATTEMPTS,
+            kick_timeout: DEFAULT_KICK_TIMEOUT,
+            limits: ValidationLimits::default(),
+        }
+    }
+
+    /// An arbiter with every default (no kicker: fail-open).
+    pub fn new(store: S) -> Self {
+        Self::builder(store).build()
+    }
+
+    /// The store this arbiter writes to.
+    pub fn store(&self) -> &S {
+        &self.inner.store
+    }
+
+    /// The validation limits in force.
+    pub fn validation_limits(&self) -> &ValidationLimits {
+        &self.inner.limits
+    }
+
+    /// Claims `input.key` for `input.owner`: kick the old session first, then write.
+    ///
+    /// Per attempt: (1) strong read; (2) if the record already holds this
+    /// claim_id with an owner, return it as a replay (no kick, no write, I4);
+    /// (3) if the record holds a session, kick it and wait for confirmation or
+    /// failure (bounded by the kick timeout); (4) fenced CAS from the snapshot.
+    /// A lost race (`CasFailed`) starts the next attempt, from the record the
+    /// store returned with the failure when it did, else from a fresh read.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidParams` before any store call; `Throttled` when the store throttled;
+    /// `Unavailable` for any other store fault, an exhausted attempt budget or an
+    /// exhausted gen (fail-closed).
+    pub async fn claim(&self, input: &ClaimInput) -> Result<ClaimOutcome, Error> {
+        let started = Instant::now();
+        let (result, attempts) = match self.validate_claim(input) {
+            Ok(()) => self.claim_attempts(input).await,
+            Err(e) => (Err(e), 0),
+        };
+        self.inner
+            .observer
+            .on_claim(&result, attempts, started.elapsed());
+        result
+    }
+
+    /// The current record as a self-eviction baseline.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidParams` for a bad key; `Unavailable` for a store fault or a corrupt owner;
+    /// `Throttled` when the store throttled.
+    pub async fn current(&self, key: &Key) -> Result<CurrentView, Error> {
+        self.inner.limits.check_key(key)?;
+        self.inner.store.current(key).await.map_err(store_fault)
+    }
+
+    /// Tombstones the session at `generation` (clean logout). `generation <= 0` is
+    /// a no-op returning `false` without a store call; a stale gen returns `false`.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidParams` for a bad key (checked even when `generation <= 0`);
+    /// `Throttled` / `Unavailable` from the store.
+    pub async fn release(&self, key: &Key, generation: i64) -> Result<bool, Error> {
+        self.inner.limits.check_key(key)?;
+        let released = if generation <= 0 {
+            false
+        } else {
+            self.inner
+                .store
+                .release(key, generation)
+                .await
+                .map_err(store_fault)?
+        };
+        self.inner.observer.on_release(key, released);
+        Ok(released)
+    }
+
+    fn validate_claim(&self, input: &ClaimInput) -> Result<(), Error> {
+        let limits = &self.inner.limits;
+        limits.check_key(&input.key)?;
+        limits.check_claim_id(&input.claim_id)?;
+        limits.check_owner(&input.owner)
+    }
+
+    async fn claim_attempts(&self, input: &ClaimInput) -> (Result<ClaimOutcome, Error>, u32) {
+        let inner = &*self.inner;
+        // A snapshot handed back by a failed CAS saves the next attempt's read.
+        let mut carried: Option<OwnerState> = None;
+        for attempt in 1..=inner.max_claim_attempts {
+            let snap = match carried.take() {
+                Some(snap) => snap,
+                None => match inner.store.read_owner(&input.key).await {
+                    Ok(snap) => snap,
+                    Err(e) => return (Err(store_fault(e)), attempt),
+                },
+            };
+            match self.attempt(input, &snap).await {
+                Ok(outcome) => return (Ok(outcome), attempt),
+                Err(Error::CasFailed { current }) => carried = current.map(|b| *b),
+                Err(e) => return (Err(e), attempt),
+            }
+        }
+        let exhausted = Error::unavailable(format!(
+            "claim lost the race {} times; attempt budget exhausted",
+            inner.max_claim_attempts
+        ));
+        (Err(exhausted), inner.max_claim_attempts)
+    }
+
+    /// Steps 2–4 of one attempt. `CasFailed` is returned as is for the retry loop;
+    /// every other store error is already classified.
+    async fn attempt(&self, input: &ClaimInput, snap: &OwnerState) -> Result<ClaimOutcome, Error> {
+        if snap.owner.is_some() && snap.claim_id.as_deref() == Some(input.claim_id.as_str()) {
+            return Ok(ClaimOutcome {
+                generation: snap.generation,
+                prev_generation: 0,
+                has_prev: false,
+                prev_owner: None,
+                kicked: false,
+                kick_detail: None,
+                replayed: true,
+            });
+        }
+        // Refuse before kicking: a session we cannot replace must not be kicked.
+        if snap.generation >= i64::MAX - 1 {
+            return Err(Error::unavailable("gen exhausted for this key"));
+        }
+        let (kicked, kick_detail) = if snap.holds_session() {
+            match self.kick_old_session(input, snap).await {
+                KickOutcome::Confirmed => (true, None),
+                KickOutcome::Failed(detail) => (false, Some(detail)),
+            }
+        } else {
+            (false, None)
+        };
+        let store = &self.inner.store;
+        match store
+            .claim_cas(&input.key, &input.owner, &input.claim_id, snap)
+            .await
+        {
+            Ok(generation) => Ok(ClaimOutcome {
+                generation,
+                prev_generation: if snap.exists { snap.generation } else { 0 },
+                has_prev: snap.holds_session(),
+                prev_owner: snap.owner.clone(),
+                kicked,
+                kick_detail,
+                replayed: false,
+            }),
+            Err(e @ Error::CasFailed { .. }) => Err(e),
+            Err(e) => Err(store_fault(e)),
+        }
+    }
+
+    async fn kick_old_session(&self, input: &ClaimInput, snap: &OwnerState) -> KickOutcome {
+        let inner = &*self.inner;
+        let outcome = match &snap.owner {
+            None => KickOutcome::Failed(KickDetail::NoEndpoint),
+            Some(old) if old.endpoint.is_empty() => KickOutcome::Failed(KickDetail::NoEndpoint),
+            Some(old) if old.endpoint == input.owner.endpoint => {
+                KickOutcome::Failed(KickDetail::SelfReplaceSkipped)
+            }
+            Some(old) => match &inner.kicker {
+                None => KickOutcome::Confirmed,
+                Some(kicker) => {
+                    let payload = KickPayload {
+                        project: input.key.project.clone(),
+                        env: input.key.env.clone(),
+                        uid: input.key.uid,
+                        generation: snap.generation + 1,
+                    };
+                    let call = kicker.kick(&old.endpoint, &payload, inner.kick_timeout);
+                    tokio::time::timeout(inner.kick_timeout, call)
+                        .await
+                        .unwrap_or(KickOutcome::Failed(KickDetail::Timeout))
+                }
+            },
+        };
+        match outcome {
+            KickOutcome::Confirmed => inner.observer.on_kick(None, true),
+            KickOutcome::Failed(detail) => inner.observer.on_kick(Some(detail), false),
+        }
+        outcome
+    }
+}
+
+/// Classifies a store error for callers: `Throttled` and `Unavailable` pass through;
+/// anything else (a stray `CasFailed` or `InvalidParams`) is a store fault.
+fn store_fault(e: Error) -> Error {
+    match e {
+        Error::Throttled | Error::Unavailable { .. } => e,
+        other => Error::unavailable_with("store returned an unexpected error", other),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn _send_sync<S: Store>() {
+        fn check<T: Send + Sync + Clone>() {}
+        check::<Arbiter<S>>();
+    }
+}

@@ -1,0 +1,148 @@
+//! The one error type of the workspace and its classification helpers.
+
+use crate::types::OwnerState;
+
+/// A boxed error source kept for diagnostics (never shown to remote callers).
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// Every failure the arbitration can report. Callers branch on the variant
+/// (or the `is_*` helpers), never on message text.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// Bad input. Fail at once; retrying cannot help.
+    #[error("invalid params: {0}")]
+    InvalidParams(String),
+    /// The store throttled the request. Back off and retry with the same claim_id.
+    #[error("throttled by the store")]
+    Throttled,
+    /// A store fault, a corrupt owner on `current`, an exhausted CAS budget or an
+    /// exhausted gen. Fail closed: never let the login through; back off and retry.
+    #[error("unavailable: {reason}")]
+    Unavailable {
+        /// What went wrong, without secrets or URL query strings.
+        reason: String,
+        /// The underlying error, when there is one.
+        #[source]
+        source: Option<BoxError>,
+    },
+    /// The fence condition of a conditional write failed: a normal concurrent race,
+    /// not a fault. Only a [`Store`](crate::Store) returns it and only the
+    /// [`Arbiter`](crate::Arbiter) sees it.
+    ///
+    /// `current` may carry the record as it stood when the condition failed
+    /// (e.g. DynamoDB's `ALL_OLD`); the Arbiter then uses it as the next
+    /// attempt's snapshot instead of reading again.
+    #[error("fence condition failed")]
+    CasFailed {
+        /// The record that made the condition fail, when the backend returned it.
+        current: Option<Box<OwnerState>>,
+    },
+}
+
+impl Error {
+    /// `InvalidParams` with a reason.
+    pub fn invalid(reason: impl Into<String>) -> Self {
+        Self::InvalidParams(reason.into())
+    }
+
+    /// `Unavailable` with a reason and no source.
+    pub fn unavailable(reason: impl Into<String>) -> Self {
+        Self::Unavailable {
+            reason: reason.into(),
+            source: None,
+        }
+    }
+
+    /// `Unavailable` with a reason and the error that caused it.
+    pub fn unavailable_with(reason: impl Into<String>, source: impl Into<BoxError>) -> Self {
+        Self::Unavailable {
+            reason: reason.into(),
+            source: Some(source.into()),
+        }
+    }
+
+    /// `CasFailed` without a snapshot: the Arbiter's next attempt reads.
+    pub fn cas_failed() -> Self {
+        Self::CasFailed { current: None }
+    }
+
+    /// `CasFailed` carrying the record that made the condition fail.
+    pub fn cas_failed_with(current: OwnerState) -> Self {
+        Self::CasFailed {
+            current: Some(Box::new(current)),
+        }
+    }
+
+    /// Bad input.
+    pub fn is_invalid_params(&self) -> bool {
+        matches!(self, Self::InvalidParams(_))
+    }
+
+    /// The store throttled.
+    pub fn is_throttled(&self) -> bool {
+        matches!(self, Self::Throttled)
+    }
+
+    /// A fail-closed fault.
+    pub fn is_unavailable(&self) -> bool {
+        matches!(self, Self::Unavailable { .. })
+    }
+
+    /// A fence condition failed.
+    pub fn is_cas_failed(&self) -> bool {
+        matches!(self, Self::CasFailed { .. })
+    }
+
+    /// Worth retrying with the same claim_id after a backoff (`Throttled`, `Unavailable`).
+    pub fn is_retryable(&self) -> bool {
+        self.is_throttled() || self.is_unavailable()
+    }
+
+    /// The stable wire code: `invalid_params`, `throttled`, `unavailable`
+    /// (`CasFailed` never crosses the wire; it reads as `unavailable`).
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::InvalidParams(_) => "invalid_params",
+            Self::Throttled => "throttled",
+            Self::Unavailable { .. } | Self::CasFailed { .. } => "unavailable",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classification_helpers() {
+        let cases = [
+            (Error::invalid("x"), [true, false, false, false, false]),
+            (Error::Throttled, [false, true, false, false, true]),
+            (Error::unavailable("x"), [false, false, true, false, true]),
+            (Error::cas_failed(), [false, false, false, true, false]),
+        ];
+        for (e, [inv, thr, una, cas, retry]) in cases {
+            assert_eq!(e.is_invalid_params(), inv, "{e}");
+            assert_eq!(e.is_throttled(), thr, "{e}");
+            assert_eq!(e.is_unavailable(), una, "{e}");
+            assert_eq!(e.is_cas_failed(), cas, "{e}");
+            assert_eq!(e.is_retryable(), retry, "{e}");
+        }
+    }
+
+    #[test]
+    fn messages_are_lower_case_fragments() {
+        let e = Error::unavailable_with("store read failed", std::io::Error::other("boom"));
+        assert_eq!(e.to_string(), "unavailable: store read failed");
+        assert!(std::error::Error::source(&e).is_some());
+        assert_eq!(
+            Error::invalid("uid must be >= 1").to_string(),
+            "invalid params: uid must be >= 1"
+        );
+        assert_eq!(
+            Error::cas_failed_with(OwnerState::absent()).code(),
+            "unavailable"
+        );
+    }
+}

@@ -1,0 +1,25 @@
+#![doc = include_str!("../README.md")]
+
+mod arbiter;
+mod error;
+mod evict;
+mod kicker;
+mod observer;
+mod store;
+mod types;
+mod validate;
+
+pub use arbiter::{Arbiter, ArbiterBuilder, DEFAULT_KICK_TIMEOUT, DEFAULT_MAX_CLAIM_ATTEMPTS};
+pub use error::{BoxError, Error};
+pub use evict::decide_evict;
+pub use kicker::{KickOutcome, Kicker};
+pub use observer::{NoopObserver, Observer, TracingObserver};
+pub use store::{Store, decode_owner, encode_owner};
+pub use types::{
+    ClaimInput, ClaimOutcome, CurrentView, EvictReason, Key, KickDetail, KickPayload, Owner,
+    OwnerState,
+};
+pub use validate::ValidationLimits;
+
+/// Re-exported so backends implement the traits with the same macro version.
+pub use async_trait::async_trait;

@@ -1,0 +1,108 @@
+//! Hooks for metrics and logs on every claim, kick and release.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::error::Error;
+use crate::types::{ClaimOutcome, Key, KickDetail};
+
+/// Called synchronously by the [`Arbiter`](crate::Arbiter).
+///
+/// # Contract
+///
+/// Implementations MUST NOT block and MUST NOT panic. Every method has a no-op
+/// default, so an observer implements only what it needs.
+///
+/// - `on_claim` once per claim, success or failure (validation failures included,
+///   with `attempts == 0`).
+/// - `on_kick` once per kick decision, synthesised ones (`no-endpoint`,
+///   `self-replace-skipped`) included; a re-kick on a retried attempt counts again.
+///   `detail` is `None` exactly when `success` is true.
+/// - `on_release` once per release that passed validation.
+pub trait Observer: Send + Sync + 'static {
+    /// A claim finished after `attempts` store attempts and `took` wall time.
+    fn on_claim(&self, result: &Result<ClaimOutcome, Error>, attempts: u32, took: Duration) {
+        let _ = (result, attempts, took);
+    }
+    /// A kick decision was made.
+    fn on_kick(&self, detail: Option<KickDetail>, success: bool) {
+        let _ = (detail, success);
+    }
+    /// A release finished.
+    fn on_release(&self, key: &Key, released: bool) {
+        let _ = (key, released);
+    }
+}
+
+impl<T: Observer + ?Sized> Observer for Arc<T> {
+    fn on_claim(&self, result: &Result<ClaimOutcome, Error>, attempts: u32, took: Duration) {
+        (**self).on_claim(result, attempts, took);
+    }
+    fn on_kick(&self, detail: Option<KickDetail>, success: bool) {
+        (**self).on_kick(detail, success);
+    }
+    fn on_release(&self, key: &Key, released: bool) {
+        (**self).on_release(key, released);
+    }
+}
+
+/// Observes nothing. The default.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoopObserver;
+
+impl Observer for NoopObserver {}
+
+/// Emits one structured `tracing` event per call, target `unique`.
+///
+/// Events carry gens, flags, kick details, attempt counts and durations; never an
+/// owner endpoint (which may hold a secret in its query string).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TracingObserver;
+
+impl Observer for TracingObserver {
+    fn on_claim(&self, result: &Result<ClaimOutcome, Error>, attempts: u32, took: Duration) {
+        let took_us = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
+        match result {
+            Ok(o) => tracing::info!(
+                target: "unique",
+                generation = o.generation,
+                prev_generation = o.prev_generation,
+                has_prev = o.has_prev,
+                kicked = o.kicked,
+                kick_detail = o.kick_detail.map(KickDetail::as_str),
+                replayed = o.replayed,
+                attempts,
+                took_us,
+                "claim ok"
+            ),
+            Err(e) => tracing::warn!(
+                target: "unique",
+                error = %e,
+                code = e.code(),
+                attempts,
+                took_us,
+                "claim failed"
+            ),
+        }
+    }
+
+    fn on_kick(&self, detail: Option<KickDetail>, success: bool) {
+        tracing::info!(
+            target: "unique",
+            success,
+            detail = detail.map(KickDetail::as_str),
+            "kick"
+        );
+    }
+
+    fn on_release(&self, key: &Key, released: bool) {
+        tracing::info!(target: "unique", key = %key, released, "release");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn _object_safe(_: Box<dyn Observer>) {}
+}

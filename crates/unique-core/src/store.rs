@@ -1,0 +1,149 @@
+//! The storage capability the Arbiter needs: one record per key, fenced writes.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+
+use crate::error::Error;
+use crate::types::{CurrentView, Key, Owner, OwnerState};
+
+/// A linearizable per-key record store.
+///
+/// # Record
+///
+/// One record per [`Key`] with three attributes: `gen` (number), `owner` (the JSON
+/// of [`Owner`]; the empty string for a tombstone) and `cid` (the claim_id of the
+/// last successful claim; absent on a tombstone). Records live forever: no TTL,
+/// `gen` is never reset or recycled, its domain is `[1, i64::MAX)`.
+///
+/// # Contract
+///
+/// Every clause has a case in `unique-store-contract`.
+///
+/// - **C1** Operations on one key MUST take effect in one total order consistent
+///   with real time; every condition sees the latest committed version. A store
+///   MUST NOT need cross-key transactions or a global lock.
+/// - **C2** [`read_owner`](Store::read_owner) and [`current`](Store::current) MUST
+///   read the latest committed write, never a stale replica or cache.
+/// - **C3** [`claim_cas`](Store::claim_cas) MUST pick its condition from
+///   `snap.claim_id`, never from `snap.owner`:
+///   `!snap.exists` → the record must still not exist (first login);
+///   `snap.claim_id.is_some()` → `gen == snap.gen && cid == snap.claim_id` (double pin);
+///   otherwise → `gen == snap.gen && cid absent` (tombstone).
+/// - **C4** The condition check and the write of `gen = snap.gen + 1` (1 on first
+///   login), `owner` and `cid` MUST happen in one atomic write; the returned gen is
+///   the written value, not a re-read. At most one of concurrent claims on a key
+///   succeeds. If `snap.gen + 1` would reach `i64::MAX` the store MUST refuse with
+///   [`Error::Unavailable`] and write nothing.
+/// - **C5** [`release`](Store::release) sets `owner` to the empty string and removes
+///   `cid`, keeping `gen`, only when the stored `gen == gen`; it returns whether the
+///   condition held (a repeated release at the same gen is `true` again). Gen
+///   mismatch, no record or `gen <= 0` → `Ok(false)`, nothing written.
+/// - **C6** `read_owner` MUST distinguish no `cid` (`None`) from an empty `cid` (`Some("")`).
+/// - **C7** `read_owner` reports an unparseable non-empty owner as `owner = None,
+///   owner_corrupt = true` (not an error); `current` reports the same record as
+///   [`Error::Unavailable`]. A tombstone reads `exists = true, owner = None`.
+/// - **C8** A failed condition MUST be [`Error::CasFailed`] with nothing written
+///   (optionally carrying the record that failed it); throttling MUST be
+///   [`Error::Throttled`]; everything else [`Error::Unavailable`]. A store MUST NOT
+///   disguise another error as `CasFailed`. An owner that cannot be serialised or
+///   has an empty endpoint MUST be refused with [`Error::InvalidParams`] before any write.
+#[async_trait]
+pub trait Store: Send + Sync + 'static {
+    /// Strongly consistent snapshot of the key's record (C2, C6, C7).
+    async fn read_owner(&self, key: &Key) -> Result<OwnerState, Error>;
+
+    /// Fenced claim from `snap` (C3, C4, C8); returns the written gen.
+    async fn claim_cas(
+        &self,
+        key: &Key,
+        owner: &Owner,
+        claim_id: &str,
+        snap: &OwnerState,
+    ) -> Result<i64, Error>;
+
+    /// The self-eviction baseline (C2, C7: a corrupt owner is `Unavailable`).
+    async fn current(&self, key: &Key) -> Result<CurrentView, Error>;
+
+    /// Fenced tombstone at `generation` (C5).
+    async fn release(&self, key: &Key, generation: i64) -> Result<bool, Error>;
+}
+
+macro_rules! forward_store {
+    ($ty:ty) => {
+        #[async_trait]
+        impl<T: Store + ?Sized> Store for $ty {
+            async fn read_owner(&self, key: &Key) -> Result<OwnerState, Error> {
+                (**self).read_owner(key).await
+            }
+            async fn claim_cas(
+                &self,
+                key: &Key,
+                owner: &Owner,
+                claim_id: &str,
+                snap: &OwnerState,
+            ) -> Result<i64, Error> {
+                (**self).claim_cas(key, owner, claim_id, snap).await
+            }
+            async fn current(&self, key: &Key) -> Result<CurrentView, Error> {
+                (**self).current(key).await
+            }
+            async fn release(&self, key: &Key, generation: i64) -> Result<bool, Error> {
+                (**self).release(key, generation).await
+            }
+        }
+    };
+}
+
+forward_store!(Arc<T>);
+forward_store!(Box<T>);
+
+/// The owner as it is stored: its JSON, refused when it has no endpoint (C8).
+/// Backends call this before any write so an empty owner is never written by accident.
+pub fn encode_owner(owner: &Owner) -> Result<String, Error> {
+    if owner.endpoint.is_empty() {
+        return Err(Error::invalid("owner.endpoint must not be empty"));
+    }
+    serde_json::to_string(owner)
+        .map_err(|e| Error::invalid(format!("owner cannot be serialised: {e}")))
+}
+
+/// Decodes a stored owner attribute for `read_owner` (C7): `Ok(None)` for a
+/// tombstone (empty), `Err(())` for a corrupt value.
+#[allow(clippy::result_unit_err)]
+pub fn decode_owner(raw: &str) -> Result<Option<Owner>, ()> {
+    if raw.is_empty() {
+        return Ok(None);
+    }
+    match serde_json::from_str::<serde_json::Value>(raw) {
+        Ok(value @ serde_json::Value::Object(_)) => {
+            serde_json::from_value(value).map(Some).map_err(|_| ())
+        }
+        _ => Err(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn _object_safe(_: Box<dyn Store>) {}
+
+    #[test]
+    fn owner_codec() {
+        assert!(
+            encode_owner(&Owner::default())
+                .unwrap_err()
+                .is_invalid_params()
+        );
+        let raw = encode_owner(&Owner::new("r", "", "http://h")).unwrap();
+        assert_eq!(
+            decode_owner(&raw),
+            Ok(Some(Owner::new("r", "", "http://h")))
+        );
+        assert_eq!(decode_owner(""), Ok(None));
+        for corrupt in ["{", "[]", "\"s\"", "42", "null", r#"{"endpoint":5}"#] {
+            assert_eq!(decode_owner(corrupt), Err(()), "{corrupt}");
+        }
+    }
+}

@@ -1,0 +1,312 @@
+//! Domain types shared by every crate: keys, owners, snapshots and outcomes.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// The identity one session is arbitrated for: `(project, env, uid)`.
+///
+/// Different `(project, env)` pairs never interfere for the same uid.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Key {
+    /// Tenant (game, app). 1..=64 bytes by default, no `#`, no control characters.
+    pub project: String,
+    /// Environment within the project (`prod`, `staging`, …). Same rules as `project`.
+    pub env: String,
+    /// User id, ≥ 1.
+    pub uid: i64,
+}
+
+impl Key {
+    /// Builds a key. Validation happens in the [`Arbiter`](crate::Arbiter), not here.
+    pub fn new(project: impl Into<String>, env: impl Into<String>, uid: i64) -> Self {
+        Self {
+            project: project.into(),
+            env: env.into(),
+            uid,
+        }
+    }
+}
+
+/// `project#env#uid`: the storage partition key. Unambiguous because `#` is
+/// forbidden in `project` and `env`.
+impl fmt::Display for Key {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}#{}#{}", self.project, self.env, self.uid)
+    }
+}
+
+/// Where a session lives: the node's region, cluster and kick endpoint.
+///
+/// Stored as JSON. Every field is optional in JSON and omitted when empty;
+/// unknown fields are ignored so older records and newer writers interoperate.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Owner {
+    /// Region of the node holding the session.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub region: String,
+    /// Cluster of the node holding the session.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub cluster: String,
+    /// Absolute `http`/`https` URL that receives kicks for this session.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub endpoint: String,
+}
+
+impl Owner {
+    /// Builds an owner from its three parts.
+    pub fn new(
+        region: impl Into<String>,
+        cluster: impl Into<String>,
+        endpoint: impl Into<String>,
+    ) -> Self {
+        Self {
+            region: region.into(),
+            cluster: cluster.into(),
+            endpoint: endpoint.into(),
+        }
+    }
+}
+
+/// A strongly consistent snapshot of one key's record, as read by
+/// [`Store::read_owner`](crate::Store::read_owner).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OwnerState {
+    /// A record exists (a tombstone counts).
+    pub exists: bool,
+    /// The stored `gen`; 0 when no record exists.
+    pub generation: i64,
+    /// The parsed owner; `None` for a tombstone, no record, or a corrupt owner.
+    pub owner: Option<Owner>,
+    /// The stored owner is non-empty but not parseable as [`Owner`] (C7).
+    pub owner_corrupt: bool,
+    /// `None` = no `cid` attribute; `Some("")` = `cid` is the empty string (C6).
+    pub claim_id: Option<String>,
+}
+
+impl OwnerState {
+    /// The state of a key that has never been written.
+    pub fn absent() -> Self {
+        Self::default()
+    }
+
+    /// The snapshot holds a session that a new claim must replace (owner present or corrupt).
+    pub fn holds_session(&self) -> bool {
+        self.owner.is_some() || self.owner_corrupt
+    }
+}
+
+/// One login attempt: who claims the key, and the idempotency token of the login.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClaimInput {
+    /// The key to claim.
+    pub key: Key,
+    /// The new session's owner; its endpoint receives future kicks.
+    pub owner: Owner,
+    /// Fresh per login, identical on every retry of that login (replay idempotence, I4).
+    pub claim_id: String,
+}
+
+/// The result of a successful claim.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClaimOutcome {
+    /// The session's fencing generation.
+    #[serde(rename = "gen")]
+    pub generation: i64,
+    /// The snapshot's gen when a record existed (tombstone included), else 0.
+    #[serde(rename = "prev_gen")]
+    pub prev_generation: i64,
+    /// The snapshot held a session (owner present or corrupt).
+    pub has_prev: bool,
+    /// The previous owner, when it was parseable.
+    pub prev_owner: Option<Owner>,
+    /// The old session's kick was confirmed (or no kicker is configured).
+    pub kicked: bool,
+    /// Why the old session is only presumed offline; `None` when kicked or nothing to kick.
+    pub kick_detail: Option<KickDetail>,
+    /// Answered by the replay short-circuit: this claim_id already holds the key.
+    pub replayed: bool,
+}
+
+/// What [`Arbiter::current`](crate::Arbiter::current) reports: the self-eviction baseline.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CurrentView {
+    /// The stored gen (0 when no record).
+    #[serde(rename = "gen")]
+    pub generation: i64,
+    /// The online owner; `None` for a tombstone or no record.
+    pub owner: Option<Owner>,
+    /// A record exists.
+    pub exists: bool,
+}
+
+/// Why a heartbeat decided its session must go. See [`decide_evict`](crate::decide_evict).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EvictReason {
+    /// Keep the session.
+    None,
+    /// No record exists for the key.
+    NotExists,
+    /// Another session holds a different gen.
+    GenMismatch,
+    /// The record is a tombstone: the session was released.
+    OwnerEmpty,
+}
+
+impl EvictReason {
+    /// The stable lower-case name: `none`, `not-exists`, `gen-mismatch`, `owner-empty`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::None => "none",
+            Self::NotExists => "not-exists",
+            Self::GenMismatch => "gen-mismatch",
+            Self::OwnerEmpty => "owner-empty",
+        }
+    }
+}
+
+impl fmt::Display for EvictReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The body POSTed to an old session's endpoint: `{"project","env","uid","gen"}`,
+/// where `gen` is the gen the new session announces (`snapshot gen + 1`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KickPayload {
+    /// Project of the key.
+    pub project: String,
+    /// Env of the key.
+    pub env: String,
+    /// Uid of the key.
+    pub uid: i64,
+    /// The announced next gen; receivers destroy only sessions with a smaller gen.
+    #[serde(rename = "gen")]
+    pub generation: i64,
+}
+
+impl KickPayload {
+    /// The key this kick is for.
+    pub fn key(&self) -> Key {
+        Key::new(self.project.clone(), self.env.clone(), self.uid)
+    }
+}
+
+/// Why a kick did not confirm; every variant but `SelfReplaceSkipped` means
+/// the old session is presumed offline (I5b).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum KickDetail {
+    /// The old owner is corrupt or has no endpoint.
+    #[serde(rename = "no-endpoint")]
+    NoEndpoint,
+    /// The old and new endpoints are equal: the node replaces its own session, no call made.
+    #[serde(rename = "self-replace-skipped")]
+    SelfReplaceSkipped,
+    /// No answer within the kick timeout.
+    #[serde(rename = "timeout")]
+    Timeout,
+    /// The connection failed before an HTTP status arrived (refused, reset, TLS, garbled).
+    #[serde(rename = "connect-error")]
+    ConnectError,
+    /// The endpoint answered with a status outside 2xx (redirects included).
+    #[serde(rename = "non-2xx")]
+    Non2xx,
+}
+
+impl KickDetail {
+    /// Every variant, in declaration order.
+    pub const ALL: [KickDetail; 5] = [
+        Self::NoEndpoint,
+        Self::SelfReplaceSkipped,
+        Self::Timeout,
+        Self::ConnectError,
+        Self::Non2xx,
+    ];
+
+    /// The stable wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::NoEndpoint => "no-endpoint",
+            Self::SelfReplaceSkipped => "self-replace-skipped",
+            Self::Timeout => "timeout",
+            Self::ConnectError => "connect-error",
+            Self::Non2xx => "non-2xx",
+        }
+    }
+
+    /// Parses a wire name back; `None` for anything else.
+    pub fn from_wire(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|d| d.as_str() == name)
+    }
+
+    /// True for every variant except `SelfReplaceSkipped`.
+    pub fn is_presumed_offline(self) -> bool {
+        !matches!(self, Self::SelfReplaceSkipped)
+    }
+}
+
+impl fmt::Display for KickDetail {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn key_display_joins_with_hash() {
+        assert_eq!(Key::new("p", "e", 42).to_string(), "p#e#42");
+    }
+
+    #[test]
+    fn owner_json_omits_empty_and_ignores_unknown() {
+        let o = Owner::new("", "c1", "http://h/k");
+        assert_eq!(
+            serde_json::to_string(&o).unwrap(),
+            r#"{"cluster":"c1","endpoint":"http://h/k"}"#
+        );
+        let back: Owner = serde_json::from_str(r#"{"endpoint":"x","future":1}"#).unwrap();
+        assert_eq!(back, Owner::new("", "", "x"));
+    }
+
+    #[test]
+    fn kick_detail_names_round_trip() {
+        for d in KickDetail::ALL {
+            assert_eq!(KickDetail::from_wire(d.as_str()), Some(d));
+            assert_eq!(serde_json::to_string(&d).unwrap(), format!("\"{d}\""));
+        }
+        assert_eq!(
+            KickDetail::ALL
+                .iter()
+                .filter(|d| !d.is_presumed_offline())
+                .collect::<Vec<_>>(),
+            [&KickDetail::SelfReplaceSkipped]
+        );
+    }
+
+    #[test]
+    fn kick_payload_uses_gen_on_the_wire() {
+        let p = KickPayload {
+            project: "p".into(),
+            env: "e".into(),
+            uid: 7,
+            generation: 3,
+        };
+        assert_eq!(
+            serde_json::to_string(&p).unwrap(),
+            r#"{"project":"p","env":"e","uid":7,"gen":3}"#
+        );
+    }
+
+    #[test]
+    fn evict_reason_names() {
+        assert_eq!(EvictReason::GenMismatch.to_string(), "gen-mismatch");
+        assert_eq!(EvictReason::None.to_string(), "none");
+        assert_eq!(EvictReason::NotExists.to_string(), "not-exists");
+        assert_eq!(EvictReason::OwnerEmpty.to_string(), "owner-empty");
+    }
+}

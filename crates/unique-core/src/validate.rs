@@ -1,0 +1,166 @@
+//! Input validation, run by the [`Arbiter`](crate::Arbiter) before any store call.
+//!
+//! Error messages name the field and the rule, never the offending value, so an
+//! endpoint's query string (which may hold a secret) is never echoed.
+
+use crate::error::Error;
+use crate::types::{Key, Owner};
+
+/// Byte-length limits. Defaults: tenant 64, claim_id 128, endpoint 2048.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ValidationLimits {
+    /// Max bytes of `project`, `env`, `owner.region` and `owner.cluster`.
+    pub tenant: usize,
+    /// Max bytes of `claim_id`.
+    pub claim_id: usize,
+    /// Max bytes of `owner.endpoint`.
+    pub endpoint: usize,
+}
+
+impl Default for ValidationLimits {
+    fn default() -> Self {
+        Self {
+            tenant: 64,
+            claim_id: 128,
+            endpoint: 2048,
+        }
+    }
+}
+
+impl ValidationLimits {
+    /// Checks a key: project and env 1..=tenant bytes without `#` or control
+    /// characters, uid ≥ 1.
+    pub fn check_key(&self, key: &Key) -> Result<(), Error> {
+        self.check_tenant_part("project", &key.project)?;
+        self.check_tenant_part("env", &key.env)?;
+        if key.uid < 1 {
+            return Err(Error::invalid("uid must be >= 1"));
+        }
+        Ok(())
+    }
+
+    /// Checks a claim_id: 1..=claim_id bytes, no control characters.
+    pub fn check_claim_id(&self, claim_id: &str) -> Result<(), Error> {
+        check_len("claim_id", claim_id, 1, self.claim_id)?;
+        check_no_control("claim_id", claim_id)
+    }
+
+    /// Checks a claiming owner: region and cluster 0..=tenant bytes without
+    /// control characters; endpoint an absolute http(s) URL with a host,
+    /// 1..=endpoint bytes, no control characters or whitespace.
+    pub fn check_owner(&self, owner: &Owner) -> Result<(), Error> {
+        check_len("owner.region", &owner.region, 0, self.tenant)?;
+        check_no_control("owner.region", &owner.region)?;
+        check_len("owner.cluster", &owner.cluster, 0, self.tenant)?;
+        check_no_control("owner.cluster", &owner.cluster)?;
+        check_len("owner.endpoint", &owner.endpoint, 1, self.endpoint)?;
+        check_endpoint(&owner.endpoint)
+    }
+
+    fn check_tenant_part(&self, field: &str, value: &str) -> Result<(), Error> {
+        check_len(field, value, 1, self.tenant)?;
+        check_no_control(field, value)?;
+        if value.contains('#') {
+            return Err(Error::invalid(format!("{field} must not contain '#'")));
+        }
+        Ok(())
+    }
+}
+
+fn check_len(field: &str, value: &str, min: usize, max: usize) -> Result<(), Error> {
+    if value.len() < min {
+        return Err(Error::invalid(format!("{field} must not be empty")));
+    }
+    if value.len() > max {
+        return Err(Error::invalid(format!(
+            "{field} must be at most {max} bytes"
+        )));
+    }
+    Ok(())
+}
+
+fn check_no_control(field: &str, value: &str) -> Result<(), Error> {
+    if value.chars().any(char::is_control) {
+        return Err(Error::invalid(format!(
+            "{field} must not contain control characters"
+        )));
+    }
+    Ok(())
+}
+
+/// An absolute URL with scheme `http` or `https` (ASCII case-insensitive) and a
+/// non-empty host. Deliberately small: the kicker's HTTP client does the full parse.
+fn check_endpoint(endpoint: &str) -> Result<(), Error> {
+    if endpoint
+        .chars()
+        .any(|c| c.is_control() || c.is_whitespace())
+    {
+        return Err(Error::invalid(
+            "owner.endpoint must not contain control characters or whitespace",
+        ));
+    }
+    let rest = strip_prefix_ignore_case(endpoint, "http://")
+        .or_else(|| strip_prefix_ignore_case(endpoint, "https://"))
+        .ok_or_else(|| Error::invalid("owner.endpoint must be an absolute http or https url"))?;
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    let host_port = authority.rsplit('@').next().unwrap_or_default();
+    let host = if host_port.starts_with('[') {
+        // IPv6 literal: the host is everything up to the closing bracket.
+        host_port.find(']').map_or("", |end| &host_port[1..end])
+    } else {
+        host_port.split(':').next().unwrap_or_default()
+    };
+    if host.is_empty() {
+        return Err(Error::invalid("owner.endpoint must have a host"));
+    }
+    Ok(())
+}
+
+fn strip_prefix_ignore_case<'a>(s: &'a str, prefix: &str) -> Option<&'a str> {
+    let head = s.get(..prefix.len())?;
+    head.eq_ignore_ascii_case(prefix)
+        .then(|| &s[prefix.len()..])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn endpoint_ok(e: &str) -> bool {
+        check_endpoint(e).is_ok()
+    }
+
+    #[test]
+    fn endpoint_shapes() {
+        for ok in [
+            "http://h",
+            "https://h:8443/kick?token=s",
+            "HTTP://h/",
+            "http://user@h/x",
+            "http://[::1]:9/k",
+        ] {
+            assert!(endpoint_ok(ok), "{ok}");
+        }
+        for bad in [
+            "",
+            "h/kick",
+            "/kick",
+            "ftp://h/",
+            "http://",
+            "http:///x",
+            "http://:80/",
+            "http://[]/",
+            "http://h /x",
+            "http://h/\tx",
+            "mailto:x@h",
+        ] {
+            assert!(!endpoint_ok(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn endpoint_error_never_echoes_value() {
+        let e = check_endpoint("ftp://h/?secret=hunter2").unwrap_err();
+        assert!(!e.to_string().contains("hunter2"));
+    }
+}
