@@ -1,0 +1,81 @@
+#![doc = include_str!("../README.md")]
+
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::Child;
+use std::time::{Duration, Instant};
+
+/// A child process that is killed and reaped when dropped, so a failing test
+/// never leaves a server behind.
+#[derive(Debug)]
+pub struct ChildGuard {
+    child: Child,
+    what: &'static str,
+}
+
+impl ChildGuard {
+    /// Guards `child`; `what` names it in panic messages.
+    pub fn new(child: Child, what: &'static str) -> Self {
+        Self { child, what }
+    }
+
+    /// The process id.
+    pub fn id(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Panics with a clear message if the process has already exited.
+    pub fn assert_running(&mut self) {
+        if let Ok(Some(status)) = self.child.try_wait() {
+            panic!("{} exited early with {status}", self.what);
+        }
+    }
+
+    /// Kills the process now (SIGKILL) and waits for it.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for ChildGuard {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// A loopback port that was free a moment ago.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("bind an ephemeral loopback port")
+}
+
+/// Waits until `addr` accepts TCP connections, or panics after `limit` saying `what`
+/// did not come up.
+pub fn wait_for_tcp(addr: SocketAddr, limit: Duration, what: &str) {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        if TcpStream::connect_timeout(&addr, Duration::from_millis(100)).is_ok() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!("{what} did not accept connections on {addr} within {limit:?}");
+}
+
+/// The workspace root (the directory holding the top-level `Cargo.toml`).
+pub fn workspace_root() -> PathBuf {
+    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    manifest
+        .ancestors()
+        .nth(2)
+        .expect("crate lives in crates/<name>")
+        .to_path_buf()
+}
+
+/// `.tools/` under the workspace root: where test tooling installs what it needs.
+pub fn tools_dir() -> PathBuf {
+    workspace_root().join(".tools")
+}
