@@ -16,13 +16,20 @@ pub struct RawRecord {
     pub claim_id: Option<String>,
 }
 
-/// A [`Store`] under test, plus the raw-record hook the suite needs.
+/// The raw-record hook a backend gives the suite: an unconditional write that
+/// bypasses every fence. Test-only; implemented next to the backend's contract test.
 #[async_trait]
-pub trait ContractStore: Store {
-    /// Writes `record` for `key` unconditionally, replacing whatever is stored.
-    /// Test-only: it bypasses every fence.
+pub trait RawWriter: Send + Sync + 'static {
+    /// Writes `record` for `key`, replacing whatever is stored.
     async fn put_raw(&self, key: &Key, record: RawRecord) -> Result<(), Error>;
 }
 
-/// What every case receives.
-pub type DynStore = Arc<dyn ContractStore>;
+/// What every case receives: the store under test and its raw-record hook
+/// (both views of the same backend state).
+#[derive(Clone)]
+pub struct Subject {
+    /// The store under test.
+    pub store: Arc<dyn Store>,
+    /// Writes raw records into the same backend.
+    pub raw: Arc<dyn RawWriter>,
+}

@@ -79,3 +79,6 @@ pub fn workspace_root() -> PathBuf {
 pub fn tools_dir() -> PathBuf {
     workspace_root().join(".tools")
 }
+
+pub mod dynalite;
+pub mod redis;

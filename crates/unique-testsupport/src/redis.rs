@@ -1,0 +1,1 @@
+//! A real `redis-server` for tests (filled in by the lease work).
