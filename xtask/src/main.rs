@@ -1,6 +1,151 @@
-//! `cargo xtask`: placeholder until the CI driver lands.
+//! `cargo xtask`: the project's automation. Each subcommand is a function;
+//! `cargo xtask ci` runs exactly what CI runs.
 
-fn main() {
-    eprintln!("xtask: not implemented yet");
-    std::process::exit(1);
+use std::env;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+use std::time::{Duration, Instant};
+
+const USAGE: &str = "\
+usage: cargo xtask <command>
+
+commands:
+  ci        fmt check, clippy -D warnings, every test (doctests and contract suites included),
+            loom models, smoke S1-S6, benches built (not run)
+  contract  the store and lease contract suites against every in-tree backend
+  loom      the loom models of the memory store's fenced write
+  smoke     S1-S6 with the server binary and client processes over loopback HTTP
+  bench     the load generator: unique-server (memory, sqlite) side by side with a redis script
+";
+
+/// The store backends and lease backends whose contract suites `contract` runs.
+/// Each entry: (package, test target).
+const CONTRACT_SUITES: &[(&str, &str)] = &[
+    ("unique-store-memory", "contract"),
+];
+
+fn main() -> ExitCode {
+    let args: Vec<String> = env::args().skip(1).collect();
+    let Some(cmd) = args.first() else {
+        eprint!("{USAGE}");
+        return ExitCode::FAILURE;
+    };
+    let mut run = Run::default();
+    match cmd.as_str() {
+        "ci" => ci(&mut run),
+        "contract" => contract(&mut run),
+        "loom" => loom(&mut run),
+        "smoke" => smoke(&mut run),
+        "bench" => bench(&mut run, &args[1..]),
+        "-h" | "--help" | "help" => {
+            print!("{USAGE}");
+            return ExitCode::SUCCESS;
+        }
+        other => {
+            eprintln!("unknown command {other:?}\n\n{USAGE}");
+            return ExitCode::FAILURE;
+        }
+    }
+    run.summary()
+}
+
+fn ci(run: &mut Run) {
+    run.step("fmt", cargo(&["fmt", "--all", "--", "--check"]));
+    run.step(
+        "clippy",
+        cargo(&["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"]),
+    );
+    run.step(
+        "test (workspace: unit, integration, doctests, contract suites)",
+        cargo(&["test", "--workspace"]),
+    );
+    loom(run);
+    smoke(run);
+    run.step("bench build", cargo(&["bench", "--workspace", "--no-run"]));
+}
+
+fn contract(run: &mut Run) {
+    for (package, target) in CONTRACT_SUITES {
+        run.step(
+            &format!("contract {package}"),
+            cargo(&["test", "-p", package, "--test", target]),
+        );
+    }
+}
+
+fn loom(run: &mut Run) {
+    let mut cmd = cargo(&[
+        "test",
+        "--release",
+        "-p",
+        "unique-store-memory",
+        "--lib",
+        "loom",
+    ]);
+    cmd.env("RUSTFLAGS", "--cfg loom")
+        .env("CARGO_TARGET_DIR", root().join("target").join("loom"));
+    run.step("loom", cmd);
+}
+
+fn smoke(run: &mut Run) {
+    run.step(
+        "smoke S1-S6",
+        cargo(&["run", "--release", "-p", "unique-examples", "--bin", "smoke"]),
+    );
+}
+
+fn bench(run: &mut Run, extra: &[String]) {
+    let mut cmd = cargo(&["run", "--release", "-p", "unique-bench", "--"]);
+    cmd.args(extra);
+    run.step("bench", cmd);
+}
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("xtask lives in the workspace root")
+        .to_path_buf()
+}
+
+fn cargo(args: &[&str]) -> Command {
+    let mut cmd = Command::new(env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    cmd.args(args).current_dir(root());
+    cmd
+}
+
+/// The steps that ran, for the summary.
+#[derive(Default)]
+struct Run {
+    steps: Vec<(String, bool, Duration)>,
+}
+
+impl Run {
+    fn step(&mut self, name: &str, mut cmd: Command) {
+        eprintln!("\n==> xtask: {name}");
+        let started = Instant::now();
+        let ok = match cmd.status() {
+            Ok(status) => status.success(),
+            Err(e) => {
+                eprintln!("xtask: cannot start {cmd:?}: {e}");
+                false
+            }
+        };
+        self.steps.push((name.to_owned(), ok, started.elapsed()));
+    }
+
+    fn summary(&self) -> ExitCode {
+        eprintln!("\n==> xtask summary");
+        for (name, ok, took) in &self.steps {
+            let mark = if *ok { "ok  " } else { "FAIL" };
+            eprintln!("  {mark} {:>7.1}s  {name}", took.as_secs_f64());
+        }
+        let failed = self.steps.iter().filter(|(_, ok, _)| !ok).count();
+        if failed == 0 {
+            eprintln!("all {} steps passed", self.steps.len());
+            ExitCode::SUCCESS
+        } else {
+            eprintln!("{failed} of {} steps failed", self.steps.len());
+            ExitCode::FAILURE
+        }
+    }
 }
