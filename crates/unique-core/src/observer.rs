@@ -54,6 +54,10 @@ impl Observer for NoopObserver {}
 
 /// Emits one structured `tracing` event per call, target `unique`.
 ///
+/// Levels: failed claims at `warn`; kicks that did not confirm at `info`; successful
+/// claims, confirmed kicks and releases at `debug` (a busy server must not log
+/// every request by default).
+///
 /// Events carry gens, flags, kick details, attempt counts and durations; never an
 /// owner endpoint (which may hold a secret in its query string).
 #[derive(Debug, Clone, Copy, Default)]
@@ -63,7 +67,7 @@ impl Observer for TracingObserver {
     fn on_claim(&self, result: &Result<ClaimOutcome, Error>, attempts: u32, took: Duration) {
         let took_us = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
         match result {
-            Ok(o) => tracing::info!(
+            Ok(o) => tracing::debug!(
                 target: "unique",
                 generation = o.generation,
                 prev_generation = o.prev_generation,
@@ -87,16 +91,16 @@ impl Observer for TracingObserver {
     }
 
     fn on_kick(&self, detail: Option<KickDetail>, success: bool) {
-        tracing::info!(
-            target: "unique",
-            success,
-            detail = detail.map(KickDetail::as_str),
-            "kick"
-        );
+        match detail {
+            None => tracing::debug!(target: "unique", success, "kick"),
+            Some(detail) => {
+                tracing::info!(target: "unique", success, detail = detail.as_str(), "kick");
+            }
+        }
     }
 
     fn on_release(&self, key: &Key, released: bool) {
-        tracing::info!(target: "unique", key = %key, released, "release");
+        tracing::debug!(target: "unique", key = %key, released, "release");
     }
 }
 

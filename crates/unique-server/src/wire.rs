@@ -109,8 +109,11 @@ pub(crate) fn parse<'de, T: Deserialize<'de>>(body: &'de [u8]) -> Result<T, Erro
     let value = serde_path_to_error::deserialize(&mut de).map_err(|e| {
         let path = e.path().to_string();
         let inner = e.into_inner();
-        if path == "." {
+        if inner.is_syntax() || inner.is_eof() {
             Error::invalid(format!("malformed json: {inner}"))
+        } else if path == "." {
+            // Root-level problems (a missing field) already name the field.
+            Error::invalid(inner.to_string())
         } else {
             Error::invalid(format!("{path}: {inner}"))
         }

@@ -1,0 +1,142 @@
+//! The `unique-server` binary: the Arbiter over HTTP on a configurable store.
+
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::{Parser, ValueEnum};
+use tokio::net::TcpListener;
+use unique_core::{Arbiter, Store, TracingObserver};
+use unique_server::{ArbiterService, serve};
+
+/// Single-session arbitration over HTTP: one online session per (project, env, uid).
+///
+/// Every flag can also be set with the UNIQUE_* environment variable named in its help.
+#[derive(Debug, Parser)]
+#[command(name = "unique-server", version, about, long_about = None)]
+struct Args {
+    /// Address to listen on (use port 0 for any free port; the bound address is printed).
+    #[arg(long, env = "UNIQUE_LISTEN", default_value = "127.0.0.1:7420")]
+    listen: SocketAddr,
+
+    /// Which store holds the session records.
+    #[arg(long, env = "UNIQUE_STORE", value_enum, default_value_t = StoreKind::Memory)]
+    store: StoreKind,
+
+    /// How long an old session's kick receiver gets to confirm (e.g. 500ms, 3s).
+    #[arg(long, env = "UNIQUE_KICK_TIMEOUT", default_value = "3s", value_parser = humantime::parse_duration)]
+    kick_timeout: Duration,
+
+    /// Compare-and-set attempts per claim before failing closed (values below 1 mean 1).
+    #[arg(long, env = "UNIQUE_MAX_CLAIM_ATTEMPTS", default_value_t = 3)]
+    max_claim_attempts: u32,
+
+    /// Log format on stderr.
+    #[arg(long, env = "UNIQUE_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+
+    /// Worker threads of the async runtime (default: one per core).
+    #[arg(long, env = "UNIQUE_WORKERS")]
+    workers: Option<usize>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum StoreKind {
+    /// In process memory: fast, forgets every gen on restart (tests and demos only).
+    Memory,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    init_logging(args.log_format);
+    let mut runtime = tokio::runtime::Builder::new_multi_thread();
+    runtime.enable_all();
+    if let Some(workers) = args.workers {
+        runtime.worker_threads(workers.max(1));
+    }
+    let runtime = match runtime.build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("unique-server: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(args)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("unique-server: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(args: Args) -> Result<(), String> {
+    let store = open_store(&args).await?;
+    let arbiter = Arbiter::builder(store)
+        .observer(TracingObserver)
+        .kick_timeout(args.kick_timeout)
+        .max_claim_attempts(args.max_claim_attempts)
+        .build();
+    let listener = TcpListener::bind(args.listen)
+        .await
+        .map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
+    let bound = listener
+        .local_addr()
+        .map_err(|e| format!("cannot read the bound address: {e}"))?;
+    // The smoke runner and scripts read this line to find the port.
+    println!("unique-server listening on http://{bound}");
+    tracing::info!(%bound, store = ?args.store, "listening");
+    serve(listener, ArbiterService::new(arbiter), shutdown_signal()).await;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+async fn open_store(args: &Args) -> Result<Arc<dyn Store>, String> {
+    match args.store {
+        StoreKind::Memory => Ok(Arc::new(unique_store_memory::MemoryStore::new())),
+    }
+}
+
+fn init_logging(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}
+
+/// Resolves on SIGINT or SIGTERM.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {},
+        () = term => {},
+    }
+    tracing::info!("shutdown requested");
+}
