@@ -71,7 +71,10 @@ async fn first_login_writes_gen_one_without_kicking() {
     assert_eq!(outcome, expected);
     assert_eq!(h.store().calls(), read_then_cas(OwnerState::absent()));
     assert!(h.kicker.calls().is_empty());
-    assert!(h.observer.kicks().is_empty(), "nothing to kick, no decision");
+    assert!(
+        h.observer.kicks().is_empty(),
+        "nothing to kick, no decision"
+    );
     assert_eq!(h.observer.claims(), claimed_once(&expected));
 }
 
@@ -183,7 +186,10 @@ async fn corrupt_owner_is_presumed_offline_as_no_endpoint() {
     assert_eq!(outcome, expected);
     assert_eq!(h.store().calls(), read_then_cas(corrupt(5)));
     assert!(h.kicker.calls().is_empty(), "no endpoint to call");
-    assert_eq!(h.observer.kicks(), vec![(Some(KickDetail::NoEndpoint), false)]);
+    assert_eq!(
+        h.observer.kicks(),
+        vec![(Some(KickDetail::NoEndpoint), false)]
+    );
     assert_eq!(h.observer.claims(), claimed_once(&expected));
 }
 
@@ -208,7 +214,10 @@ async fn empty_old_endpoint_is_presumed_offline_as_no_endpoint() {
     assert_eq!(outcome, expected);
     assert_eq!(h.store().calls(), read_then_cas(snap));
     assert!(h.kicker.calls().is_empty());
-    assert_eq!(h.observer.kicks(), vec![(Some(KickDetail::NoEndpoint), false)]);
+    assert_eq!(
+        h.observer.kicks(),
+        vec![(Some(KickDetail::NoEndpoint), false)]
+    );
 }
 
 #[tokio::test]
@@ -345,7 +354,11 @@ async fn hanging_kicker_is_cut_at_the_configured_kick_timeout() {
     assert_eq!(outcome.kick_detail, Some(KickDetail::Timeout));
     // Paused clock: this is the Arbiter's timer, not wall time.
     assert_eq!(started.elapsed(), timeout);
-    assert_eq!(h.kicker.calls()[0].timeout, timeout, "kicker told its deadline");
+    assert_eq!(
+        h.kicker.calls()[0].timeout,
+        timeout,
+        "kicker told its deadline"
+    );
     assert_eq!(h.store().cas_count(), 1);
     assert_eq!(h.observer.kicks(), vec![(Some(KickDetail::Timeout), false)]);
 }
@@ -424,7 +437,10 @@ async fn gen_at_max_minus_one_is_refused_before_kicking() {
     let err = h.claim().await.unwrap_err();
 
     assert!(err.is_unavailable(), "{err}");
-    assert!(h.kicker.calls().is_empty(), "a session we cannot replace stays");
+    assert!(
+        h.kicker.calls().is_empty(),
+        "a session we cannot replace stays"
+    );
     assert!(h.observer.kicks().is_empty());
     assert_eq!(h.store().calls(), vec![StoreCall::ReadOwner(key())]);
     assert_eq!(

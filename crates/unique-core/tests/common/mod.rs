@@ -336,7 +336,9 @@ impl RecordingObserver {
 impl Observer for RecordingObserver {
     fn on_claim(&self, result: &Result<ClaimOutcome, Error>, attempts: u32, _took: Duration) {
         let result = result.as_ref().map(Clone::clone).map_err(Error::code);
-        lock(&self.seen).claims.push(ClaimEvent { result, attempts });
+        lock(&self.seen)
+            .claims
+            .push(ClaimEvent { result, attempts });
     }
 
     fn on_kick(&self, detail: Option<KickDetail>, success: bool) {
