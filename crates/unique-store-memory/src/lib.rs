@@ -1,0 +1,104 @@
+#![doc = include_str!("../README.md")]
+
+mod fence;
+#[cfg(all(test, loom))]
+mod loom_models;
+mod record;
+mod sync;
+mod table;
+
+use std::fmt;
+use std::sync::Arc;
+
+use unique_core::{CurrentView, Error, Key, Owner, OwnerState, Store, async_trait, encode_owner};
+
+use crate::fence::Fence;
+use crate::record::{OwnerAttr, Record, state_of};
+use crate::table::Table;
+
+/// Shards of a store built with [`MemoryStore::new`]: enough that tasks on
+/// different keys rarely meet on one lock.
+const DEFAULT_SHARDS: usize = 64;
+
+/// An in-memory, linearizable-per-key [`Store`].
+///
+/// Cloning is cheap and every clone sees the same records. Records live as long
+/// as the last clone; there is no TTL and gens are never reset.
+#[derive(Clone)]
+pub struct MemoryStore {
+    table: Arc<Table>,
+}
+
+impl MemoryStore {
+    /// An empty store.
+    pub fn new() -> Self {
+        Self {
+            table: Arc::new(Table::with_shards(DEFAULT_SHARDS)),
+        }
+    }
+
+    /// **Test hook that bypasses every fence**: unconditionally replaces `key`'s
+    /// record with exactly these attributes (`None` = attribute absent).
+    ///
+    /// It exists so the contract suite can build records the Arbiter never
+    /// writes: corrupt owners, empty cids, tombstones, gens near `i64::MAX`.
+    /// `owner` is stored as if it were the raw JSON string of another backend:
+    /// empty or absent reads as a tombstone, unparseable reads as corrupt (C7).
+    /// Never use it in production code: it can move a gen backwards.
+    pub fn put_raw(&self, key: &Key, generation: i64, owner: Option<&str>, claim_id: Option<&str>) {
+        self.table.put(
+            key,
+            Record {
+                generation,
+                owner: OwnerAttr::from_raw(owner),
+                claim_id: claim_id.map(str::to_owned),
+            },
+        );
+    }
+}
+
+impl Default for MemoryStore {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl fmt::Debug for MemoryStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MemoryStore")
+            .field("shards", &self.table.shard_count())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Every method is synchronous under the hood: one shard lock, held for a
+/// lookup and at most one write, never across an `.await`.
+#[async_trait]
+impl Store for MemoryStore {
+    async fn read_owner(&self, key: &Key) -> Result<OwnerState, Error> {
+        Ok(self.table.read_with(key, state_of))
+    }
+
+    async fn claim_cas(
+        &self,
+        key: &Key,
+        owner: &Owner,
+        claim_id: &str,
+        snap: &OwnerState,
+    ) -> Result<i64, Error> {
+        // C8: refuse an owner without endpoint before touching the record.
+        encode_owner(owner)?;
+        self.table
+            .claim(key, Fence::from_snapshot(snap), owner.clone(), claim_id)
+    }
+
+    async fn current(&self, key: &Key) -> Result<CurrentView, Error> {
+        self.table.read_with(key, |record| {
+            record.map_or_else(|| Ok(CurrentView::default()), Record::current)
+        })
+    }
+
+    async fn release(&self, key: &Key, generation: i64) -> Result<bool, Error> {
+        Ok(self.table.release(key, generation))
+    }
+}

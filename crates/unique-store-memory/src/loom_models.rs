@@ -1,0 +1,274 @@
+//! Loom models of the fenced-write primitive in `table.rs`.
+//!
+//! Run with
+//! `RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test --release -p unique-store-memory --lib loom`.
+//! Each model explores every interleaving of its threads' lock acquisitions and
+//! prints how many it explored (`--nocapture` shows them). The broken variant at
+//! the end proves the invariant checks can fail.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use loom::sync::Arc;
+use loom::thread;
+use unique_core::{Error, Key, Owner, OwnerState};
+
+use crate::fence::Fence;
+use crate::record::{OwnerAttr, Record, state_of};
+use crate::table::Table;
+
+/// The message every "exactly one winner" violation carries.
+const ONE_WINNER: &str = "invariant violated: exactly one claim from one snapshot may win";
+
+fn key() -> Key {
+    Key::new("p", "e", 1)
+}
+
+fn owner(claim_id: &str) -> Owner {
+    Owner::new("r", "c", format!("http://{claim_id}/kick"))
+}
+
+fn session(generation: i64, claim_id: &str) -> Record {
+    Record {
+        generation,
+        owner: OwnerAttr::Valid(owner(claim_id)),
+        claim_id: Some(claim_id.to_owned()),
+    }
+}
+
+/// A one-shard table holding `initial` for [`key`], and the snapshot a reader sees.
+fn table_with(initial: Option<Record>) -> (Arc<Table>, OwnerState) {
+    let table = Table::with_shards(1);
+    if let Some(record) = initial {
+        table.put(&key(), record);
+    }
+    let snap = table.read_with(&key(), state_of);
+    (Arc::new(table), snap)
+}
+
+/// Runs `body` under loom and returns how many interleavings it explored.
+fn explore(name: &str, body: impl Fn() + Send + Sync + 'static) -> usize {
+    let runs = std::sync::Arc::new(AtomicUsize::new(0));
+    let counter = std::sync::Arc::clone(&runs);
+    loom::model(move || {
+        counter.fetch_add(1, Ordering::Relaxed);
+        body();
+    });
+    let explored = runs.load(Ordering::Relaxed);
+    eprintln!("loom model {name}: {explored} interleavings explored");
+    explored
+}
+
+/// `n` threads claim from the same snapshot of `initial`; exactly one wins with
+/// `expected` and the stored record is the winner's.
+fn claimers_from_one_snapshot(n: usize, initial: Option<Record>, expected: i64) {
+    let (table, snap) = table_with(initial);
+    let snap = std::sync::Arc::new(snap);
+    let handles: Vec<_> = (0..n)
+        .map(|i| {
+            let table = Arc::clone(&table);
+            let snap = std::sync::Arc::clone(&snap);
+            thread::spawn(move || {
+                let claim_id = format!("t{i}");
+                let result = table.claim(
+                    &key(),
+                    Fence::from_snapshot(&snap),
+                    owner(&claim_id),
+                    &claim_id,
+                );
+                (claim_id, result)
+            })
+        })
+        .collect();
+    let results: Vec<(String, Result<i64, Error>)> =
+        handles.into_iter().map(|h| h.join().unwrap()).collect();
+    let winners: Vec<_> = results.iter().filter(|(_, r)| r.is_ok()).collect();
+    assert_eq!(winners.len(), 1, "{ONE_WINNER}");
+    let (winner, won) = winners[0];
+    assert_eq!(
+        won.as_ref().ok(),
+        Some(&expected),
+        "gen must advance by exactly one"
+    );
+    let stored = table.read_with(&key(), state_of);
+    assert_eq!(stored.generation, expected);
+    assert_eq!(stored.claim_id.as_deref(), Some(winner.as_str()));
+    for (_, result) in &results {
+        if let Err(e) = result {
+            // Losers fail on the condition and see the winner's record.
+            match e {
+                Error::CasFailed {
+                    current: Some(seen),
+                } => assert_eq!(**seen, stored),
+                other => panic!("a loser must see CasFailed with the record, got {other:?}"),
+            }
+        }
+    }
+}
+
+#[test]
+fn loom_two_claimers_first_login() {
+    let explored = explore("two claimers, first login", || {
+        claimers_from_one_snapshot(2, None, 1);
+    });
+    assert!(explored > 1);
+}
+
+#[test]
+fn loom_three_claimers_double_pin() {
+    let explored = explore("three claimers, double pin", || {
+        claimers_from_one_snapshot(3, Some(session(5, "old")), 6);
+    });
+    assert!(explored > 2);
+}
+
+#[test]
+fn loom_three_claimers_tombstone() {
+    let tombstone = Record {
+        generation: 9,
+        owner: OwnerAttr::Empty,
+        claim_id: None,
+    };
+    let explored = explore("three claimers, tombstone", move || {
+        claimers_from_one_snapshot(3, Some(tombstone.clone()), 10);
+    });
+    assert!(explored > 2);
+}
+
+#[test]
+fn loom_claim_races_release() {
+    let explored = explore("claim racing release", || {
+        let (table, snap) = table_with(Some(session(5, "a")));
+        let release_thread = {
+            let table = Arc::clone(&table);
+            thread::spawn(move || table.release(&key(), 5))
+        };
+        let claim_thread = {
+            let table = Arc::clone(&table);
+            thread::spawn(move || table.claim(&key(), Fence::from_snapshot(&snap), owner("b"), "b"))
+        };
+        let released = release_thread.join().unwrap();
+        let claimed = claim_thread.join().unwrap();
+        let stored = table.read_with(&key(), state_of);
+        // Both fences pin gen 5 and cid "a": whichever commits first voids the other.
+        match (released, claimed) {
+            (true, Err(Error::CasFailed { .. })) => {
+                assert_eq!(
+                    (stored.generation, stored.claim_id, stored.owner),
+                    (5, None, None)
+                );
+            }
+            (false, Ok(6)) => {
+                assert_eq!(
+                    (stored.generation, stored.claim_id.as_deref()),
+                    (6, Some("b"))
+                );
+            }
+            other => panic!("claim and release must not both take effect: {other:?}"),
+        }
+    });
+    assert!(explored > 1);
+}
+
+#[test]
+fn loom_replay_races_new_claim() {
+    let explored = explore("replay racing a new claim", || {
+        // Session "a" already won gen 5 but its response was lost; it retries
+        // (the Arbiter's steps 1-2, then 4) while "b" claims from the same record.
+        let (table, snap) = table_with(Some(session(5, "a")));
+        let retry = {
+            let table = Arc::clone(&table);
+            thread::spawn(move || {
+                let seen = table.read_with(&key(), state_of);
+                if seen.owner.is_some() && seen.claim_id.as_deref() == Some("a") {
+                    return (true, Ok(seen.generation));
+                }
+                (
+                    false,
+                    table.claim(&key(), Fence::from_snapshot(&seen), owner("a"), "a"),
+                )
+            })
+        };
+        let newcomer = {
+            let table = Arc::clone(&table);
+            thread::spawn(move || table.claim(&key(), Fence::from_snapshot(&snap), owner("b"), "b"))
+        };
+        let (replayed, retried) = retry.join().unwrap();
+        let claimed = newcomer.join().unwrap();
+        let stored = table.read_with(&key(), state_of);
+        // The replay never writes, so the newcomer's fence always holds.
+        assert_eq!(claimed.as_ref().ok(), Some(&6));
+        if replayed {
+            assert_eq!(retried.ok(), Some(5));
+            assert_eq!(
+                (stored.generation, stored.claim_id.as_deref()),
+                (6, Some("b"))
+            );
+        } else {
+            assert_eq!(
+                retried.ok(),
+                Some(7),
+                "a retry after the takeover claims anew"
+            );
+            assert_eq!(
+                (stored.generation, stored.claim_id.as_deref()),
+                (7, Some("a"))
+            );
+        }
+    });
+    assert!(explored > 1);
+}
+
+/// The bug the fence exists to prevent: read, then write unconditionally, in two
+/// critical sections. Two claimers from one snapshot can then both "win".
+fn broken_claimers_from_one_snapshot() {
+    let (table, snap) = table_with(None);
+    let snap = std::sync::Arc::new(snap);
+    let handles: Vec<_> = ["a", "b"]
+        .into_iter()
+        .map(|claim_id| {
+            let table = Arc::clone(&table);
+            let snap = std::sync::Arc::clone(&snap);
+            thread::spawn(move || {
+                let fence = Fence::from_snapshot(&snap);
+                if !table.read_with(&key(), |record| fence.holds(record)) {
+                    return false;
+                }
+                table.put(&key(), session(fence.next_generation().unwrap(), claim_id));
+                true
+            })
+        })
+        .collect();
+    let winners = handles
+        .into_iter()
+        .map(|h| h.join().unwrap())
+        .filter(|won| *won)
+        .count();
+    assert_eq!(winners, 1, "{ONE_WINNER}");
+}
+
+#[test]
+fn loom_rejects_read_then_unconditional_write() {
+    let runs = std::sync::Arc::new(AtomicUsize::new(0));
+    let counter = std::sync::Arc::clone(&runs);
+    let outcome = catch_unwind(AssertUnwindSafe(|| {
+        loom::model(move || {
+            counter.fetch_add(1, Ordering::Relaxed);
+            broken_claimers_from_one_snapshot();
+        });
+    }));
+    eprintln!(
+        "loom model broken read-then-write: violation found at interleaving {}",
+        runs.load(Ordering::Relaxed)
+    );
+    let payload = outcome.expect_err("the model must find the double win of the broken claim");
+    let message = payload
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| payload.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+        .unwrap_or_default();
+    assert!(
+        message.contains(ONE_WINNER),
+        "the model failed for another reason: {message}"
+    );
+}

@@ -1,0 +1,103 @@
+//! One key's stored record and how it reads back (C6, C7).
+
+use unique_core::{CurrentView, Error, Owner, OwnerState, decode_owner};
+
+/// The `owner` attribute, kept decoded so reads do not parse JSON.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum OwnerAttr {
+    /// Empty string or absent attribute: a tombstone or a pre-first-login record.
+    Empty,
+    /// A parseable owner.
+    Valid(Owner),
+    /// Non-empty but not an `Owner` JSON object (C7).
+    Corrupt,
+}
+
+impl OwnerAttr {
+    /// Decodes a raw stored string (`None` = attribute absent).
+    pub(crate) fn from_raw(raw: Option<&str>) -> Self {
+        match raw.map(decode_owner) {
+            None | Some(Ok(None)) => Self::Empty,
+            Some(Ok(Some(owner))) => Self::Valid(owner),
+            Some(Err(())) => Self::Corrupt,
+        }
+    }
+}
+
+/// The three attributes of a key's record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Record {
+    /// `gen`.
+    pub(crate) generation: i64,
+    /// `owner`.
+    pub(crate) owner: OwnerAttr,
+    /// `cid`; `None` = attribute absent, `Some("")` = empty string (C6).
+    pub(crate) claim_id: Option<String>,
+}
+
+impl Record {
+    /// The snapshot `read_owner` reports for this record (C6, C7 soft path).
+    pub(crate) fn state(&self) -> OwnerState {
+        let (owner, owner_corrupt) = match &self.owner {
+            OwnerAttr::Empty => (None, false),
+            OwnerAttr::Valid(owner) => (Some(owner.clone()), false),
+            OwnerAttr::Corrupt => (None, true),
+        };
+        OwnerState {
+            exists: true,
+            generation: self.generation,
+            owner,
+            owner_corrupt,
+            claim_id: self.claim_id.clone(),
+        }
+    }
+
+    /// The view `current` reports (C7 hard path: a corrupt owner is `Unavailable`).
+    pub(crate) fn current(&self) -> Result<CurrentView, Error> {
+        let owner = match &self.owner {
+            OwnerAttr::Empty => None,
+            OwnerAttr::Valid(owner) => Some(owner.clone()),
+            OwnerAttr::Corrupt => return Err(Error::unavailable("stored owner is corrupt")),
+        };
+        Ok(CurrentView {
+            generation: self.generation,
+            owner,
+            exists: true,
+        })
+    }
+}
+
+/// The snapshot of an optional record (`absent` when there is none).
+pub(crate) fn state_of(record: Option<&Record>) -> OwnerState {
+    record.map_or_else(OwnerState::absent, Record::state)
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn raw_owner_decoding() {
+        assert_eq!(OwnerAttr::from_raw(None), OwnerAttr::Empty);
+        assert_eq!(OwnerAttr::from_raw(Some("")), OwnerAttr::Empty);
+        assert_eq!(OwnerAttr::from_raw(Some("{")), OwnerAttr::Corrupt);
+        assert_eq!(
+            OwnerAttr::from_raw(Some(r#"{"endpoint":"http://h","x":1}"#)),
+            OwnerAttr::Valid(Owner::new("", "", "http://h"))
+        );
+    }
+
+    #[test]
+    fn corrupt_reads_soft_and_current_is_hard() {
+        let record = Record {
+            generation: 3,
+            owner: OwnerAttr::Corrupt,
+            claim_id: Some(String::new()),
+        };
+        let state = record.state();
+        assert!(state.exists && state.owner_corrupt && state.owner.is_none());
+        assert_eq!(state.claim_id.as_deref(), Some(""));
+        assert!(record.current().unwrap_err().is_unavailable());
+        assert_eq!(state_of(None), OwnerState::absent());
+    }
+}

@@ -1,0 +1,103 @@
+//! The sharded record table and its fenced-write primitive.
+//!
+//! Everything here is synchronous and takes one shard lock per operation, so the
+//! condition check and the write of a claim (C3, C4) or a release (C5) happen at
+//! one linearization point. The loom models in `loom_models.rs` check this code
+//! through the [`crate::sync`] shim.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasher, RandomState};
+
+use unique_core::{Error, Key, Owner};
+
+use crate::fence::Fence;
+use crate::record::{OwnerAttr, Record, state_of};
+use crate::sync::{Mutex, lock};
+
+type Shard = Mutex<HashMap<Key, Record>>;
+
+/// Records by key, spread over a power-of-two number of independently locked shards.
+pub(crate) struct Table {
+    shards: Box<[Shard]>,
+    hasher: RandomState,
+}
+
+impl Table {
+    /// A table with at least `shards` shards (rounded up to a power of two, at least 1).
+    pub(crate) fn with_shards(shards: usize) -> Self {
+        let count = shards.max(1).next_power_of_two();
+        Self {
+            shards: (0..count).map(|_| Mutex::new(HashMap::new())).collect(),
+            hasher: RandomState::new(),
+        }
+    }
+
+    /// How many shards the table has.
+    pub(crate) fn shard_count(&self) -> usize {
+        self.shards.len()
+    }
+
+    fn shard(&self, key: &Key) -> &Shard {
+        // The mask keeps the low bits; truncating the hash to usize is intended.
+        #[allow(clippy::cast_possible_truncation)]
+        let index = (self.hasher.hash_one(key) as usize) & (self.shards.len() - 1);
+        &self.shards[index]
+    }
+
+    /// Runs `f` on the key's record (or `None`) under the shard lock.
+    pub(crate) fn read_with<R>(&self, key: &Key, f: impl FnOnce(Option<&Record>) -> R) -> R {
+        f(lock(self.shard(key)).get(key))
+    }
+
+    /// The fenced claim: checks `fence` against the stored record and, when it
+    /// holds, writes `gen`, `owner` and `cid` together, all under one lock.
+    ///
+    /// Returns the written gen; `CasFailed` carrying the record as it stands when
+    /// the condition fails; `Unavailable` when the gen would reach `i64::MAX`.
+    /// Nothing is written on any error.
+    pub(crate) fn claim(
+        &self,
+        key: &Key,
+        fence: Fence<'_>,
+        owner: Owner,
+        claim_id: &str,
+    ) -> Result<i64, Error> {
+        let generation = fence.next_generation()?;
+        let written = Record {
+            generation,
+            owner: OwnerAttr::Valid(owner),
+            claim_id: Some(claim_id.to_owned()),
+        };
+        let mut map = lock(self.shard(key));
+        match map.get_mut(key) {
+            Some(record) if fence.holds(Some(record)) => *record = written,
+            None if fence.holds(None) => {
+                map.insert(key.clone(), written);
+            }
+            current => return Err(Error::cas_failed_with(state_of(current.as_deref()))),
+        }
+        Ok(generation)
+    }
+
+    /// The fenced tombstone: when the stored gen equals `generation`, empties the
+    /// owner and removes the cid, keeping the gen. Returns whether the condition held.
+    pub(crate) fn release(&self, key: &Key, generation: i64) -> bool {
+        if generation <= 0 {
+            return false;
+        }
+        let mut map = lock(self.shard(key));
+        match map.get_mut(key) {
+            Some(record) if record.generation == generation => {
+                record.owner = OwnerAttr::Empty;
+                record.claim_id = None;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Unconditional write (test hook; bypasses every fence).
+    pub(crate) fn put(&self, key: &Key, record: Record) {
+        lock(self.shard(key)).insert(key.clone(), record);
+    }
+}
