@@ -136,8 +136,7 @@ fn error_answer(e: &Error) -> Response<ResponseBody> {
         _ => StatusCode::SERVICE_UNAVAILABLE,
     };
     let message = match e {
-        Error::InvalidParams(reason) => reason.as_str(),
-        Error::Unavailable { reason, .. } => reason.as_str(),
+        Error::InvalidParams(reason) | Error::Unavailable { reason, .. } => reason.as_str(),
         Error::Throttled => "throttled by the store",
         _ => "unavailable",
     };

@@ -1,0 +1,108 @@
+//! The `unique-server` binary as a real process: help, flags, env, startup, shutdown.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Command, Stdio};
+
+const BIN: &str = env!("CARGO_BIN_EXE_unique-server");
+
+#[test]
+fn help_explains_every_flag_and_its_env_var() {
+    let out = Command::new(BIN).arg("--help").output().unwrap();
+    assert!(out.status.success());
+    let help = String::from_utf8(out.stdout).unwrap();
+    for needle in [
+        "--listen",
+        "UNIQUE_LISTEN",
+        "--store",
+        "UNIQUE_STORE",
+        "--kick-timeout",
+        "UNIQUE_KICK_TIMEOUT",
+        "--max-claim-attempts",
+        "UNIQUE_MAX_CLAIM_ATTEMPTS",
+        "--log-format",
+        "UNIQUE_LOG_FORMAT",
+    ] {
+        assert!(help.contains(needle), "--help lacks {needle}:\n{help}");
+    }
+}
+
+#[test]
+fn bad_flag_values_exit_non_zero_with_a_message() {
+    for args in [
+        &["--kick-timeout", "soon"][..],
+        &["--listen", "nowhere"],
+        &["--log-format", "xml"],
+        &["--store", "floppy"],
+    ] {
+        let out = Command::new(BIN).args(args).output().unwrap();
+        assert!(!out.status.success(), "{args:?} should fail");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(args[0]), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn env_var_is_read_and_invalid_env_is_refused() {
+    let out = Command::new(BIN)
+        .env("UNIQUE_KICK_TIMEOUT", "never")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("kick-timeout"));
+}
+
+#[test]
+fn prints_address_serves_and_stops_on_sigterm() {
+    let mut child = Command::new(BIN)
+        .env("UNIQUE_LISTEN", "127.0.0.1:0")
+        .args(["--store", "memory", "--log-format", "json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addr = line
+        .trim()
+        .strip_prefix("unique-server listening on http://")
+        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+        .to_owned();
+
+    let mut stream = TcpStream::connect(&addr).unwrap();
+    stream
+        .write_all(b"GET /healthz HTTP/1.1\r\nhost: t\r\nconnection: close\r\n\r\n")
+        .unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(answer.ends_with("ok"), "{answer}");
+
+    let pid = child.id().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let status = child.wait().unwrap();
+    assert!(status.success(), "exit after SIGTERM: {status}");
+    let mut logs = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut logs)
+        .unwrap();
+    // JSON log lines, one object each.
+    for l in logs.lines() {
+        assert!(
+            l.starts_with('{') && l.ends_with('}'),
+            "not a json log line: {l}"
+        );
+    }
+    assert!(logs.contains("shutdown requested"), "{logs}");
+}
