@@ -1,0 +1,2 @@
+//! Claims per second through the Arbiter.
+fn main() {}

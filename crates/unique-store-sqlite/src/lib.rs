@@ -1,0 +1,14 @@
+#![doc = include_str!("../README.md")]
+
+mod error;
+mod options;
+mod readers;
+mod records;
+mod schema;
+mod store;
+mod writer;
+
+pub use options::{
+    DEFAULT_BUSY_TIMEOUT, DEFAULT_MAX_BATCH, DEFAULT_READERS, SqliteStoreBuilder, Synchronous,
+};
+pub use store::SqliteStore;

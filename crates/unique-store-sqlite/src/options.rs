@@ -1,0 +1,116 @@
+//! Store options and the builder that opens a [`SqliteStore`].
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use unique_core::Error;
+
+use crate::store::SqliteStore;
+
+/// Default time a connection waits for a lock held by another connection
+/// (another process on the same file) before the operation fails.
+pub const DEFAULT_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+/// Default number of read connections.
+pub const DEFAULT_READERS: usize = 4;
+/// Default largest number of writes committed together in one transaction.
+pub const DEFAULT_MAX_BATCH: usize = 256;
+
+/// When a committed transaction is forced to stable storage (SQLite's
+/// `PRAGMA synchronous`, in WAL mode).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Synchronous {
+    /// Every commit is fsynced before the caller is answered: a claim's `Ok`
+    /// survives a process crash, an OS crash and a power loss. The default.
+    #[default]
+    Full,
+    /// Commits are written to the WAL but fsynced only at checkpoints. A process
+    /// crash (SIGKILL, panic, OOM kill) loses nothing, because the data is in the
+    /// OS page cache. An OS crash or a power loss can roll back the most recent
+    /// transactions (those since the last checkpoint): their claims were
+    /// acknowledged, so after such a loss a gen already handed out could be
+    /// issued again, breaking fencing (I2) for those keys. The database itself
+    /// stays consistent. Use it only when the machine's power and kernel are
+    /// trusted more than the fencing guarantee.
+    Normal,
+}
+
+impl Synchronous {
+    pub(crate) fn pragma_value(self) -> &'static str {
+        match self {
+            Self::Full => "FULL",
+            Self::Normal => "NORMAL",
+        }
+    }
+}
+
+/// Configures and opens a [`SqliteStore`]. Start from [`SqliteStore::builder`].
+#[derive(Debug, Clone)]
+pub struct SqliteStoreBuilder {
+    pub(crate) path: PathBuf,
+    pub(crate) synchronous: Synchronous,
+    pub(crate) busy_timeout: Duration,
+    pub(crate) readers: usize,
+    pub(crate) max_batch: usize,
+}
+
+impl SqliteStoreBuilder {
+    pub(crate) fn new(path: &Path) -> Self {
+        Self {
+            path: path.to_path_buf(),
+            synchronous: Synchronous::Full,
+            busy_timeout: DEFAULT_BUSY_TIMEOUT,
+            readers: DEFAULT_READERS,
+            max_batch: DEFAULT_MAX_BATCH,
+        }
+    }
+
+    /// Commit durability; [`Synchronous::Full`] by default. Read what
+    /// [`Synchronous::Normal`] can lose before relaxing it.
+    #[must_use]
+    pub fn synchronous(mut self, synchronous: Synchronous) -> Self {
+        self.synchronous = synchronous;
+        self
+    }
+
+    /// How long an operation waits for a lock held by another connection to the
+    /// same file before failing with `Unavailable` (default 5 s). Also bounds
+    /// how long [`open`](Self::open) can wait.
+    #[must_use]
+    pub fn busy_timeout(mut self, timeout: Duration) -> Self {
+        self.busy_timeout = timeout;
+        self
+    }
+
+    /// Number of read connections (default 4, at least 1). Reads run on these
+    /// in parallel with the writer.
+    #[must_use]
+    pub fn readers(mut self, readers: usize) -> Self {
+        self.readers = readers.max(1);
+        self
+    }
+
+    /// Largest number of writes committed together (default 256, at least 1).
+    /// 1 disables group commit: one transaction and one fsync per write.
+    #[must_use]
+    pub fn max_batch(mut self, max_batch: usize) -> Self {
+        self.max_batch = max_batch.max(1);
+        self
+    }
+
+    /// Opens (creating when missing) the database file, checks it, and starts
+    /// the writer thread.
+    ///
+    /// This blocks the calling thread for the startup check, which is bounded by
+    /// the busy timeout; from async code, call it once at startup or inside
+    /// `spawn_blocking`.
+    ///
+    /// # Errors
+    ///
+    /// `Unavailable` with a reason naming the path when the directory is
+    /// missing, the file or directory cannot be opened (permissions), the file
+    /// is not an SQLite database, its schema is not this store's, or the file
+    /// stays locked by another process past the busy timeout.
+    pub fn open(self) -> Result<SqliteStore, Error> {
+        SqliteStore::from_builder(self)
+    }
+}

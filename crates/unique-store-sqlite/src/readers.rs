@@ -1,0 +1,85 @@
+//! A small pool of read connections, used from `spawn_blocking`.
+//!
+//! In WAL mode readers never wait for the writer (nor it for them), so reads
+//! run in parallel with a commit's fsync. Each read is one statement in its own
+//! implicit transaction, which starts from the latest committed state: a read
+//! begun after a claim was answered sees that claim (C2).
+
+use std::sync::{Arc, Mutex, PoisonError};
+
+use rusqlite::Connection;
+use tokio::sync::Semaphore;
+use unique_core::Error;
+
+use crate::error::read_task_failed;
+
+#[derive(Debug)]
+pub(crate) struct Readers {
+    idle: Mutex<Vec<Connection>>,
+    /// One permit per connection: holding a permit guarantees an idle one.
+    permits: Arc<Semaphore>,
+}
+
+impl Readers {
+    pub(crate) fn new(connections: Vec<Connection>) -> Arc<Self> {
+        Arc::new(Self {
+            permits: Arc::new(Semaphore::new(connections.len())),
+            idle: Mutex::new(connections),
+        })
+    }
+
+    /// Runs `read` on an idle connection on tokio's blocking pool.
+    pub(crate) async fn run<T, F>(self: &Arc<Self>, read: F) -> Result<T, Error>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T, Error> + Send + 'static,
+    {
+        let permit = Arc::clone(&self.permits)
+            .acquire_owned()
+            .await
+            .map_err(|_| Error::unavailable("sqlite read pool is closed"))?;
+        let pool = Arc::clone(self);
+        tokio::task::spawn_blocking(move || {
+            let lease = Lease::take(&pool);
+            let result = read(lease.conn());
+            drop(lease);
+            // The permit goes back only after the connection did.
+            drop(permit);
+            result
+        })
+        .await
+        .map_err(read_task_failed)?
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Connection>> {
+        // A panic while holding this lock cannot leave the Vec half-updated.
+        self.idle.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// A connection taken from the pool, returned on drop (even if the read panics).
+struct Lease<'a> {
+    pool: &'a Readers,
+    conn: Option<Connection>,
+}
+
+impl<'a> Lease<'a> {
+    fn take(pool: &'a Readers) -> Self {
+        let conn = pool.lock().pop();
+        Self { pool, conn }
+    }
+
+    fn conn(&self) -> &Connection {
+        self.conn
+            .as_ref()
+            .expect("a held permit guarantees an idle read connection")
+    }
+}
+
+impl Drop for Lease<'_> {
+    fn drop(&mut self) {
+        if let Some(conn) = self.conn.take() {
+            self.pool.lock().push(conn);
+        }
+    }
+}

@@ -1,0 +1,170 @@
+//! Opening connections: the path check, pragmas, and the schema.
+
+use std::io;
+use std::path::Path;
+
+use rusqlite::{Connection, MAIN_DB, OpenFlags};
+use unique_core::Error;
+
+use crate::error::map_sqlite;
+use crate::options::SqliteStoreBuilder;
+
+/// Marks a database file as this store's (`PRAGMA application_id`, "uniq").
+pub(crate) const APPLICATION_ID: i32 = 0x756e_6971;
+/// The schema version this build writes and understands (`PRAGMA user_version`).
+pub(crate) const SCHEMA_VERSION: i32 = 1;
+
+/// The one table. `WITHOUT ROWID` keeps each record in the primary-key B-tree
+/// itself, so a lookup or a conditional update touches one tree, not two.
+const CREATE_TABLE: &str = "CREATE TABLE records (
+    pk    TEXT PRIMARY KEY NOT NULL,
+    gen   INTEGER NOT NULL,
+    owner TEXT,
+    cid   TEXT
+) WITHOUT ROWID";
+
+/// Opens the writer connection and brings the file to this build's schema.
+pub(crate) fn open_writer(options: &SqliteStoreBuilder) -> Result<Connection, Error> {
+    let path = options.path.as_path();
+    check_path(path)?;
+    let failed = |e| opening(path, e);
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_CREATE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .map_err(failed)?;
+    conn.busy_timeout(options.busy_timeout).map_err(failed)?;
+    // SQLite silently falls back to read-only when the OS refuses write access.
+    if conn.is_readonly(MAIN_DB).map_err(failed)? {
+        return Err(Error::unavailable(format!(
+            "cannot open sqlite database {}: the file is not writable (permission denied)",
+            path.display()
+        )));
+    }
+    // The first statement that reads the header: a file that is not a database fails here.
+    let mode: String = conn
+        .pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))
+        .map_err(failed)?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        return Err(Error::unavailable(format!(
+            "cannot open sqlite database {}: write-ahead logging is not available there (journal mode stayed {mode})",
+            path.display()
+        )));
+    }
+    conn.pragma_update(None, "synchronous", options.synchronous.pragma_value())
+        .map_err(failed)?;
+    ensure_schema(&conn, path)?;
+    Ok(conn)
+}
+
+/// Opens one read connection to a file the writer has already prepared.
+pub(crate) fn open_reader(options: &SqliteStoreBuilder) -> Result<Connection, Error> {
+    let path = options.path.as_path();
+    let failed = |e| opening(path, e);
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .map_err(failed)?;
+    conn.busy_timeout(options.busy_timeout).map_err(failed)?;
+    // Readers never write; this makes a bug that tries to fail loudly.
+    conn.pragma_update(None, "query_only", true)
+        .map_err(failed)?;
+    conn.prepare_cached(crate::records::SELECT)
+        .map_err(failed)?;
+    Ok(conn)
+}
+
+/// Clear errors for the usual misconfigurations, before SQLite reports them
+/// as a bare "unable to open database file".
+fn check_path(path: &Path) -> Result<(), Error> {
+    let refuse = |why: String| {
+        Err(Error::unavailable(format!(
+            "cannot open sqlite database {}: {why}",
+            path.display()
+        )))
+    };
+    if path.as_os_str().is_empty() {
+        return refuse("the path is empty".into());
+    }
+    let dir = match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    };
+    match std::fs::metadata(dir) {
+        Ok(meta) if !meta.is_dir() => {
+            return refuse(format!("{} is not a directory", dir.display()));
+        }
+        Ok(_) => {}
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            return refuse(format!("directory {} does not exist", dir.display()));
+        }
+        Err(e) => return refuse(format!("directory {}: {e}", dir.display())),
+    }
+    match std::fs::metadata(path) {
+        Ok(meta) if meta.is_dir() => refuse("it is a directory".into()),
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(e) => refuse(e.to_string()),
+    }
+}
+
+/// Creates the table in a new file, accepts a file this store wrote, and
+/// refuses anything else. Runs in a write transaction, so the startup check
+/// also proves the file is writable and not locked past the busy timeout.
+fn ensure_schema(conn: &Connection, path: &Path) -> Result<(), Error> {
+    let refuse = |why: String| {
+        Error::unavailable(format!(
+            "cannot open sqlite database {}: {why}",
+            path.display()
+        ))
+    };
+    let failed = |e| opening(path, e);
+    conn.execute_batch("BEGIN IMMEDIATE").map_err(failed)?;
+    let checked = (|| {
+        let app_id: i32 = conn
+            .pragma_query_value(None, "application_id", |row| row.get(0))
+            .map_err(failed)?;
+        let version: i32 = conn
+            .pragma_query_value(None, "user_version", |row| row.get(0))
+            .map_err(failed)?;
+        if app_id == APPLICATION_ID {
+            if version > SCHEMA_VERSION {
+                return Err(refuse(format!(
+                    "schema version {version} is newer than this build supports ({SCHEMA_VERSION})"
+                )));
+            }
+            return Ok(());
+        }
+        let objects: i64 = conn
+            .query_row("SELECT count(*) FROM sqlite_schema", [], |row| row.get(0))
+            .map_err(failed)?;
+        if app_id != 0 || objects > 0 {
+            return Err(refuse(
+                "it is an sqlite database of another application (unknown application_id or existing tables)"
+                    .into(),
+            ));
+        }
+        conn.execute_batch(CREATE_TABLE).map_err(failed)?;
+        conn.pragma_update(None, "application_id", APPLICATION_ID)
+            .map_err(failed)?;
+        conn.pragma_update(None, "user_version", SCHEMA_VERSION)
+            .map_err(failed)?;
+        Ok(())
+    })();
+    match checked {
+        Ok(()) => conn.execute_batch("COMMIT").map_err(failed),
+        Err(e) => {
+            // Best effort: the connection is dropped right after anyway.
+            let _ = conn.execute_batch("ROLLBACK");
+            Err(e)
+        }
+    }
+}
+
+/// A failure while opening, with the path in the reason (a server prints it at startup).
+fn opening(path: &Path, e: rusqlite::Error) -> Error {
+    map_sqlite(&format!("open of {}", path.display()), e)
+}

@@ -1,0 +1,159 @@
+//! [`SqliteStore`]: the [`Store`] implementation.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use unique_core::{CurrentView, Error, Key, Owner, OwnerState, Store, async_trait, encode_owner};
+
+use crate::error::map_sqlite;
+use crate::options::{SqliteStoreBuilder, Synchronous};
+use crate::readers::Readers;
+use crate::records::{Fence, Write, Written, read_state};
+use crate::schema::{open_reader, open_writer};
+use crate::writer::Writer;
+
+/// A durable [`Store`] in one SQLite file (WAL mode).
+///
+/// Writes go through one writer thread that commits concurrent writes together
+/// (group commit); reads use a small pool of read connections. A claim or a
+/// release is answered only after its transaction committed, and with the
+/// default [`Synchronous::Full`] after that commit is on disk.
+///
+/// Several processes may open the same file on one machine (SQLite's file
+/// locks serialise their writers); a network file system is not supported.
+///
+/// Dropping the store waits for queued writes to finish and closes the file.
+#[derive(Debug)]
+pub struct SqliteStore {
+    // Declared (and so dropped) before `writer`: no read outlives the store.
+    readers: Arc<Readers>,
+    writer: Writer,
+    path: PathBuf,
+    synchronous: Synchronous,
+}
+
+impl SqliteStore {
+    /// Opens (creating when missing) the store at `path` with the defaults:
+    /// [`Synchronous::Full`], 5 s busy timeout, 4 readers, batches of up to 256.
+    ///
+    /// # Errors
+    ///
+    /// See [`SqliteStoreBuilder::open`].
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, Error> {
+        Self::builder(path).open()
+    }
+
+    /// Starts configuring a store at `path`.
+    pub fn builder(path: impl AsRef<Path>) -> SqliteStoreBuilder {
+        SqliteStoreBuilder::new(path.as_ref())
+    }
+
+    pub(crate) fn from_builder(options: SqliteStoreBuilder) -> Result<Self, Error> {
+        let writer_conn = open_writer(&options)?;
+        let readers = (0..options.readers)
+            .map(|_| open_reader(&options))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Self {
+            readers: Readers::new(readers),
+            writer: Writer::spawn(writer_conn, options.max_batch)?,
+            path: options.path,
+            synchronous: options.synchronous,
+        })
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The commit durability in force.
+    pub fn synchronous(&self) -> Synchronous {
+        self.synchronous
+    }
+
+    /// A cheap liveness check for health endpoints: one read through the pool.
+    ///
+    /// # Errors
+    ///
+    /// `Unavailable` when the database cannot be read.
+    pub async fn check(&self) -> Result<(), Error> {
+        self.readers
+            .run(|conn| {
+                conn.query_row(
+                    "SELECT count(*) FROM (SELECT 1 FROM records LIMIT 1)",
+                    [],
+                    |_| Ok(()),
+                )
+                .map_err(|e| map_sqlite("health check", e))
+            })
+            .await
+    }
+
+    async fn read(&self, key: &Key) -> Result<OwnerState, Error> {
+        let pk = key.to_string();
+        self.readers
+            .run(move |conn| read_state(conn, &pk).map_err(|e| map_sqlite("read", e)))
+            .await
+    }
+}
+
+#[async_trait]
+impl Store for SqliteStore {
+    async fn read_owner(&self, key: &Key) -> Result<OwnerState, Error> {
+        self.read(key).await
+    }
+
+    async fn claim_cas(
+        &self,
+        key: &Key,
+        owner: &Owner,
+        claim_id: &str,
+        snap: &OwnerState,
+    ) -> Result<i64, Error> {
+        // Both refusals happen before anything is queued: nothing is written (C4, C8).
+        let owner = encode_owner(owner)?;
+        if snap.exists && snap.generation >= i64::MAX - 1 {
+            return Err(Error::unavailable("gen exhausted for this key"));
+        }
+        let write = Write::Claim {
+            pk: key.to_string(),
+            owner,
+            claim_id: claim_id.to_owned(),
+            fence: Fence::from_snapshot(snap),
+        };
+        match self.writer.submit(write).await? {
+            Written::Claimed(generation) => Ok(generation),
+            Written::Released(_) => Err(Error::unavailable(
+                "sqlite writer answered a claim with a release",
+            )),
+        }
+    }
+
+    async fn current(&self, key: &Key) -> Result<CurrentView, Error> {
+        let state = self.read(key).await?;
+        if state.owner_corrupt {
+            return Err(Error::unavailable("stored owner is corrupt"));
+        }
+        Ok(CurrentView {
+            generation: state.generation,
+            owner: state.owner,
+            exists: state.exists,
+        })
+    }
+
+    async fn release(&self, key: &Key, generation: i64) -> Result<bool, Error> {
+        if generation <= 0 {
+            return Ok(false);
+        }
+        let write = Write::Release {
+            pk: key.to_string(),
+            generation,
+        };
+        match self.writer.submit(write).await? {
+            Written::Released(released) => Ok(released),
+            Written::Claimed(_) => Err(Error::unavailable(
+                "sqlite writer answered a release with a claim",
+            )),
+        }
+    }
+}

@@ -1,0 +1,309 @@
+//! The writer thread: every write goes through one connection, and writes that
+//! arrive while a commit is in progress are committed together (group commit).
+//!
+//! Batching needs no timer: while the writer waits for an fsync, new writes
+//! queue up in the channel, and the next transaction takes all of them (up to
+//! `max_batch`). Alone, a write is committed at once; under load, one fsync
+//! serves many. Each write is still its own conditional statement, applied in
+//! queue order, and its caller is answered only after the batch's `COMMIT`
+//! returned, so an `Ok` is never sent for data that is not durable.
+
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use rusqlite::Connection;
+use tokio::sync::{mpsc, oneshot};
+use unique_core::Error;
+
+use crate::error::{map_shared, writer_stopped};
+use crate::records::{Write, Written, apply};
+
+/// How many writes may wait for the writer before callers wait to enqueue
+/// (backpressure instead of unbounded memory).
+const QUEUE_CAPACITY: usize = 4096;
+
+type Reply = oneshot::Sender<Result<Written, Error>>;
+
+/// The handle the store keeps: a queue into the writer thread.
+#[derive(Debug)]
+pub(crate) struct Writer {
+    queue: Option<mpsc::Sender<(Write, Reply)>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Writer {
+    /// Starts the writer thread, which owns `conn` from now on.
+    pub(crate) fn spawn(conn: Connection, max_batch: usize) -> Result<Self, Error> {
+        let (queue, rx) = mpsc::channel(QUEUE_CAPACITY);
+        let thread = std::thread::Builder::new()
+            .name("unique-sqlite-writer".into())
+            .spawn(move || run(&conn, rx, max_batch))
+            .map_err(|e| Error::unavailable_with("cannot start the sqlite writer thread", e))?;
+        Ok(Self {
+            queue: Some(queue),
+            thread: Some(thread),
+        })
+    }
+
+    /// Queues `write` and waits until its batch has committed.
+    pub(crate) async fn submit(&self, write: Write) -> Result<Written, Error> {
+        let queue = self.queue.as_ref().ok_or_else(writer_stopped)?;
+        let (reply, answer) = oneshot::channel();
+        queue
+            .send((write, reply))
+            .await
+            .map_err(|_| writer_stopped())?;
+        answer.await.map_err(|_| writer_stopped())?
+    }
+}
+
+impl Drop for Writer {
+    /// Closes the queue and waits for the thread to finish what is queued and
+    /// close its connection, so the file can be reopened at once.
+    fn drop(&mut self) {
+        drop(self.queue.take());
+        if let Some(thread) = self.thread.take() {
+            // A panicked writer already answered nobody; nothing more to do.
+            let _ = thread.join();
+        }
+    }
+}
+
+fn run(conn: &Connection, mut rx: mpsc::Receiver<(Write, Reply)>, max_batch: usize) {
+    let mut writes = Vec::with_capacity(max_batch);
+    let mut replies: Vec<Reply> = Vec::with_capacity(max_batch);
+    while let Some(first) = rx.blocking_recv() {
+        let mut next = Some(first);
+        while let Some((write, reply)) = next {
+            // A caller that gave up (its future was dropped) is skipped: not
+            // writing is as valid an outcome for it as writing.
+            if !reply.is_closed() {
+                writes.push(write);
+                replies.push(reply);
+            }
+            next = if writes.len() < max_batch {
+                rx.try_recv().ok()
+            } else {
+                None
+            };
+        }
+        if writes.is_empty() {
+            continue;
+        }
+        let results = commit_batch(conn, &writes);
+        for (reply, result) in replies.drain(..).zip(results) {
+            let _ = reply.send(result);
+        }
+        writes.clear();
+    }
+}
+
+/// Applies `writes` in order in one `BEGIN IMMEDIATE … COMMIT` and returns one
+/// result per write, valid only once this returns (after the commit).
+///
+/// A failed condition is a result like any other (nothing written, the
+/// transaction goes on). A statement that fails with an SQL error is undone by
+/// SQLite on its own and the others still commit, unless SQLite had to roll the
+/// whole transaction back (I/O error, disk full): then nothing of the batch is
+/// written and every caller gets `Unavailable`, as when the commit fails.
+pub(crate) fn commit_batch(conn: &Connection, writes: &[Write]) -> Vec<Result<Written, Error>> {
+    if let Err(e) = conn.execute_batch("BEGIN IMMEDIATE") {
+        return fail_all(writes.len(), "begin of a write transaction", e);
+    }
+    let mut results = Vec::with_capacity(writes.len());
+    for write in writes {
+        results.push(apply(conn, write));
+        if conn.is_autocommit() {
+            return rolled_back(results, writes.len());
+        }
+    }
+    match conn.execute_batch("COMMIT") {
+        Ok(()) => results,
+        Err(e) => {
+            // Best effort: a failed COMMIT may leave the transaction open.
+            if !conn.is_autocommit() {
+                let _ = conn.execute_batch("ROLLBACK");
+            }
+            fail_all(writes.len(), "commit", e)
+        }
+    }
+}
+
+fn fail_all(n: usize, what: &str, e: rusqlite::Error) -> Vec<Result<Written, Error>> {
+    let shared = Arc::new(e);
+    (0..n).map(|_| Err(map_shared(what, &shared))).collect()
+}
+
+/// SQLite rolled the transaction back while applying the last of `results`:
+/// that write keeps its own error, every other write of the batch is lost.
+fn rolled_back(mut results: Vec<Result<Written, Error>>, n: usize) -> Vec<Result<Written, Error>> {
+    let failed = results.pop();
+    let lost = || {
+        Err(Error::unavailable(
+            "sqlite transaction rolled back after an error in the same batch; nothing was written",
+        ))
+    };
+    let mut out: Vec<_> = results.iter().map(|_| lost()).collect();
+    out.push(failed.unwrap_or_else(lost));
+    out.extend((out.len()..n).map(|_| lost()));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::options::SqliteStoreBuilder;
+    use crate::records::{Fence, read_state};
+    use crate::schema::open_writer;
+
+    fn writer_conn(dir: &tempfile::TempDir) -> Connection {
+        open_writer(&SqliteStoreBuilder::new(&dir.path().join("w.db"))).expect("open")
+    }
+
+    fn claim(pk: &str, claim_id: &str, fence: Fence) -> Write {
+        Write::Claim {
+            pk: pk.into(),
+            owner: r#"{"endpoint":"http://h/k"}"#.into(),
+            claim_id: claim_id.into(),
+            fence,
+        }
+    }
+
+    fn release(pk: &str, generation: i64) -> Write {
+        Write::Release {
+            pk: pk.into(),
+            generation,
+        }
+    }
+
+    /// Reads through a separate connection: only committed data is visible there.
+    fn committed(dir: &tempfile::TempDir, pk: &str) -> unique_core::OwnerState {
+        let conn = Connection::open(dir.path().join("w.db")).expect("open reader");
+        read_state(&conn, pk).expect("read")
+    }
+
+    #[test]
+    fn batch_applies_in_order_and_a_lost_race_does_not_affect_the_others() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let conn = writer_conn(&dir);
+        let results = commit_batch(
+            &conn,
+            &[
+                claim("a", "c1", Fence::FirstLogin),
+                // Same snapshot as the first: loses, and sees the first's write.
+                claim("a", "c2", Fence::FirstLogin),
+                claim("b", "c3", Fence::FirstLogin),
+                release("a", 5),
+                release("a", 1),
+                claim("a", "c4", Fence::Tombstone { generation: 1 }),
+            ],
+        );
+        let mut results = results.into_iter();
+        assert_eq!(results.next().unwrap().unwrap(), Written::Claimed(1));
+        match results.next().unwrap() {
+            Err(Error::CasFailed {
+                current: Some(current),
+            }) => {
+                assert_eq!(current.generation, 1);
+                assert_eq!(current.claim_id.as_deref(), Some("c1"));
+            }
+            other => panic!("expected CasFailed with the record, got {other:?}"),
+        }
+        assert_eq!(results.next().unwrap().unwrap(), Written::Claimed(1));
+        assert_eq!(results.next().unwrap().unwrap(), Written::Released(false));
+        assert_eq!(results.next().unwrap().unwrap(), Written::Released(true));
+        assert_eq!(results.next().unwrap().unwrap(), Written::Claimed(2));
+        assert!(results.next().is_none());
+
+        let a = committed(&dir, "a");
+        assert_eq!((a.generation, a.claim_id.as_deref()), (2, Some("c4")));
+        assert_eq!(committed(&dir, "b").generation, 1);
+    }
+
+    #[test]
+    fn a_statement_error_is_undone_alone_and_is_not_a_cas_failure() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let conn = writer_conn(&dir);
+        conn.execute_batch(
+            "CREATE TRIGGER boom BEFORE INSERT ON records WHEN NEW.pk = 'bad'
+             BEGIN SELECT RAISE(ABORT, 'injected'); END;",
+        )
+        .expect("trigger");
+        let results = commit_batch(
+            &conn,
+            &[
+                claim("x", "c1", Fence::FirstLogin),
+                claim("bad", "c2", Fence::FirstLogin),
+                claim("y", "c3", Fence::FirstLogin),
+            ],
+        );
+        assert_eq!(results[0].as_ref().unwrap(), &Written::Claimed(1));
+        let err = results[1].as_ref().unwrap_err();
+        assert!(err.is_unavailable(), "{err:?}");
+        assert_eq!(results[2].as_ref().unwrap(), &Written::Claimed(1));
+        assert!(committed(&dir, "x").exists);
+        assert!(committed(&dir, "y").exists);
+        assert!(!committed(&dir, "bad").exists);
+    }
+
+    #[test]
+    fn a_whole_transaction_rollback_fails_every_write_of_the_batch() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let conn = writer_conn(&dir);
+        conn.execute_batch(
+            "CREATE TRIGGER boom BEFORE INSERT ON records WHEN NEW.pk = 'bad'
+             BEGIN SELECT RAISE(ROLLBACK, 'injected'); END;",
+        )
+        .expect("trigger");
+        let results = commit_batch(
+            &conn,
+            &[
+                claim("x", "c1", Fence::FirstLogin),
+                claim("bad", "c2", Fence::FirstLogin),
+                claim("y", "c3", Fence::FirstLogin),
+            ],
+        );
+        assert_eq!(results.len(), 3);
+        for r in &results {
+            assert!(r.as_ref().unwrap_err().is_unavailable(), "{r:?}");
+        }
+        for pk in ["x", "bad", "y"] {
+            assert!(!committed(&dir, pk).exists, "{pk} must not be written");
+        }
+        // The connection is usable for the next batch.
+        let next = commit_batch(&conn, &[claim("x", "c4", Fence::FirstLogin)]);
+        assert_eq!(next[0].as_ref().unwrap(), &Written::Claimed(1));
+    }
+
+    #[test]
+    fn a_failed_commit_answers_nobody_with_ok_and_writes_nothing() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let conn = writer_conn(&dir);
+        // A deferred foreign key violation is only detected by COMMIT, which then fails.
+        conn.execute_batch(
+            "PRAGMA foreign_keys = ON;
+             CREATE TABLE parent (id INTEGER PRIMARY KEY);
+             CREATE TABLE child (pid INTEGER REFERENCES parent (id) DEFERRABLE INITIALLY DEFERRED);
+             CREATE TRIGGER orphan AFTER INSERT ON records WHEN NEW.pk = 'bad'
+             BEGIN INSERT INTO child VALUES (42); END;",
+        )
+        .expect("schema");
+        let results = commit_batch(
+            &conn,
+            &[
+                claim("x", "c1", Fence::FirstLogin),
+                claim("bad", "c2", Fence::FirstLogin),
+            ],
+        );
+        for r in &results {
+            let err = r.as_ref().unwrap_err();
+            assert!(err.is_unavailable(), "{err:?}");
+            assert!(err.to_string().contains("commit"), "{err}");
+        }
+        assert!(!committed(&dir, "x").exists);
+        assert!(
+            conn.is_autocommit(),
+            "the failed transaction was rolled back"
+        );
+    }
+}
