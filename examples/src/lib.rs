@@ -1,0 +1,1 @@
+//! Runnable examples of unique; see the binaries in `src/bin`.
