@@ -1,0 +1,282 @@
+//! The [`Store`] on DynamoDB: one request per operation, every claim a single
+//! conditional `UpdateItem`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::types::{
+    AttributeDefinition, AttributeValue, BillingMode, KeySchemaElement, KeyType, ReturnValue,
+    ReturnValuesOnConditionCheckFailure, ScalarAttributeType, TableStatus,
+};
+use unique_core::{CurrentView, Error, Key, Owner, OwnerState, Store, async_trait, encode_owner};
+
+use crate::builder::DynamoStoreBuilder;
+use crate::codec::{self, CLAIM_UPDATE, ClaimForm, Item};
+use crate::error::{self, Kind};
+use crate::metrics::{RequestCounter, RequestCounts};
+
+/// Release keeps `gen` and turns the record into a tombstone (C5).
+const RELEASE_UPDATE: &str = "SET #owner = :empty REMOVE #cid";
+const RELEASE_CONDITION: &str = "#gen = :gen";
+
+/// How often [`DynamoStore::create_table_if_missing`] looks at a table that is
+/// still being created.
+const TABLE_POLL_INTERVAL: Duration = Duration::from_millis(100);
+
+/// A [`Store`] on one DynamoDB table (SPEC §8, C1–C8).
+///
+/// - `read_owner` / `current`: `GetItem` with `ConsistentRead = true` (C2).
+/// - `claim_cas`: one `UpdateItem` that checks the C3 condition and writes
+///   `gen`, `owner` and `cid` together (C4), returning the written gen
+///   (`ReturnValues = UPDATED_NEW`). A failed condition asks for the item
+///   (`ALL_OLD`) and hands it to the Arbiter as the next snapshot when the
+///   server returns it.
+/// - `release`: one `UpdateItem SET owner = "" REMOVE cid` conditioned on `gen` (C5).
+///
+/// Cheap to clone (the SDK client is shared).
+#[derive(Debug, Clone)]
+pub struct DynamoStore {
+    client: Client,
+    table: Arc<str>,
+    counter: RequestCounter,
+}
+
+impl DynamoStore {
+    /// Starts configuring a store.
+    pub fn builder() -> DynamoStoreBuilder {
+        DynamoStoreBuilder::default()
+    }
+
+    pub(crate) fn new(client: Client, table: String, counter: RequestCounter) -> Self {
+        Self {
+            client,
+            table: table.into(),
+            counter,
+        }
+    }
+
+    /// The SDK client the store sends through (with the request counter attached).
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// The table name.
+    pub fn table(&self) -> &str {
+        &self.table
+    }
+
+    /// Requests sent so far by this store and its clones, per HTTP attempt.
+    pub fn request_counts(&self) -> RequestCounts {
+        self.counter.snapshot()
+    }
+
+    /// A bounded startup check: the table exists and is `ACTIVE`.
+    ///
+    /// # Errors
+    ///
+    /// `Unavailable` when the server does not answer within `within`, the table
+    /// is missing or not active, or the request fails; `Throttled` when throttled.
+    pub async fn check_reachable(&self, within: Duration) -> Result<(), Error> {
+        let describe = async {
+            match self.table_status().await? {
+                Some(TableStatus::Active) => Ok(()),
+                Some(status) => Err(Error::unavailable(format!(
+                    "dynamodb table {} is {}, not ACTIVE",
+                    self.table,
+                    status.as_str()
+                ))),
+                None => Err(Error::unavailable(format!(
+                    "dynamodb table {} does not exist",
+                    self.table
+                ))),
+            }
+        };
+        bounded(within, "DescribeTable", describe).await
+    }
+
+    /// Creates the table when it is missing (partition key `pk` of type S,
+    /// on-demand billing) and waits until it is `ACTIVE`, all within `within`.
+    /// Returns whether this call created it. Safe to race: a concurrent
+    /// creation is waited for, not reported.
+    ///
+    /// # Errors
+    ///
+    /// `Unavailable` when the table is not active within `within` or a request
+    /// fails; `Throttled` when throttled.
+    pub async fn create_table_if_missing(&self, within: Duration) -> Result<bool, Error> {
+        let ensure = async {
+            let mut created = false;
+            loop {
+                match self.table_status().await? {
+                    Some(TableStatus::Active) => return Ok(created),
+                    Some(TableStatus::Creating | TableStatus::Updating) => {}
+                    Some(status) => {
+                        return Err(Error::unavailable(format!(
+                            "dynamodb table {} is {}",
+                            self.table,
+                            status.as_str()
+                        )));
+                    }
+                    None => created = self.create_table().await?,
+                }
+                tokio::time::sleep(TABLE_POLL_INTERVAL).await;
+            }
+        };
+        bounded(within, "CreateTable", ensure).await
+    }
+
+    /// `None` when the table does not exist.
+    async fn table_status(&self) -> Result<Option<TableStatus>, Error> {
+        let result = self
+            .client
+            .describe_table()
+            .table_name(&*self.table)
+            .send()
+            .await;
+        match result {
+            Ok(out) => Ok(Some(
+                out.table()
+                    .and_then(|t| t.table_status())
+                    .cloned()
+                    .unwrap_or(TableStatus::Creating),
+            )),
+            Err(e) if error::service_kind(&e) == Some(Kind::NotFound) => Ok(None),
+            Err(e) => Err(error::classify("DescribeTable", e)),
+        }
+    }
+
+    /// Returns `false` when another caller created it first.
+    async fn create_table(&self) -> Result<bool, Error> {
+        let result = self
+            .client
+            .create_table()
+            .table_name(&*self.table)
+            .attribute_definitions(definition(
+                AttributeDefinition::builder()
+                    .attribute_name(codec::PK)
+                    .attribute_type(ScalarAttributeType::S)
+                    .build(),
+            )?)
+            .key_schema(definition(
+                KeySchemaElement::builder()
+                    .attribute_name(codec::PK)
+                    .key_type(KeyType::Hash)
+                    .build(),
+            )?)
+            .billing_mode(BillingMode::PayPerRequest)
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(true),
+            Err(e) if error::service_kind(&e) == Some(Kind::InUse) => Ok(false),
+            Err(e) => Err(error::classify("CreateTable", e)),
+        }
+    }
+
+    /// Strongly consistent `GetItem` (C2).
+    async fn get(&self, key: &Key) -> Result<Option<Item>, Error> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&*self.table)
+            .key(codec::PK, codec::pk(key))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| error::classify("GetItem", e))?;
+        Ok(out.item)
+    }
+}
+
+/// A table-definition part the SDK builder refused (a bug here, never user input).
+fn definition<T>(built: Result<T, aws_sdk_dynamodb::error::BuildError>) -> Result<T, Error> {
+    built.map_err(|e| Error::unavailable_with("dynamodb table definition is invalid", e))
+}
+
+/// Runs `work`, failing with `Unavailable` when it takes longer than `within`.
+async fn bounded<T>(
+    within: Duration,
+    operation: &'static str,
+    work: impl Future<Output = Result<T, Error>>,
+) -> Result<T, Error> {
+    tokio::time::timeout(within, work)
+        .await
+        .unwrap_or_else(|_| {
+            Err(Error::unavailable(format!(
+                "dynamodb {operation} did not finish within {within:?}"
+            )))
+        })
+}
+
+#[async_trait]
+impl Store for DynamoStore {
+    async fn read_owner(&self, key: &Key) -> Result<OwnerState, Error> {
+        codec::owner_state(self.get(key).await?.as_ref())
+    }
+
+    async fn claim_cas(
+        &self,
+        key: &Key,
+        owner: &Owner,
+        claim_id: &str,
+        snap: &OwnerState,
+    ) -> Result<i64, Error> {
+        // Both refusals happen before any request (C4, C8).
+        let owner_json = encode_owner(owner)?;
+        let form = ClaimForm::for_snapshot(snap)?;
+        let mut request = self
+            .client
+            .update_item()
+            .table_name(&*self.table)
+            .key(codec::PK, codec::pk(key))
+            .update_expression(CLAIM_UPDATE)
+            .condition_expression(form.condition)
+            .set_expression_attribute_names(Some(codec::expression_names()))
+            .expression_attribute_values(":next", codec::number(form.next_generation))
+            .expression_attribute_values(":owner", AttributeValue::S(owner_json))
+            .expression_attribute_values(":cid", AttributeValue::S(claim_id.to_owned()))
+            .return_values(ReturnValue::UpdatedNew)
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld);
+        for (name, value) in form.pins {
+            request = request.expression_attribute_values(name, value);
+        }
+        let out = request.send().await.map_err(error::claim_failed)?;
+        // The gen the server reports writing; a server that returns no
+        // attributes wrote exactly `next_generation`, since the condition pinned the old gen.
+        match out.attributes() {
+            Some(written) if written.contains_key(codec::GEN) => codec::generation(written),
+            _ => Ok(form.next_generation),
+        }
+    }
+
+    async fn current(&self, key: &Key) -> Result<CurrentView, Error> {
+        codec::current_view(self.get(key).await?.as_ref())
+    }
+
+    async fn release(&self, key: &Key, generation: i64) -> Result<bool, Error> {
+        if generation <= 0 {
+            return Ok(false);
+        }
+        let result = self
+            .client
+            .update_item()
+            .table_name(&*self.table)
+            .key(codec::PK, codec::pk(key))
+            .update_expression(RELEASE_UPDATE)
+            .condition_expression(RELEASE_CONDITION)
+            .set_expression_attribute_names(Some(codec::expression_names()))
+            .expression_attribute_values(":empty", AttributeValue::S(String::new()))
+            .expression_attribute_values(":gen", codec::number(generation))
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(true),
+            Err(e) => match error::classify("UpdateItem", e) {
+                // Gen mismatch or no record: nothing written, not an error (C5).
+                Error::CasFailed { .. } => Ok(false),
+                other => Err(other),
+            },
+        }
+    }
+}

@@ -1,0 +1,17 @@
+#![doc = include_str!("../README.md")]
+
+mod builder;
+mod client;
+mod codec;
+mod error;
+mod metrics;
+
+pub use builder::{
+    DEFAULT_CONNECT_TIMEOUT, DEFAULT_OPERATION_TIMEOUT, DEFAULT_TABLE, DynamoStoreBuilder,
+};
+pub use client::DynamoStore;
+pub use metrics::RequestCounts;
+
+/// The SDK this store is built on, re-exported so callers can build a
+/// [`Client`](aws_sdk_dynamodb::Client) with the same version.
+pub use aws_sdk_dynamodb;

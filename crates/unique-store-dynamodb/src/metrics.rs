@@ -1,0 +1,118 @@
+//! Round-trip counting: an SDK interceptor that counts every HTTP attempt the
+//! store's client sends, by operation, SDK retries included.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use aws_sdk_dynamodb::config::interceptors::BeforeTransmitInterceptorContextRef;
+use aws_sdk_dynamodb::config::{ConfigBag, Intercept, RuntimeComponents};
+use aws_sdk_dynamodb::error::BoxError;
+
+/// Requests a [`DynamoStore`](crate::DynamoStore) has sent, counted per HTTP
+/// attempt (an SDK retry is one more request): the store's round trips.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RequestCounts {
+    /// `GetItem` requests (`read_owner`, `current`).
+    pub get_item: u64,
+    /// `UpdateItem` requests (claims and releases).
+    pub update_item: u64,
+    /// Every other request (`DescribeTable`, `CreateTable`, …).
+    pub other: u64,
+}
+
+impl RequestCounts {
+    /// All requests.
+    pub fn total(&self) -> u64 {
+        self.get_item + self.update_item + self.other
+    }
+
+    /// The requests sent between `earlier` and `self` (field by field).
+    #[must_use]
+    pub fn since(&self, earlier: &Self) -> Self {
+        Self {
+            get_item: self.get_item - earlier.get_item,
+            update_item: self.update_item - earlier.update_item,
+            other: self.other - earlier.other,
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct Counters {
+    get_item: AtomicU64,
+    update_item: AtomicU64,
+    other: AtomicU64,
+}
+
+/// The interceptor, and the handle the store reads counts from (shared).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct RequestCounter {
+    counters: Arc<Counters>,
+}
+
+impl RequestCounter {
+    pub(crate) fn snapshot(&self) -> RequestCounts {
+        let c = &self.counters;
+        RequestCounts {
+            get_item: c.get_item.load(Ordering::Relaxed),
+            update_item: c.update_item.load(Ordering::Relaxed),
+            other: c.other.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// The DynamoDB JSON protocol names the operation in this header
+/// (`DynamoDB_20120810.UpdateItem`), so no extra crate is needed to tell them apart.
+const TARGET_HEADER: &str = "x-amz-target";
+
+impl Intercept for RequestCounter {
+    fn name(&self) -> &'static str {
+        "unique-store-dynamodb request counter"
+    }
+
+    fn read_before_transmit(
+        &self,
+        context: &BeforeTransmitInterceptorContextRef<'_>,
+        _runtime_components: &RuntimeComponents,
+        _cfg: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        let target = context.request().headers().get(TARGET_HEADER);
+        let operation = target.and_then(|t| t.rsplit('.').next());
+        let counter = match operation {
+            Some("GetItem") => &self.counters.get_item,
+            Some("UpdateItem") => &self.counters.update_item,
+            _ => &self.counters.other,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn since_subtracts_field_by_field() {
+        let before = RequestCounts {
+            get_item: 1,
+            update_item: 2,
+            other: 3,
+        };
+        let after = RequestCounts {
+            get_item: 4,
+            update_item: 4,
+            other: 3,
+        };
+        let delta = after.since(&before);
+        assert_eq!(
+            delta,
+            RequestCounts {
+                get_item: 3,
+                update_item: 2,
+                other: 0
+            }
+        );
+        assert_eq!(delta.total(), 5);
+    }
+}
