@@ -1,8 +1,23 @@
 #![doc = include_str!("../README.md")]
 
+use std::future::Future;
 use std::sync::Arc;
 
 use unique_core::{Error, Key, Store, async_trait};
+
+pub mod arbiter;
+pub mod c1;
+pub mod c2;
+pub mod c3;
+pub mod c4;
+pub mod c5;
+pub mod c6;
+pub mod c7;
+pub mod c8;
+pub mod invariants;
+pub mod model;
+mod support;
+pub mod traps;
 
 /// A record exactly as stored, for building states the Arbiter never writes
 /// (corrupt owners, empty cids, near-`i64::MAX` gens).
@@ -32,4 +47,172 @@ pub struct Subject {
     pub store: Arc<dyn Store>,
     /// Writes raw records into the same backend.
     pub raw: Arc<dyn RawWriter>,
+}
+
+/// The one list of cases, grouped by module. Every other list (the [`CASES`]
+/// names, [`run_all`], the tests of [`store_contract_tests!`]) is generated
+/// from it by passing a callback macro, so they cannot disagree.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __store_contract_cases {
+    ($callback:ident ! $args:tt) => {
+        $crate::$callback! {
+            $args
+            c1 {
+                race_first_login_one_winner,
+                race_double_pin_one_winner,
+                race_tombstone_one_winner,
+                race_claim_against_release,
+                interleaved_claims_and_releases,
+                independent_keys_do_not_interfere,
+                conditions_see_latest_write,
+            }
+            c2 {
+                read_sees_committed_claim,
+                read_sees_raw_write,
+                current_agrees_with_read_owner,
+                reads_never_go_back,
+            }
+            c3 {
+                first_login_requires_absence,
+                double_pin_requires_gen,
+                double_pin_requires_cid,
+                double_pin_replaces_session,
+                tombstone_form_requires_absent_cid,
+                corrupt_record_replaceable,
+                owner_without_cid_uses_tombstone_form,
+                empty_owner_with_cid_uses_double_pin,
+            }
+            c4 {
+                first_login_writes_gen_one,
+                returned_gen_is_written_gen,
+                no_torn_writes,
+                gen_exhausted_refused,
+                gen_below_max_claimable,
+            }
+            c5 {
+                release_tombstones_and_keeps_gen,
+                repeated_release_is_true,
+                release_gen_mismatch_is_false,
+                release_without_record_is_false,
+                release_nonpositive_gen_is_false,
+                release_never_resets_gen,
+                stale_release_after_takeover_is_false,
+            }
+            c6 {
+                empty_cid_reads_as_empty,
+                absent_cid_reads_as_none,
+                empty_cid_uses_double_pin,
+                claim_writes_exact_cid,
+            }
+            c7 {
+                corrupt_owner_reads_soft,
+                corrupt_owner_is_unavailable_on_current,
+                tombstone_distinct_from_absent,
+                owner_json_round_trip,
+            }
+            c8 {
+                failed_condition_writes_nothing,
+                cas_failed_only_on_condition,
+                cas_failed_snapshot_is_current_record,
+                owner_without_endpoint_refused,
+            }
+            traps {
+                stale_snapshot_loses,
+                records_have_no_ttl,
+            }
+            invariants {
+                random_operations_match_model,
+                gen_monotone_under_concurrency,
+            }
+            arbiter {
+                concurrent_claims_one_final_owner,
+                replay_returns_same_gen_without_write,
+                release_then_next_login,
+                corrupt_record_replaced,
+            }
+        }
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __store_contract_names {
+    (() $($module:ident { $($case:ident),* $(,)? })*) => {
+        &[$($(concat!(stringify!($module), "::", stringify!($case)),)*)*]
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __store_contract_run_all {
+    (($factory:ident) $($module:ident { $($case:ident),* $(,)? })*) => {
+        $($(
+            $crate::run_case(
+                concat!(stringify!($module), "::", stringify!($case)),
+                $crate::$module::$case($factory().await),
+            )
+            .await;
+        )*)*
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __store_contract_test_fns {
+    (() $($module:ident { $($case:ident),* $(,)? })*) => {
+        $(
+            mod $module {
+                $(
+                    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                    async fn $case() {
+                        $crate::$module::$case(super::__subject().await).await;
+                    }
+                )*
+            }
+        )*
+    };
+}
+
+/// Expands to one `#[tokio::test(flavor = "multi_thread", worker_threads = 4)]`
+/// per contract case, in a module `store_contract::<clause>::<case>`, so a
+/// failure names its case. `$factory` is called once per case: an async fn or
+/// a closure returning a future of a fresh [`Subject`].
+///
+/// The calling crate needs `tokio` (features `macros`, `rt-multi-thread`) as a
+/// dev-dependency. See the crate docs for a complete example.
+#[macro_export]
+macro_rules! store_contract_tests {
+    ($factory:expr $(,)?) => {
+        mod store_contract {
+            #[allow(unused_imports)]
+            use super::*;
+
+            async fn __subject() -> $crate::Subject {
+                ($factory)().await
+            }
+
+            $crate::__store_contract_cases!(__store_contract_test_fns!());
+        }
+    };
+}
+
+/// Every case name as `module::case`, in the order [`run_all`] runs them.
+pub const CASES: &[&str] = __store_contract_cases!(__store_contract_names!());
+
+/// Runs every case in [`CASES`] order, each on a fresh subject from `factory`.
+/// A failing case panics; its name is printed to stderr first.
+pub async fn run_all<F, Fut>(factory: F)
+where
+    F: Fn() -> Fut,
+    Fut: Future<Output = Subject>,
+{
+    __store_contract_cases!(__store_contract_run_all!(factory));
+}
+
+/// Runs one case, naming it on stderr if it panics.
+#[doc(hidden)]
+pub async fn run_case(name: &str, case: impl Future<Output = ()>) {
+    let _note = support::FailureNote(format!("case {name} failed"));
+    case.await;
 }

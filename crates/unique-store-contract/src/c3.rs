@@ -1,0 +1,134 @@
+//! C3 three-form fenced claim, chosen from `snap.claim_id` (trap: choosing by owner).
+
+use unique_core::OwnerState;
+
+use crate::Subject;
+use crate::support::{Ctx, claimed, owner_json};
+
+/// C3 first-login form: a snapshot of an absent key is refused once any record
+/// exists (a tombstone, a session, a record with a gen of 0).
+pub async fn first_login_requires_absence(subject: Subject) {
+    let ctx = Ctx::new(subject, "c3::first_login_requires_absence");
+    let absent = OwnerState::absent();
+    let key = ctx.key(1);
+    let before = ctx.tombstone(&key, 3).await;
+    let result = ctx.claim(&key, "new", &absent).await;
+    ctx.assert_refused(&key, result, &before, "absent snapshot over a tombstone")
+        .await;
+    let key = ctx.key(2);
+    let before = ctx.session(&key, 1, "old").await;
+    let result = ctx.claim(&key, "new", &absent).await;
+    ctx.assert_refused(&key, result, &before, "absent snapshot over a session")
+        .await;
+    let key = ctx.key(3);
+    ctx.put(&key, 0, None, None).await;
+    let before = ctx.read(&key).await;
+    assert!(before.exists, "a record at gen 0 still exists");
+    let result = ctx.claim(&key, "new", &absent).await;
+    ctx.assert_refused(&key, result, &before, "absent snapshot over a gen-0 record")
+        .await;
+}
+
+/// C3 double-pin form: refused when the stored gen differs from the snapshot's,
+/// in either direction.
+pub async fn double_pin_requires_gen(subject: Subject) {
+    let ctx = Ctx::new(subject, "c3::double_pin_requires_gen");
+    let key = ctx.key(1);
+    let snap = ctx.session(&key, 5, "same").await;
+    for stored in [4, 6] {
+        let before = ctx.session(&key, stored, "same").await;
+        let result = ctx.claim(&key, "new", &snap).await;
+        ctx.assert_refused(
+            &key,
+            result,
+            &before,
+            &format!("snapshot gen 5, stored {stored}"),
+        )
+        .await;
+    }
+}
+
+/// C3 double-pin form: refused when the stored cid differs, is empty, or is absent.
+pub async fn double_pin_requires_cid(subject: Subject) {
+    let ctx = Ctx::new(subject, "c3::double_pin_requires_cid");
+    let key = ctx.key(1);
+    let snap = ctx.session(&key, 5, "mine").await;
+    let owner = owner_json("mine");
+    for stored in [Some("theirs"), Some(""), None] {
+        ctx.put(&key, 5, Some(&owner), stored).await;
+        let before = ctx.read(&key).await;
+        let result = ctx.claim(&key, "new", &snap).await;
+        ctx.assert_refused(&key, result, &before, &format!("stored cid {stored:?}"))
+            .await;
+    }
+}
+
+/// C3/C4: the double pin replaces an online session with gen + 1, the new owner and cid.
+pub async fn double_pin_replaces_session(subject: Subject) {
+    let ctx = Ctx::new(subject, "c3::double_pin_replaces_session");
+    let key = ctx.key(1);
+    let snap = ctx.session(&key, 41, "old").await;
+    assert_eq!(ctx.claim(&key, "new", &snap).await.ok(), Some(42));
+    assert_eq!(ctx.read(&key).await, claimed(42, "new"));
+}
+
+/// C3 tombstone form: refused when the stored record has a cid (even an empty
+/// one) or another gen; succeeds on the matching tombstone.
+pub async fn tombstone_form_requires_absent_cid(subject: Subject) {
+    let ctx = Ctx::new(subject, "c3::tombstone_form_requires_absent_cid");
+    let key = ctx.key(1);
+    let snap = ctx.tombstone(&key, 8).await;
+    assert_eq!(snap.claim_id, None);
+    for (generation, cid) in [(8, Some("x")), (8, Some("")), (9, None), (7, None)] {
+        ctx.put(&key, generation, Some(""), cid).await;
+        let before = ctx.read(&key).await;
+        let result = ctx.claim(&key, "new", &snap).await;
+        ctx.assert_refused(
+            &key,
+            result,
+            &before,
+            &format!("stored gen {generation} cid {cid:?}"),
+        )
+        .await;
+    }
+    ctx.tombstone(&key, 8).await;
+    assert_eq!(ctx.claim(&key, "new", &snap).await.ok(), Some(9));
+    assert_eq!(ctx.read(&key).await, claimed(9, "new"));
+}
+
+/// C3/C7 (trap: choosing the form by owner): a corrupt record has no owner but
+/// a cid, and must be replaceable through the double pin, or the key is locked forever.
+pub async fn corrupt_record_replaceable(subject: Subject) {
+    let ctx = Ctx::new(subject, "c3::corrupt_record_replaceable");
+    let key = ctx.key(1);
+    ctx.put(&key, 5, Some("{not json"), Some("old")).await;
+    let snap = ctx.read(&key).await;
+    assert!(snap.owner_corrupt && snap.owner.is_none());
+    assert_eq!(ctx.claim(&key, "new", &snap).await.ok(), Some(6));
+    assert_eq!(ctx.read(&key).await, claimed(6, "new"));
+}
+
+/// C3 (trap: choosing the form by owner): a record with a valid owner but no
+/// cid (written by an older writer) is claimed through the tombstone form.
+pub async fn owner_without_cid_uses_tombstone_form(subject: Subject) {
+    let ctx = Ctx::new(subject, "c3::owner_without_cid_uses_tombstone_form");
+    let key = ctx.key(1);
+    ctx.put(&key, 3, Some(&owner_json("legacy")), None).await;
+    let snap = ctx.read(&key).await;
+    assert!(snap.owner.is_some() && snap.claim_id.is_none());
+    assert_eq!(ctx.claim(&key, "new", &snap).await.ok(), Some(4));
+    assert_eq!(ctx.read(&key).await, claimed(4, "new"));
+}
+
+/// C3 (trap: choosing the form by owner): a record with an empty owner but a
+/// cid is claimed through the double pin.
+pub async fn empty_owner_with_cid_uses_double_pin(subject: Subject) {
+    let ctx = Ctx::new(subject, "c3::empty_owner_with_cid_uses_double_pin");
+    let key = ctx.key(1);
+    ctx.put(&key, 3, Some(""), Some("half")).await;
+    let snap = ctx.read(&key).await;
+    assert!(snap.owner.is_none() && !snap.owner_corrupt);
+    assert_eq!(snap.claim_id.as_deref(), Some("half"));
+    assert_eq!(ctx.claim(&key, "new", &snap).await.ok(), Some(4));
+    assert_eq!(ctx.read(&key).await, claimed(4, "new"));
+}

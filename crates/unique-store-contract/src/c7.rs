@@ -1,0 +1,101 @@
+//! C7 corrupt owner: soft on `read_owner`, hard on `current`; tombstone ≠ absent.
+
+use unique_core::{Owner, OwnerState};
+
+use crate::Subject;
+use crate::support::Ctx;
+
+/// Stored owners that are non-empty but not an `Owner` JSON object.
+const CORRUPT: [&str; 7] = [
+    "{",
+    "[]",
+    "\"s\"",
+    "42",
+    "null",
+    r#"{"endpoint":5}"#,
+    "not json",
+];
+
+/// C7: `read_owner` reports a corrupt owner as `owner = None, owner_corrupt =
+/// true` with the record's gen and cid, not as an error.
+pub async fn corrupt_owner_reads_soft(subject: Subject) {
+    let ctx = Ctx::new(subject, "c7::corrupt_owner_reads_soft");
+    for (uid, raw) in (1..).zip(CORRUPT) {
+        let key = ctx.key(uid);
+        ctx.put(&key, 3, Some(raw), Some("c")).await;
+        let state = ctx.read(&key).await;
+        let expected = OwnerState {
+            exists: true,
+            generation: 3,
+            owner: None,
+            owner_corrupt: true,
+            claim_id: Some("c".into()),
+        };
+        assert_eq!(state, expected, "stored owner {raw:?}");
+    }
+}
+
+/// C7: `current` reports a corrupt owner as `Unavailable`.
+pub async fn corrupt_owner_is_unavailable_on_current(subject: Subject) {
+    let ctx = Ctx::new(subject, "c7::corrupt_owner_is_unavailable_on_current");
+    for (uid, raw) in (1..).zip(CORRUPT) {
+        let key = ctx.key(uid);
+        ctx.put(&key, 3, Some(raw), Some("c")).await;
+        let result = ctx.current(&key).await;
+        assert!(
+            matches!(&result, Err(e) if e.is_unavailable()),
+            "stored owner {raw:?}: expected Unavailable, got {result:?}"
+        );
+    }
+}
+
+/// C7: a tombstone (owner empty or absent) reads `exists = true, owner = None`,
+/// distinguishable from a key without record (`exists = false`).
+pub async fn tombstone_distinct_from_absent(subject: Subject) {
+    let ctx = Ctx::new(subject, "c7::tombstone_distinct_from_absent");
+    let absent = ctx.key(1);
+    assert_eq!(ctx.read(&absent).await, OwnerState::absent());
+    assert!(!ctx.current(&absent).await.expect("current").exists);
+    for (uid, owner) in [(2, Some("")), (3, None)] {
+        let key = ctx.key(uid);
+        ctx.put(&key, 6, owner, None).await;
+        let state = ctx.read(&key).await;
+        assert!(
+            state.exists && !state.owner_corrupt && state.owner.is_none(),
+            "{owner:?}: {state:?}"
+        );
+        let current = ctx.current(&key).await.expect("current of tombstone");
+        assert_eq!(
+            (current.exists, current.generation, current.owner),
+            (true, 6, None)
+        );
+    }
+}
+
+/// C7 (owner JSON): a stored owner with unknown fields and omitted ones parses,
+/// ignoring the unknown; a claimed owner reads back equal, query string and
+/// non-ASCII included.
+pub async fn owner_json_round_trip(subject: Subject) {
+    let ctx = Ctx::new(subject, "c7::owner_json_round_trip");
+    let key = ctx.key(1);
+    let raw = r#"{"endpoint":"http://h:1/k","zone":"z","v":2,"cluster":"c","nested":{"a":[1]}}"#;
+    ctx.put(&key, 1, Some(raw), Some("old")).await;
+    let snap = ctx.read(&key).await;
+    assert_eq!(snap.owner, Some(Owner::new("", "c", "http://h:1/k")));
+    assert!(!snap.owner_corrupt);
+    let owner = Owner::new(
+        "eu-west-1 ✓",
+        "",
+        "https://node-7.example:8443/kick?token=s3cr3t&x=1",
+    );
+    let generation = ctx
+        .store
+        .claim_cas(&key, &owner, "new", &snap)
+        .await
+        .expect("claim");
+    assert_eq!(generation, 2);
+    let back = ctx.read(&key).await;
+    assert_eq!(back.owner, Some(owner.clone()));
+    assert_eq!(ctx.current(&key).await.expect("current").owner, Some(owner));
+    assert_eq!(back.claim_id.as_deref(), Some("new"));
+}

@@ -1,0 +1,99 @@
+//! A reference model of one key's record: what a correct store must answer.
+//!
+//! The random-sequence case (`invariants::random_operations_match_model`) checks
+//! a backend against it operation by operation; it is public so a backend's own
+//! tests can use it too.
+
+use unique_core::{CurrentView, Owner, OwnerState};
+
+/// What a claim must do to the record, per C3 and C4.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClaimVerdict {
+    /// The condition held: the record now has this gen.
+    Won(i64),
+    /// The condition failed: `CasFailed`, nothing written.
+    ConditionFailed,
+    /// `snap.gen + 1` would reach `i64::MAX`: `Unavailable`, nothing written.
+    GenExhausted,
+}
+
+/// One key's record as a correct store holds it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RecordModel {
+    state: OwnerState,
+}
+
+impl RecordModel {
+    /// A key with no record.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A model starting from the record `read_owner` reports as `state`.
+    pub fn from_state(state: OwnerState) -> Self {
+        Self { state }
+    }
+
+    /// What `read_owner` must return.
+    pub fn state(&self) -> &OwnerState {
+        &self.state
+    }
+
+    /// What `current` must return; `None` when it must be `Unavailable` (corrupt owner).
+    pub fn current(&self) -> Option<CurrentView> {
+        if self.state.owner_corrupt {
+            return None;
+        }
+        Some(CurrentView {
+            generation: self.state.generation,
+            owner: self.state.owner.clone(),
+            exists: self.state.exists,
+        })
+    }
+
+    /// Applies `claim_cas(owner, claim_id, snap)` (C3, C4).
+    pub fn claim(&mut self, owner: &Owner, claim_id: &str, snap: &OwnerState) -> ClaimVerdict {
+        let next = if snap.exists {
+            match snap.generation.checked_add(1).filter(|g| *g < i64::MAX) {
+                Some(next) => next,
+                None => return ClaimVerdict::GenExhausted,
+            }
+        } else {
+            1
+        };
+        let stored = &self.state;
+        let holds = match (snap.exists, &snap.claim_id) {
+            (false, _) => !stored.exists,
+            (true, Some(pin)) => {
+                stored.exists
+                    && stored.generation == snap.generation
+                    && stored.claim_id.as_ref() == Some(pin)
+            }
+            (true, None) => {
+                stored.exists && stored.generation == snap.generation && stored.claim_id.is_none()
+            }
+        };
+        if !holds {
+            return ClaimVerdict::ConditionFailed;
+        }
+        self.state = OwnerState {
+            exists: true,
+            generation: next,
+            owner: Some(owner.clone()),
+            owner_corrupt: false,
+            claim_id: Some(claim_id.to_owned()),
+        };
+        ClaimVerdict::Won(next)
+    }
+
+    /// Applies `release(generation)` (C5) and returns what it must return.
+    pub fn release(&mut self, generation: i64) -> bool {
+        if generation <= 0 || !self.state.exists || self.state.generation != generation {
+            return false;
+        }
+        self.state.owner = None;
+        self.state.owner_corrupt = false;
+        self.state.claim_id = None;
+        true
+    }
+}
