@@ -335,7 +335,11 @@ impl RecordingObserver {
 
 impl Observer for RecordingObserver {
     fn on_claim(&self, result: &Result<ClaimOutcome, Error>, attempts: u32, _took: Duration) {
-        let result = result.as_ref().map(Clone::clone).map_err(Error::code);
+        // `Error` is not `Clone`; keep its wire code.
+        let result = match result {
+            Ok(outcome) => Ok(outcome.clone()),
+            Err(e) => Err(e.code()),
+        };
         lock(&self.seen)
             .claims
             .push(ClaimEvent { result, attempts });
