@@ -1,0 +1,112 @@
+//! Shared by the integration tests: a fresh on-disk store per test and the
+//! contract suite's raw-record hook.
+//!
+//! The raw writer is a second, independent SQLite connection to the same file,
+//! as an operator with the sqlite3 CLI would be: the store sees its writes only
+//! through the file, never through shared memory, and its write lock competes
+//! with the store's writer exactly like another process's would.
+
+#![allow(dead_code, unreachable_pub)] // each test binary uses a different subset
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use rusqlite::{Connection, params};
+use tempfile::TempDir;
+use unique_core::{Error, Key, async_trait};
+use unique_store_contract::{RawRecord, RawWriter, Subject};
+use unique_store_sqlite::{SqliteStore, Synchronous};
+
+/// A store on a file in its own temporary directory (on disk, so WAL is real).
+pub struct Fixture {
+    pub store: Arc<SqliteStore>,
+    pub raw: Arc<SqliteRaw>,
+}
+
+impl Fixture {
+    pub fn new() -> Self {
+        Self::with(Synchronous::Full)
+    }
+
+    pub fn with(synchronous: Synchronous) -> Self {
+        let dir = tempfile::tempdir().expect("create a temporary directory");
+        let path = dir.path().join("unique.db");
+        let store = SqliteStore::builder(&path)
+            .synchronous(synchronous)
+            .open()
+            .expect("open the store");
+        let raw = SqliteRaw::open(dir, path);
+        Self {
+            store: Arc::new(store),
+            raw: Arc::new(raw),
+        }
+    }
+
+    pub fn subject(&self) -> Subject {
+        Subject {
+            store: self.store.clone(),
+            raw: self.raw.clone(),
+        }
+    }
+}
+
+/// The factory the contract suite calls once per case.
+pub async fn subject() -> Subject {
+    Fixture::new().subject()
+}
+
+/// Unconditional writes straight into the `records` table of the store's file.
+/// Owns the temporary directory, so the file lives as long as the subject.
+pub struct SqliteRaw {
+    conn: Arc<Mutex<Connection>>,
+    path: PathBuf,
+    _dir: TempDir,
+}
+
+impl SqliteRaw {
+    fn open(dir: TempDir, path: PathBuf) -> Self {
+        let conn = Connection::open(&path).expect("open a raw connection");
+        conn.busy_timeout(std::time::Duration::from_secs(5))
+            .expect("busy timeout");
+        Self {
+            conn: Arc::new(Mutex::new(conn)),
+            path,
+            _dir: dir,
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Runs `sql` on the raw connection (e.g. to store values of odd types).
+    pub fn execute(&self, sql: &str) {
+        self.lock().execute_batch(sql).expect("raw sql");
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Connection> {
+        self.conn.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+#[async_trait]
+impl RawWriter for SqliteRaw {
+    async fn put_raw(&self, key: &Key, record: RawRecord) -> Result<(), Error> {
+        let conn = Arc::clone(&self.conn);
+        let pk = key.to_string();
+        tokio::task::spawn_blocking(move || {
+            conn.lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .execute(
+                    "INSERT INTO records (pk, gen, owner, cid) VALUES (?1, ?2, ?3, ?4)
+                     ON CONFLICT (pk) DO UPDATE
+                     SET gen = excluded.gen, owner = excluded.owner, cid = excluded.cid",
+                    params![pk, record.generation, record.owner, record.claim_id],
+                )
+                .map(drop)
+                .map_err(|e| Error::unavailable_with("raw write failed", e))
+        })
+        .await
+        .map_err(|e| Error::unavailable_with("raw write task failed", e))?
+    }
+}
