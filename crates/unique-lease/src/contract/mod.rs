@@ -1,0 +1,240 @@
+//! The lease contract suite: every clause of the [`Directory`] (D1–D9) and
+//! [`NodeRegistry`] (N1–N4) contracts as a `pub async fn` taking a [`Subject`], so
+//! any backend — in this crate or outside it — can prove itself.
+//!
+//! Use [`lease_contract_tests!`](crate::lease_contract_tests) to get one
+//! `#[tokio::test]` per case (a failure names its case), or [`run_all`] to run every
+//! case in order. The caller needs `tokio` with the `macros` and `rt-multi-thread`
+//! features as a dev-dependency.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use unique_lease::contract::{self, Subject};
+//! use unique_lease::{ManualClock, MemoryDirectory};
+//!
+//! /// A fresh backend per case.
+//! async fn memory() -> Subject {
+//!     let clock = Arc::new(ManualClock::new(contract::start_time()));
+//!     Subject::new(Arc::new(MemoryDirectory::with_clock(clock.clone())), clock)
+//! }
+//!
+//! unique_lease::lease_contract_tests!(memory);
+//! # fn main() {}
+//! ```
+//!
+//! The suite is a public module rather than a cargo feature: a feature-gated suite
+//! is silently skipped by a plain `cargo test`, and what it needs (tokio's runtime
+//! and barrier, `fastrand`) is already in every build of this crate.
+//!
+//! Cases judge leases by the `now` they pass (a fixed logical time around 2030),
+//! never by the wall clock, so they are exact and need no sleeps. Expiry is reached
+//! by passing a later `now`; node registrations expire by advancing the subject's
+//! [`ManualClock`]. A backend that garbage-collects expired leases in real time (as
+//! Redis does after its grace period) must keep them for at least a minute.
+
+mod lease;
+mod model;
+mod races;
+mod registry;
+
+use std::any::Any;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use crate::directory::{Directory, NodeRegistry};
+use crate::time::ManualClock;
+
+pub use lease::*;
+pub use model::*;
+pub use races::*;
+pub use registry::*;
+
+/// What every case receives: a fresh backend seen through both traits.
+#[derive(Clone)]
+pub struct Subject {
+    /// The directory under test.
+    pub directory: Arc<dyn Directory>,
+    /// The registry under test (usually the same backend).
+    pub registry: Arc<dyn NodeRegistry>,
+    /// The clock the registry reads; cases advance it to expire registrations.
+    /// Factories should start it at [`start_time`].
+    pub clock: Arc<ManualClock>,
+    /// Anything the backend needs kept alive while the case runs (a server guard).
+    pub keep_alive: Option<Arc<dyn Any + Send + Sync>>,
+}
+
+impl Subject {
+    /// A subject over one backend implementing both traits, with `clock` as its
+    /// registry clock.
+    pub fn new<B: Directory + NodeRegistry>(backend: Arc<B>, clock: Arc<ManualClock>) -> Self {
+        Self {
+            directory: backend.clone(),
+            registry: backend,
+            clock,
+            keep_alive: None,
+        }
+    }
+
+    /// Keeps `guard` alive as long as the subject.
+    #[must_use]
+    pub fn keep_alive(mut self, guard: Arc<dyn Any + Send + Sync>) -> Self {
+        self.keep_alive = Some(guard);
+        self
+    }
+}
+
+/// Where factories should start the subject's clock: 2030-03-17T17:46:40.000123Z
+/// (sub-millisecond on purpose, to exercise millisecond truncation).
+pub fn start_time() -> SystemTime {
+    UNIX_EPOCH + Duration::from_millis(1_900_000_000_000) + Duration::from_micros(123)
+}
+
+/// A case: its name and how to run it.
+#[derive(Clone, Copy)]
+pub struct Case {
+    /// The case's function name.
+    pub name: &'static str,
+    /// Runs the case on a subject (panics on failure).
+    pub run: fn(Subject) -> Pin<Box<dyn Future<Output = ()> + Send>>,
+}
+
+macro_rules! case_table {
+    ($($case:ident),* $(,)?) => {
+        /// Every case of the suite, in order.
+        pub static CASES: &[Case] = &[$(Case {
+            name: stringify!($case),
+            run: |subject| Box::pin($case(subject)),
+        }),*];
+    };
+}
+
+crate::__unique_lease_cases!(case_table;);
+
+/// Runs every case, each on a fresh subject from `factory`, printing each name
+/// before it runs so a failure is easy to place.
+pub async fn run_all<F, Fut>(factory: F)
+where
+    F: Fn() -> Fut,
+    Fut: Future<Output = Subject>,
+{
+    for case in CASES {
+        println!("lease contract case: {}", case.name);
+        (case.run)(factory().await).await;
+    }
+}
+
+/// The list of case names, handed to `$callback` after `$args`. One list feeds
+/// both [`CASES`] and [`lease_contract_tests!`](crate::lease_contract_tests).
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __unique_lease_cases {
+    ($callback:path; $($args:tt)*) => {
+        $callback! {
+            $($args)*
+            // D7, D1, D9
+            lookup_of_unknown_room_is_none,
+            ensure_grants_a_free_room,
+            grant_uses_millisecond_resolution,
+            zero_ttl_means_thirty_seconds,
+            // D2
+            renewal_keeps_token_and_epoch,
+            renewal_never_shortens_the_lease,
+            // D3
+            valid_lease_of_another_node_is_returned_unchanged,
+            // D1, D4
+            takeover_after_expiry_issues_new_token_and_higher_epoch,
+            expiry_instant_is_already_expired,
+            holder_returning_after_expiry_gets_a_new_token,
+            epoch_grows_across_release_and_expiry,
+            // D5
+            verify_accepts_only_the_current_holding,
+            verify_rejects_an_expired_lease,
+            verify_never_renews_or_takes_over,
+            verify_of_unknown_room_is_false,
+            // D6
+            release_by_holder_deletes_the_lease,
+            release_by_another_node_changes_nothing,
+            release_of_an_expired_lease_by_its_holder,
+            // D7, D8, D9
+            lookup_returns_an_expired_lease_without_taking_over,
+            rooms_are_independent,
+            invalid_lease_inputs_are_rejected_before_storage,
+            ids_at_the_length_limit_work,
+            // D8 races
+            many_nodes_race_for_one_free_room,
+            renewal_races_takeover_at_the_expiry_instant,
+            early_renewal_races_takeover,
+            release_races_ensure,
+            concurrent_random_operations_keep_epochs_ordered,
+            // D1–D7 against a reference model
+            random_sequences_match_the_reference_model,
+            // N1–N4
+            registered_node_can_be_looked_up,
+            reregistration_replaces_address_and_extends,
+            zero_registration_ttl_means_thirty_seconds,
+            registration_expires,
+            unregister_removes_and_tolerates_unknown,
+            invalid_registrations_are_rejected,
+        }
+    };
+}
+
+/// Expands to one `#[tokio::test]` (multi-threaded runtime) per contract case, each
+/// on a fresh subject from `$factory` (an `async fn() -> Subject`).
+#[macro_export]
+macro_rules! lease_contract_tests {
+    ($factory:path) => {
+        $crate::__unique_lease_cases!($crate::__unique_lease_case_tests; $factory;);
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __unique_lease_case_tests {
+    ($factory:path; $($case:ident),* $(,)?) => {
+        $(
+            #[::tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn $case() {
+                $crate::contract::$case($factory().await).await;
+            }
+        )*
+    };
+}
+
+/// The default ttl of the cases.
+const TTL: Duration = Duration::from_secs(10);
+
+/// `t + ms` milliseconds.
+fn plus(t: SystemTime, ms: u64) -> SystemTime {
+    t + Duration::from_millis(ms)
+}
+
+/// `t` truncated to the millisecond.
+fn whole_ms(t: SystemTime) -> SystemTime {
+    let ms = t.duration_since(UNIX_EPOCH).expect("after the epoch").as_millis();
+    UNIX_EPOCH + Duration::from_millis(u64::try_from(ms).expect("fits"))
+}
+
+/// The seed of a randomized case: `UNIQUE_LEASE_SEED` when set, random otherwise.
+fn seed() -> u64 {
+    std::env::var("UNIQUE_LEASE_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| fastrand::u64(..))
+}
+
+/// Prints the seed when the case panics, so the failing sequence can be replayed.
+struct SeedReport(u64);
+
+impl Drop for SeedReport {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!(
+                "lease contract: failing seed {0}; replay with UNIQUE_LEASE_SEED={0}",
+                self.0
+            );
+        }
+    }
+}

@@ -1,0 +1,24 @@
+#![doc = include_str!("../README.md")]
+
+pub mod contract;
+mod directory;
+mod error;
+mod memory;
+#[cfg(feature = "redis")]
+mod redis;
+pub mod time;
+mod types;
+mod validate;
+
+pub use directory::{Directory, NodeRegistry};
+pub use error::{BoxError, LeaseError};
+pub use memory::MemoryDirectory;
+#[cfg(feature = "redis")]
+pub use redis::{DEFAULT_GC_GRACE, DEFAULT_KEY_PREFIX, RedisDirectory, RedisDirectoryBuilder};
+pub use time::{Clock, DEFAULT_TTL, MAX_TIME_MILLIS, MAX_TTL, ManualClock, SystemClock};
+pub use types::{Lease, NodeRegistration};
+pub use validate::{MAX_ADDR_LEN, MAX_ID_LEN, MAX_TOKEN_LEN};
+
+/// Re-exported so backends outside this crate implement the traits with the same
+/// macro version.
+pub use async_trait::async_trait;

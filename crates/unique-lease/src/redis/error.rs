@@ -1,0 +1,144 @@
+//! The one place where Redis errors become [`LeaseError`]s.
+
+use redis::{ErrorKind, RedisError};
+
+use crate::error::LeaseError;
+
+/// Maps a Redis error raised during `op` (an operation name such as
+/// `"ensure_owner"`). Transport faults and transient server states are
+/// `Unavailable` (retryable); a key of the wrong type is `Corrupt`; everything else
+/// is `Backend`. Reasons never include the connection URL.
+pub(super) fn map(op: &str, e: RedisError) -> LeaseError {
+    let unavailable = |what: &str| LeaseError::Unavailable {
+        reason: format!("redis {op}: {what}"),
+        source: None,
+    };
+    let backend = |what: &str| LeaseError::Backend {
+        reason: format!("redis {op}: {what}"),
+        source: None,
+    };
+    let mapped = match e.kind() {
+        ErrorKind::IoError if e.is_timeout() => unavailable("timed out"),
+        ErrorKind::IoError if e.is_connection_dropped() => unavailable("connection dropped"),
+        ErrorKind::IoError if e.is_connection_refusal() => unavailable("connection refused"),
+        ErrorKind::IoError => unavailable("connection failed"),
+        // A garbled reply desynchronises the connection; the manager reconnects.
+        ErrorKind::ParseError => unavailable("unreadable reply"),
+        ErrorKind::BusyLoadingError => unavailable("server is loading its dataset"),
+        ErrorKind::TryAgain
+        | ErrorKind::ClusterDown
+        | ErrorKind::MasterDown
+        | ErrorKind::Moved
+        | ErrorKind::Ask
+        | ErrorKind::ClusterConnectionNotFound => unavailable("cluster unavailable"),
+        // A failover turned our server into a replica; the next primary will answer.
+        ErrorKind::ReadOnly => unavailable("server is a read-only replica"),
+        ErrorKind::AuthenticationFailed => backend("authentication failed"),
+        ErrorKind::TypeError => backend("unexpected reply"),
+        ErrorKind::ExtensionError => match e.code() {
+            Some("WRONGTYPE") => {
+                return LeaseError::Corrupt(format!("redis {op}: a key holds the wrong kind of value"));
+            }
+            Some("OOM") => unavailable("server out of memory"),
+            Some("BUSY") => unavailable("server busy running a script"),
+            Some("NOPERM" | "NOAUTH") => backend("permission denied"),
+            _ => backend("server error"),
+        },
+        _ => backend("server error"),
+    };
+    with_source(mapped, e)
+}
+
+fn with_source(mapped: LeaseError, e: RedisError) -> LeaseError {
+    match mapped {
+        LeaseError::Unavailable { reason, .. } => LeaseError::unavailable_with(reason, e),
+        LeaseError::Backend { reason, .. } => LeaseError::backend_with(reason, e),
+        other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io;
+
+    use redis::make_extension_error;
+
+    use super::*;
+
+    fn io(kind: io::ErrorKind) -> RedisError {
+        io::Error::new(kind, "x").into()
+    }
+
+    fn ext(code: &str) -> RedisError {
+        make_extension_error(code.to_owned(), Some("detail".to_owned()))
+    }
+
+    #[test]
+    fn transport_faults_are_unavailable() {
+        let cases = [
+            (io(io::ErrorKind::TimedOut), "redis op: timed out"),
+            (io(io::ErrorKind::ConnectionReset), "redis op: connection dropped"),
+            (io(io::ErrorKind::BrokenPipe), "redis op: connection dropped"),
+            (io(io::ErrorKind::UnexpectedEof), "redis op: connection dropped"),
+            (io(io::ErrorKind::ConnectionRefused), "redis op: connection refused"),
+            (io(io::ErrorKind::Other), "redis op: connection failed"),
+        ];
+        for (e, reason) in cases {
+            let mapped = map("op", e);
+            assert!(mapped.is_unavailable() && mapped.is_retryable(), "{mapped}");
+            assert_eq!(mapped.to_string(), format!("unavailable: {reason}"));
+            assert!(std::error::Error::source(&mapped).is_some(), "keeps the source");
+        }
+    }
+
+    #[test]
+    fn transient_server_states_are_unavailable() {
+        let kinds = [
+            (ErrorKind::ParseError, "unreadable reply"),
+            (ErrorKind::BusyLoadingError, "server is loading its dataset"),
+            (ErrorKind::TryAgain, "cluster unavailable"),
+            (ErrorKind::ClusterDown, "cluster unavailable"),
+            (ErrorKind::MasterDown, "cluster unavailable"),
+            (ErrorKind::Moved, "cluster unavailable"),
+            (ErrorKind::Ask, "cluster unavailable"),
+            (ErrorKind::ClusterConnectionNotFound, "cluster unavailable"),
+            (ErrorKind::ReadOnly, "server is a read-only replica"),
+        ];
+        for (kind, reason) in kinds {
+            let mapped = map("op", (kind, "x").into());
+            assert_eq!(mapped.to_string(), format!("unavailable: redis op: {reason}"));
+        }
+        for (code, reason) in [("OOM", "server out of memory"), ("BUSY", "server busy running a script")] {
+            let mapped = map("op", ext(code));
+            assert_eq!(mapped.to_string(), format!("unavailable: redis op: {reason}"));
+        }
+    }
+
+    #[test]
+    fn wrong_type_is_corrupt() {
+        let mapped = map("lookup", ext("WRONGTYPE"));
+        assert!(mapped.is_corrupt(), "{mapped}");
+        assert!(!mapped.is_retryable());
+        assert_eq!(
+            mapped.to_string(),
+            "corrupt record: redis lookup: a key holds the wrong kind of value"
+        );
+    }
+
+    #[test]
+    fn permanent_refusals_are_backend_errors() {
+        let cases: [(RedisError, &str); 6] = [
+            ((ErrorKind::AuthenticationFailed, "x").into(), "authentication failed"),
+            ((ErrorKind::TypeError, "x").into(), "unexpected reply"),
+            ((ErrorKind::ResponseError, "x").into(), "server error"),
+            ((ErrorKind::InvalidClientConfig, "x").into(), "server error"),
+            (ext("NOPERM"), "permission denied"),
+            (ext("SOMETHINGNEW"), "server error"),
+        ];
+        for (e, reason) in cases {
+            let mapped = map("op", e);
+            assert!(!mapped.is_retryable(), "{mapped}");
+            assert_eq!(mapped.to_string(), format!("backend error: redis op: {reason}"));
+        }
+    }
+}

@@ -1,0 +1,77 @@
+//! Input validation shared by every backend, so they all refuse the same inputs
+//! with the same messages before touching storage.
+
+use crate::error::LeaseError;
+
+/// Longest accepted `room_id` / `node_id`, in bytes.
+pub const MAX_ID_LEN: usize = 256;
+
+/// Longest accepted lease token, in bytes (tokens this crate issues are 36).
+pub const MAX_TOKEN_LEN: usize = 128;
+
+/// Longest accepted node address, in bytes.
+pub const MAX_ADDR_LEN: usize = 1024;
+
+/// An id: 1..=`MAX_ID_LEN` bytes, no control characters.
+pub(crate) fn id(value: &str, what: &str) -> Result<(), LeaseError> {
+    text(value, what, MAX_ID_LEN)
+}
+
+/// A lease token: 1..=`MAX_TOKEN_LEN` bytes, no control characters.
+pub(crate) fn token(value: &str) -> Result<(), LeaseError> {
+    text(value, "lease_token", MAX_TOKEN_LEN)
+}
+
+/// A node address: 1..=`MAX_ADDR_LEN` bytes, no control characters or whitespace.
+pub(crate) fn addr(value: &str) -> Result<(), LeaseError> {
+    text(value, "grpc_addr", MAX_ADDR_LEN)?;
+    if value.chars().any(char::is_whitespace) {
+        return Err(LeaseError::invalid("grpc_addr must not contain whitespace"));
+    }
+    Ok(())
+}
+
+fn text(value: &str, what: &str, max: usize) -> Result<(), LeaseError> {
+    if value.is_empty() {
+        return Err(LeaseError::invalid(format!("{what} must not be empty")));
+    }
+    if value.len() > max {
+        return Err(LeaseError::invalid(format!("{what} is longer than {max} bytes")));
+    }
+    if value.chars().any(char::is_control) {
+        return Err(LeaseError::invalid(format!(
+            "{what} must not contain control characters"
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_at_and_past_each_boundary() {
+        assert!(id("r", "room_id").is_ok());
+        assert!(id(&"x".repeat(MAX_ID_LEN), "room_id").is_ok());
+        let long = id(&"x".repeat(MAX_ID_LEN + 1), "room_id").unwrap_err();
+        assert_eq!(long.to_string(), "invalid params: room_id is longer than 256 bytes");
+        let empty = id("", "node_id").unwrap_err();
+        assert_eq!(empty.to_string(), "invalid params: node_id must not be empty");
+        for bad in ["a\nb", "a\0", "\u{7f}", "a\u{85}b"] {
+            assert!(id(bad, "room_id").unwrap_err().is_invalid_params(), "{bad:?}");
+        }
+        assert!(id("room:42/é", "room_id").is_ok(), "separators and non-ascii are fine");
+    }
+
+    #[test]
+    fn tokens_and_addresses() {
+        assert!(token("").unwrap_err().is_invalid_params());
+        assert!(token(&"t".repeat(MAX_TOKEN_LEN + 1)).unwrap_err().is_invalid_params());
+        assert!(token(&"t".repeat(MAX_TOKEN_LEN)).is_ok());
+        assert!(addr("10.0.0.7:7000").is_ok());
+        assert!(addr("").unwrap_err().is_invalid_params());
+        assert!(addr("10.0.0.7 :7000").unwrap_err().is_invalid_params());
+        assert!(addr(&"a".repeat(MAX_ADDR_LEN + 1)).unwrap_err().is_invalid_params());
+    }
+}

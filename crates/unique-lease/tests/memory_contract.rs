@@ -1,0 +1,20 @@
+//! The lease contract suite on the in-memory backend.
+
+use std::sync::Arc;
+
+use unique_lease::contract::{self, Subject};
+use unique_lease::{ManualClock, MemoryDirectory};
+
+async fn memory() -> Subject {
+    let clock = Arc::new(ManualClock::new(contract::start_time()));
+    Subject::new(Arc::new(MemoryDirectory::with_clock(clock.clone())), clock)
+}
+
+unique_lease::lease_contract_tests!(memory);
+
+/// The single entry point runs every case too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn run_all_runs_every_case() {
+    contract::run_all(memory).await;
+    assert!(contract::CASES.len() >= 30, "{} cases", contract::CASES.len());
+}

@@ -1,0 +1,25 @@
+//! The lease contract suite on a real `redis-server` (installed and started by
+//! `unique-testsupport`; one server per test binary, one key prefix per case).
+#![cfg(feature = "redis")]
+
+use std::sync::Arc;
+
+use unique_lease::contract::{self, Subject};
+use unique_lease::{ManualClock, RedisDirectory};
+
+async fn redis() -> Subject {
+    let server = unique_testsupport::redis::shared();
+    let client = redis::Client::open(server.url()).expect("redis url");
+    let conn = redis::aio::ConnectionManager::new(client)
+        .await
+        .expect("connect to the test redis-server");
+    let clock = Arc::new(ManualClock::new(contract::start_time()));
+    let directory = RedisDirectory::builder(conn)
+        .key_prefix(format!("{{lease-contract-{}}}", uuid::Uuid::new_v4()))
+        .clock(clock.clone())
+        .build()
+        .expect("valid settings");
+    Subject::new(Arc::new(directory), clock).keep_alive(server)
+}
+
+unique_lease::lease_contract_tests!(redis);
