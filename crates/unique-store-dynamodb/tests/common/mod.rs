@@ -1,0 +1,37 @@
+//! Shared by the integration tests: stores on the shared dynalite of this test binary.
+
+use std::time::Duration;
+
+use unique_store_dynamodb::DynamoStore;
+use unique_testsupport::dynalite::{ACCESS_KEY_ID, Dynalite, REGION, SECRET_ACCESS_KEY};
+
+/// Every case uses its own keys, so one table per server is enough.
+pub(crate) const TABLE: &str = "unique-test";
+
+/// A store on the shared dynalite, with the table created. No SDK retry, so a
+/// test sees every request it causes.
+pub(crate) async fn store() -> DynamoStore {
+    let store = store_at(&Dynalite::shared().endpoint_url(), 1).await;
+    store
+        .create_table_if_missing(Duration::from_secs(10))
+        .await
+        .expect("create the test table on dynalite");
+    store
+}
+
+/// A store on `endpoint` (dynalite or a proxy in front of it) making at most
+/// `max_attempts` HTTP attempts per operation. Fixed test credentials and
+/// region, so the SDK never looks for credentials or a region itself.
+pub(crate) async fn store_at(endpoint: &str, max_attempts: u32) -> DynamoStore {
+    DynamoStore::builder()
+        .table(TABLE)
+        .endpoint_url(endpoint)
+        .region(REGION)
+        .static_credentials(ACCESS_KEY_ID, SECRET_ACCESS_KEY)
+        .connect_timeout(Duration::from_secs(2))
+        .operation_timeout(Duration::from_secs(10))
+        .max_attempts(max_attempts)
+        .build()
+        .await
+        .expect("build a dynamodb store for dynalite")
+}

@@ -1,0 +1,48 @@
+//! The store contract suite (`unique-store-contract`) run against `DynamoStore`
+//! on a real DynamoDB-compatible server (dynalite, started by the test tooling).
+
+mod common;
+
+use std::sync::Arc;
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use unique_core::{Error, Key, async_trait};
+use unique_store_contract::{RawRecord, RawWriter, Subject, store_contract_tests};
+use unique_store_dynamodb::DynamoStore;
+
+/// The raw-record hook: one unconditional `PutItem` holding exactly the given
+/// attributes (an absent `owner` or `cid` is left out of the item).
+struct RawPut(DynamoStore);
+
+#[async_trait]
+impl RawWriter for RawPut {
+    async fn put_raw(&self, key: &Key, record: RawRecord) -> Result<(), Error> {
+        let mut put = self
+            .0
+            .client()
+            .put_item()
+            .table_name(self.0.table())
+            .item("pk", AttributeValue::S(key.to_string()))
+            .item("gen", AttributeValue::N(record.generation.to_string()));
+        if let Some(owner) = record.owner {
+            put = put.item("owner", AttributeValue::S(owner));
+        }
+        if let Some(cid) = record.claim_id {
+            put = put.item("cid", AttributeValue::S(cid));
+        }
+        put.send()
+            .await
+            .map(|_| ())
+            .map_err(|e| Error::unavailable_with("raw put_item failed", e))
+    }
+}
+
+async fn subject() -> Subject {
+    let store = common::store().await;
+    Subject {
+        store: Arc::new(store.clone()),
+        raw: Arc::new(RawPut(store)),
+    }
+}
+
+store_contract_tests!(subject);
