@@ -1,0 +1,163 @@
+//! Store round trips per claim through the `Arbiter`, counted on the wire
+//! (every HTTP attempt the store's SDK client sends) against dynalite.
+//!
+//! Run with `--nocapture` to see the numbers.
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use unique_core::{
+    Arbiter, ClaimInput, Key, KickOutcome, KickPayload, Kicker, Owner, Store, async_trait,
+};
+use unique_store_dynamodb::{DynamoStore, RequestCounts};
+
+fn claim(key: &Key, endpoint: &str, claim_id: &str) -> ClaimInput {
+    ClaimInput {
+        key: key.clone(),
+        owner: Owner::new("r", "c", endpoint),
+        claim_id: claim_id.into(),
+    }
+}
+
+fn counts(get_item: u64, update_item: u64) -> RequestCounts {
+    RequestCounts {
+        get_item,
+        update_item,
+        other: 0,
+    }
+}
+
+/// Confirms every kick; on the first one it also lands a competing claim on
+/// the key through a separate store (its requests are not counted), so the
+/// claim under test loses its CAS exactly once: a real contended retry.
+struct InterferingKicker {
+    rival: DynamoStore,
+    key: Key,
+    interfered: AtomicBool,
+    kicks: AtomicUsize,
+}
+
+#[async_trait]
+impl Kicker for InterferingKicker {
+    async fn kick(&self, _endpoint: &str, _payload: &KickPayload, _t: Duration) -> KickOutcome {
+        self.kicks.fetch_add(1, Ordering::SeqCst);
+        if !self.interfered.swap(true, Ordering::SeqCst) {
+            let snap = self.rival.read_owner(&self.key).await.expect("rival read");
+            let owner = Owner::new("r", "c", "http://rival.invalid/kick");
+            self.rival
+                .claim_cas(&self.key, &owner, "cid-rival", &snap)
+                .await
+                .expect("rival claim");
+        }
+        KickOutcome::Confirmed
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn round_trips_per_uncontended_claim_replay_and_contended_retry() {
+    let store = common::store().await;
+    let arbiter = Arbiter::new(store.clone());
+    let key = Key::new("roundtrips", "test", 1);
+
+    let before = store.request_counts();
+    let first = arbiter
+        .claim(&claim(&key, "http://a.invalid/kick", "cid-a"))
+        .await
+        .unwrap();
+    let uncontended = store.request_counts().since(&before);
+    assert_eq!((first.generation, first.replayed), (1, false));
+    assert_eq!(
+        uncontended,
+        counts(1, 1),
+        "first login: GetItem + UpdateItem"
+    );
+
+    let before = store.request_counts();
+    let replay = arbiter
+        .claim(&claim(&key, "http://a.invalid/kick", "cid-a"))
+        .await
+        .unwrap();
+    let replayed = store.request_counts().since(&before);
+    assert_eq!((replay.generation, replay.replayed), (1, true));
+    assert_eq!(replayed, counts(1, 0), "replay: one GetItem, no write");
+
+    // Replacing an online session without contention: still 2.
+    let before = store.request_counts();
+    let second = arbiter
+        .claim(&claim(&key, "http://b.invalid/kick", "cid-b"))
+        .await
+        .unwrap();
+    let replacing = store.request_counts().since(&before);
+    assert_eq!((second.generation, second.has_prev), (2, true));
+    assert_eq!(
+        replacing,
+        counts(1, 1),
+        "replacing a session: GetItem + UpdateItem"
+    );
+
+    // A contended claim: the rival writes gen 3 between our read and our CAS.
+    let kicker = Arc::new(InterferingKicker {
+        rival: common::store().await,
+        key: key.clone(),
+        interfered: AtomicBool::new(false),
+        kicks: AtomicUsize::new(0),
+    });
+    let contended_arbiter = Arbiter::builder(store.clone())
+        .kicker(Arc::clone(&kicker))
+        .build();
+    let before = store.request_counts();
+    let won = contended_arbiter
+        .claim(&claim(&key, "http://c.invalid/kick", "cid-c"))
+        .await
+        .unwrap();
+    let contended = store.request_counts().since(&before);
+    assert_eq!(won.generation, 4, "the rival took gen 3, we took 4");
+    assert_eq!(won.prev_generation, 3);
+    assert_eq!(
+        kicker.kicks.load(Ordering::SeqCst),
+        2,
+        "b kicked, then the rival"
+    );
+    // dynalite does not return ALL_OLD with a failed condition, so the retry
+    // reads again: 2 more round trips (1 with DynamoDB's ALL_OLD).
+    assert_eq!(
+        contended,
+        counts(2, 2),
+        "contended: read, lost CAS, re-read, winning CAS"
+    );
+    let extra = contended.total() - uncontended.total();
+    assert_eq!(extra, 2);
+
+    println!(
+        "dynamodb round trips through the Arbiter (dynalite): uncontended first login = {}, \
+         replacing an online session = {}, replay = {}, contended claim = {} (retry costs {} more)",
+        uncontended.total(),
+        replacing.total(),
+        replayed.total(),
+        contended.total(),
+        extra
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn release_is_one_round_trip_and_nonpositive_gen_is_none() {
+    let store = common::store().await;
+    let arbiter = Arbiter::new(store.clone());
+    let key = Key::new("roundtrips", "test", 2);
+    let outcome = arbiter
+        .claim(&claim(&key, "http://a.invalid/kick", "cid-a"))
+        .await
+        .unwrap();
+
+    let before = store.request_counts();
+    assert!(arbiter.release(&key, outcome.generation).await.unwrap());
+    assert_eq!(store.request_counts().since(&before), counts(0, 1));
+
+    let before = store.request_counts();
+    assert!(!store.release(&key, 0).await.unwrap());
+    assert!(!store.release(&key, -5).await.unwrap());
+    assert_eq!(store.request_counts().since(&before), counts(0, 0));
+}
