@@ -109,7 +109,8 @@ async fn concurrent_claims_are_all_committed() {
             Ok((r.get(0)?, r.get(1)?))
         })
         .unwrap();
-    assert_eq!((count, gens), (tasks as i64, tasks as i64));
+    let tasks = i64::try_from(tasks).unwrap();
+    assert_eq!((count, gens), (tasks, tasks));
 }
 
 /// Many tasks claiming one key from the same snapshot through one store:

@@ -50,9 +50,13 @@ impl Fixture {
     }
 }
 
-/// The factory the contract suite calls once per case.
+/// The factory the contract suite calls once per case. Opening blocks (file
+/// I/O, fsync), so it runs off the async workers, as a server should do it.
 pub async fn subject() -> Subject {
-    Fixture::new().subject()
+    tokio::task::spawn_blocking(Fixture::new)
+        .await
+        .expect("open the store")
+        .subject()
 }
 
 /// Unconditional writes straight into the `records` table of the store's file.
