@@ -32,118 +32,137 @@ pub async fn random_operations_match_model(subject: Subject) {
     let _note = FailureNote(format!(
         "random_operations_match_model failed with UNIQUE_CONTRACT_SEED={seed}"
     ));
-    let mut rng = fastrand::Rng::with_seed(seed);
-    let mut models: HashMap<i64, RecordModel> =
-        (1..=KEYS).map(|k| (k, RecordModel::new())).collect();
-    let mut stale: HashMap<i64, Vec<OwnerState>> = HashMap::new();
-    let mut last_won: HashMap<i64, i64> = HashMap::new();
+    let mut walk = Walk {
+        ctx,
+        rng: fastrand::Rng::with_seed(seed),
+        models: (1..=KEYS).map(|k| (k, RecordModel::new())).collect(),
+        stale: HashMap::new(),
+        last_won: HashMap::new(),
+    };
     for step in 0..OPERATIONS {
-        let uid = rng.i64(1..=KEYS);
-        let key = ctx.key(uid);
-        let model = models.get_mut(&uid).expect("model per key");
+        let uid = walk.rng.i64(1..=KEYS);
         let at = format!("step {step} on uid {uid}");
-        match rng.u8(0..100) {
-            0..=14 => {
-                assert_eq!(ctx.read(&key).await, *model.state(), "{at}: read_owner");
-            }
-            15..=24 => match (ctx.current(&key).await, model.current()) {
-                (Ok(view), Some(expected)) => assert_eq!(view, expected, "{at}: current"),
-                (Err(e), None) => assert!(e.is_unavailable(), "{at}: current {e:?}"),
-                (got, expected) => panic!("{at}: current {got:?}, model {expected:?}"),
-            },
-            25..=64 => {
-                // Claim from a fresh snapshot, or from one remembered earlier.
-                let remembered = stale.entry(uid).or_default();
-                let snap = if rng.bool() || remembered.is_empty() {
-                    let snap = ctx.read(&key).await;
-                    assert_eq!(snap, *model.state(), "{at}: snapshot");
-                    remembered.push(snap.clone());
-                    if remembered.len() > 8 {
-                        remembered.remove(0);
-                    }
-                    snap
-                } else {
-                    remembered[rng.usize(..remembered.len())].clone()
-                };
-                let claim_id = format!("c{}", rng.u8(0..4));
-                let result = ctx
-                    .store
-                    .claim_cas(&key, &owner_for(&claim_id), &claim_id, &snap)
-                    .await;
-                match (model.claim(&owner_for(&claim_id), &claim_id, &snap), result) {
-                    (ClaimVerdict::Won(expected), Ok(generation)) => {
-                        assert_eq!(generation, expected, "{at}: claim gen");
-                        let previous = last_won.insert(uid, generation).unwrap_or(0);
-                        assert!(
-                            generation > previous,
-                            "{at}: gen went from {previous} to {generation}"
-                        );
-                    }
-                    (ClaimVerdict::ConditionFailed, Err(Error::CasFailed { current })) => {
-                        if let Some(carried) = current {
-                            assert_eq!(*carried, *model.state(), "{at}: carried snapshot");
-                        }
-                    }
-                    (verdict, result) => panic!("{at}: claim {result:?}, model {verdict:?}"),
-                }
-            }
-            65..=84 => {
-                let generation = if rng.bool() {
-                    model.state().generation
-                } else {
-                    rng.i64(-1..=model.state().generation + 2)
-                };
-                let expected = model.release(generation);
-                assert_eq!(
-                    ctx.release(&key, generation).await,
-                    expected,
-                    "{at}: release {generation}"
-                );
-            }
-            85..=89 => {
-                // Raw tombstone at the current gen (another writer's logout).
-                let generation = model.state().generation.max(1);
-                ctx.put(&key, generation, Some(""), None).await;
-                *model = RecordModel::from_state(OwnerState {
-                    exists: true,
-                    generation,
-                    ..OwnerState::default()
-                });
-            }
-            90..=94 => {
-                // Raw corrupt record: must stay replaceable through its cid.
-                let generation = model.state().generation.max(1);
-                ctx.put(&key, generation, Some("{corrupt"), Some("z")).await;
-                *model = RecordModel::from_state(OwnerState {
-                    exists: true,
-                    generation,
-                    owner: None,
-                    owner_corrupt: true,
-                    claim_id: Some("z".into()),
-                });
-            }
+        match walk.rng.u8(0..100) {
+            0..=14 => walk.read(uid, &at).await,
+            15..=24 => walk.current(uid, &at).await,
+            25..=64 => walk.claim(uid, &at).await,
+            65..=84 => walk.release(uid, &at).await,
+            85..=89 => walk.raw(uid, Some(""), None).await,
+            90..=94 => walk.raw(uid, Some("{corrupt"), Some("z")).await,
             _ => {
-                // Raw session with an empty cid.
-                let generation = model.state().generation.max(1);
-                let owner = owner_for("e");
-                let json = unique_core::encode_owner(&owner).expect("owner");
-                ctx.put(&key, generation, Some(&json), Some("")).await;
-                *model = RecordModel::from_state(OwnerState {
-                    exists: true,
-                    generation,
-                    owner: Some(owner),
-                    owner_corrupt: false,
-                    claim_id: Some(String::new()),
-                });
+                let json = unique_core::encode_owner(&owner_for("e")).expect("owner");
+                walk.raw(uid, Some(&json), Some("")).await;
             }
         }
     }
     for uid in 1..=KEYS {
-        assert_eq!(
-            ctx.read(&ctx.key(uid)).await,
-            *models[&uid].state(),
-            "final state of uid {uid}"
-        );
+        walk.read(uid, "final state").await;
+    }
+}
+
+/// The state of a random walk: the store, the model of each key, and
+/// snapshots remembered to replay later as stale ones.
+struct Walk {
+    ctx: Ctx,
+    rng: fastrand::Rng,
+    models: HashMap<i64, RecordModel>,
+    stale: HashMap<i64, Vec<OwnerState>>,
+    last_won: HashMap<i64, i64>,
+}
+
+impl Walk {
+    fn model(&mut self, uid: i64) -> &mut RecordModel {
+        self.models.get_mut(&uid).expect("model per key")
+    }
+
+    async fn read(&mut self, uid: i64, at: &str) {
+        let state = self.ctx.read(&self.ctx.key(uid)).await;
+        assert_eq!(state, *self.model(uid).state(), "{at}: read_owner");
+    }
+
+    async fn current(&mut self, uid: i64, at: &str) {
+        match (
+            self.ctx.current(&self.ctx.key(uid)).await,
+            self.model(uid).current(),
+        ) {
+            (Ok(view), Some(expected)) => assert_eq!(view, expected, "{at}: current"),
+            (Err(e), None) => assert!(e.is_unavailable(), "{at}: current {e:?}"),
+            (got, expected) => panic!("{at}: current {got:?}, model {expected:?}"),
+        }
+    }
+
+    /// Claims from a fresh snapshot, or from one remembered earlier.
+    async fn claim(&mut self, uid: i64, at: &str) {
+        let key = self.ctx.key(uid);
+        let fresh = self.rng.bool();
+        let remembered = self.stale.entry(uid).or_default();
+        let snap = if fresh || remembered.is_empty() {
+            let snap = self.ctx.read(&key).await;
+            remembered.push(snap.clone());
+            if remembered.len() > 8 {
+                remembered.remove(0);
+            }
+            assert_eq!(snap, *self.model(uid).state(), "{at}: snapshot");
+            snap
+        } else {
+            remembered[self.rng.usize(..remembered.len())].clone()
+        };
+        let claim_id = format!("c{}", self.rng.u8(0..4));
+        let owner = owner_for(&claim_id);
+        let result = self
+            .ctx
+            .store
+            .claim_cas(&key, &owner, &claim_id, &snap)
+            .await;
+        match (self.model(uid).claim(&owner, &claim_id, &snap), result) {
+            (ClaimVerdict::Won(expected), Ok(generation)) => {
+                assert_eq!(generation, expected, "{at}: claim gen");
+                let previous = self.last_won.insert(uid, generation).unwrap_or(0);
+                assert!(
+                    generation > previous,
+                    "{at}: gen went from {previous} to {generation}"
+                );
+            }
+            (ClaimVerdict::ConditionFailed, Err(Error::CasFailed { current })) => {
+                if let Some(carried) = current {
+                    assert_eq!(*carried, *self.model(uid).state(), "{at}: carried snapshot");
+                }
+            }
+            (verdict, result) => panic!("{at}: claim {result:?}, model {verdict:?}"),
+        }
+    }
+
+    /// Releases at the stored gen or at a nearby, often wrong, one.
+    async fn release(&mut self, uid: i64, at: &str) {
+        let stored = self.model(uid).state().generation;
+        let generation = if self.rng.bool() {
+            stored
+        } else {
+            self.rng.i64(-1..=stored + 2)
+        };
+        let expected = self.model(uid).release(generation);
+        let released = self.ctx.release(&self.ctx.key(uid), generation).await;
+        assert_eq!(released, expected, "{at}: release {generation}");
+    }
+
+    /// Another writer's raw record at the stored gen (never moving it back).
+    async fn raw(&mut self, uid: i64, owner: Option<&str>, claim_id: Option<&str>) {
+        let generation = self.model(uid).state().generation.max(1);
+        self.ctx
+            .put(&self.ctx.key(uid), generation, owner, claim_id)
+            .await;
+        let (owner, owner_corrupt) = match owner.map(unique_core::decode_owner) {
+            None | Some(Ok(None)) => (None, false),
+            Some(Ok(Some(owner))) => (Some(owner), false),
+            Some(Err(())) => (None, true),
+        };
+        *self.model(uid) = RecordModel::from_state(OwnerState {
+            exists: true,
+            generation,
+            owner,
+            owner_corrupt,
+            claim_id: claim_id.map(str::to_owned),
+        });
     }
 }
 
@@ -161,7 +180,7 @@ pub async fn gen_monotone_under_concurrency(subject: Subject) {
             let ctx = ctx.clone();
             tokio::spawn(async move {
                 let mut rng = fastrand::Rng::with_seed(seed.wrapping_add(t));
-                let mut seen = [0_i64; 2];
+                let mut floor = [0_i64; 2];
                 let mut won: Vec<(i64, i64)> = Vec::new();
                 for i in 0..150 {
                     let uid = rng.i64(1..=2);
@@ -169,17 +188,17 @@ pub async fn gen_monotone_under_concurrency(subject: Subject) {
                     let slot = usize::from(uid == 2);
                     let snap = ctx.read(&key).await;
                     assert!(
-                        snap.generation >= seen[slot],
+                        snap.generation >= floor[slot],
                         "task {t}: gen went backwards"
                     );
-                    seen[slot] = snap.generation;
+                    floor[slot] = snap.generation;
                     if rng.u8(0..4) == 0 {
                         ctx.release(&key, snap.generation).await;
                     } else if let Ok(generation) =
                         ctx.claim(&key, &format!("t{t}-{i}"), &snap).await
                     {
-                        assert!(generation > seen[slot]);
-                        seen[slot] = generation;
+                        assert!(generation > floor[slot]);
+                        floor[slot] = generation;
                         won.push((uid, generation));
                     }
                 }
