@@ -1,0 +1,20 @@
+#![doc = include_str!("../README.md")]
+
+mod claimer;
+mod heartbeat;
+mod jitter;
+mod kick;
+mod sessions;
+mod transport;
+
+pub use claimer::{Claimer, ClaimerOptions, Login, LoginError};
+pub use heartbeat::{Heartbeat, HeartbeatExit, HeartbeatHandle, HeartbeatOptions};
+pub use jitter::Jitter;
+pub use kick::{IgnoreReason, KickAck, KickHandler, KickOptions};
+pub use sessions::Sessions;
+pub use transport::{ClaimRequest, ClaimResponse, Transport};
+
+/// Re-exported so transports implement [`Transport`] with the same macro version.
+pub use async_trait::async_trait;
+/// Re-exported core types every client needs.
+pub use unique_core::{CurrentView, Error, EvictReason, Key, KickPayload, Owner};

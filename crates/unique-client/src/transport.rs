@@ -1,0 +1,106 @@
+//! How a client reaches the arbitration: the [`Transport`] trait.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use unique_core::{Arbiter, ClaimInput, ClaimOutcome, CurrentView, Error, Key, Store};
+
+/// A claim as a client sends it: key, owner, and the login's claim_id.
+pub type ClaimRequest = ClaimInput;
+
+/// A successful claim as the arbitration answers it.
+pub type ClaimResponse = ClaimOutcome;
+
+/// The three calls a client makes to the arbitration, over any medium.
+///
+/// # Contract
+///
+/// - Errors are [`unique_core::Error`]: `InvalidParams` for input the arbitration rejected
+///   (retrying cannot help), `Throttled` when the store throttled, and `Unavailable` for
+///   everything else, transport failures included (refused or reset connections,
+///   timeouts, unexpected statuses, unparseable answers). `CasFailed` never reaches a client.
+/// - A transport SHOULD bound each call by its own timeout; the [`Claimer`](crate::Claimer)
+///   and [`Heartbeat`](crate::Heartbeat) also bound calls by their own budgets, so a
+///   transport that hangs cannot hang them forever.
+/// - `claim` is safe to repeat with the same claim_id: the arbitration answers a repeat of a
+///   claim that already succeeded from its replay short-circuit, without a second kick.
+#[async_trait]
+pub trait Transport: Send + Sync + 'static {
+    /// Claims `request.key` for `request.owner` (kick-then-write on the server side).
+    async fn claim(&self, request: &ClaimRequest) -> Result<ClaimResponse, Error>;
+
+    /// Reads the self-eviction baseline of `key`.
+    async fn current(&self, key: &Key) -> Result<CurrentView, Error>;
+
+    /// Tombstones the session at `generation`; `false` when that gen no longer holds the key
+    /// (or `generation <= 0`).
+    async fn release(&self, key: &Key, generation: i64) -> Result<bool, Error>;
+}
+
+#[async_trait]
+impl<T: Transport + ?Sized> Transport for Arc<T> {
+    async fn claim(&self, request: &ClaimRequest) -> Result<ClaimResponse, Error> {
+        (**self).claim(request).await
+    }
+    async fn current(&self, key: &Key) -> Result<CurrentView, Error> {
+        (**self).current(key).await
+    }
+    async fn release(&self, key: &Key, generation: i64) -> Result<bool, Error> {
+        (**self).release(key, generation).await
+    }
+}
+
+#[async_trait]
+impl<T: Transport + ?Sized> Transport for Box<T> {
+    async fn claim(&self, request: &ClaimRequest) -> Result<ClaimResponse, Error> {
+        (**self).claim(request).await
+    }
+    async fn current(&self, key: &Key) -> Result<CurrentView, Error> {
+        (**self).current(key).await
+    }
+    async fn release(&self, key: &Key, generation: i64) -> Result<bool, Error> {
+        (**self).release(key, generation).await
+    }
+}
+
+/// An in-process [`Arbiter`] is a transport too: single-process deployments and tests
+/// can drive the client side against it without any network.
+///
+/// `CasFailed` never leaves an `Arbiter` (it consumes it); should one ever escape, it is
+/// reported as `Unavailable` so the client backs off instead of seeing a store detail.
+#[async_trait]
+impl<S: Store> Transport for Arbiter<S> {
+    async fn claim(&self, request: &ClaimRequest) -> Result<ClaimResponse, Error> {
+        Arbiter::claim(self, request).await.map_err(hide_cas)
+    }
+    async fn current(&self, key: &Key) -> Result<CurrentView, Error> {
+        Arbiter::current(self, key).await.map_err(hide_cas)
+    }
+    async fn release(&self, key: &Key, generation: i64) -> Result<bool, Error> {
+        Arbiter::release(self, key, generation)
+            .await
+            .map_err(hide_cas)
+    }
+}
+
+fn hide_cas(error: Error) -> Error {
+    if error.is_cas_failed() {
+        Error::unavailable("fence condition failed")
+    } else {
+        error
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn _object_safe(_: Box<dyn Transport>) {}
+
+    #[test]
+    fn cas_failed_is_hidden_as_unavailable() {
+        assert!(hide_cas(Error::cas_failed()).is_unavailable());
+        assert!(hide_cas(Error::Throttled).is_throttled());
+        assert!(hide_cas(Error::invalid("x")).is_invalid_params());
+    }
+}

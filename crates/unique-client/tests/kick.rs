@@ -1,0 +1,292 @@
+//! KickHandler: the gen fence, single-flight destroy under real concurrency, the timeout.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use tokio::sync::{Notify, mpsc};
+use tokio::time::Instant;
+use unique_client::{IgnoreReason, KickAck, KickHandler, KickOptions, Sessions};
+use unique_core::{Key, KickPayload};
+
+fn key() -> Key {
+    Key::new("game", "prod", 42)
+}
+
+fn kick(generation: i64) -> KickPayload {
+    KickPayload {
+        project: "game".into(),
+        env: "prod".into(),
+        uid: 42,
+        generation,
+    }
+}
+
+/// A handler over `sessions` whose destroy removes the session and records `(key, gen)`.
+fn handler(sessions: &Sessions, destroyed: &Arc<std::sync::Mutex<Vec<(Key, i64)>>>) -> KickHandler {
+    let read = sessions.clone();
+    let remove = sessions.clone();
+    let log = Arc::clone(destroyed);
+    KickHandler::new(
+        move |k| read.generation(k),
+        move |k: Key, g| {
+            remove.remove_if(&k, g);
+            log.lock().unwrap().push((k, g));
+            async {}
+        },
+        KickOptions::default(),
+    )
+}
+
+#[tokio::test]
+async fn fence_never_destroys_a_session_that_is_not_older() {
+    let sessions = Sessions::new();
+    let destroyed = Arc::default();
+    let h = handler(&sessions, &destroyed);
+
+    assert_eq!(
+        h.handle(&kick(5)).await,
+        KickAck::Ignored(IgnoreReason::NoSession)
+    );
+
+    sessions.insert(key(), 5);
+    assert_eq!(
+        h.handle(&kick(5)).await,
+        KickAck::Ignored(IgnoreReason::NotOlder {
+            local_generation: 5
+        }),
+        "equal gen: this is the kicker's own session"
+    );
+    assert_eq!(
+        h.handle(&kick(3)).await,
+        KickAck::Ignored(IgnoreReason::NotOlder {
+            local_generation: 5
+        }),
+        "a late kick from an older claim never kills the newer session"
+    );
+    assert!(destroyed.lock().unwrap().is_empty());
+    assert_eq!(sessions.generation(&key()), Some(5));
+
+    // Another tenant's kick for the same uid does not touch this session.
+    let other = KickPayload {
+        env: "staging".into(),
+        ..kick(9)
+    };
+    assert_eq!(
+        h.handle(&other).await,
+        KickAck::Ignored(IgnoreReason::NoSession)
+    );
+
+    assert_eq!(
+        h.handle(&kick(6)).await,
+        KickAck::Destroyed {
+            local_generation: 5
+        }
+    );
+    assert_eq!(*destroyed.lock().unwrap(), [(key(), 5)]);
+    assert_eq!(sessions.generation(&key()), None);
+
+    // The same kick again: nothing older is left.
+    assert_eq!(
+        h.handle(&kick(6)).await,
+        KickAck::Ignored(IgnoreReason::NoSession)
+    );
+    assert_eq!(destroyed.lock().unwrap().len(), 1);
+}
+
+/// Many kicks for one session on real worker threads: `destroy` runs once, and every
+/// kick answers that no older session remains.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_kicks_share_one_destroy() {
+    const KICKS: usize = 32;
+    for round in 0..20 {
+        let sessions = Sessions::new();
+        sessions.insert(key(), 1);
+        let destroy_calls = Arc::new(AtomicUsize::new(0));
+        let (asked_tx, mut asked_rx) = mpsc::unbounded_channel();
+        let gate = Arc::new(Notify::new());
+        let h = {
+            let read = sessions.clone();
+            let remove = sessions.clone();
+            let calls = Arc::clone(&destroy_calls);
+            let gate = Arc::clone(&gate);
+            KickHandler::new(
+                move |k| {
+                    let local = read.generation(k);
+                    let _ = asked_tx.send(());
+                    local
+                },
+                move |k: Key, g| {
+                    calls.fetch_add(1, Ordering::SeqCst);
+                    let remove = remove.clone();
+                    let gate = Arc::clone(&gate);
+                    async move {
+                        gate.notified().await;
+                        remove.remove_if(&k, g);
+                    }
+                },
+                KickOptions::default(),
+            )
+        };
+        let barrier = Arc::new(tokio::sync::Barrier::new(KICKS));
+        let tasks: Vec<_> = (0..KICKS)
+            .map(|i| {
+                let h = h.clone();
+                let barrier = Arc::clone(&barrier);
+                tokio::spawn(async move {
+                    barrier.wait().await;
+                    h.handle(&kick(2 + i64::try_from(i % 3).unwrap())).await
+                })
+            })
+            .collect();
+        // Every kick has read the local gen (and so joined the flight) before destroy may end.
+        for _ in 0..KICKS {
+            asked_rx.recv().await.unwrap();
+        }
+        gate.notify_one();
+        for t in tasks {
+            let ack = t.await.unwrap();
+            assert_eq!(
+                ack,
+                KickAck::Destroyed {
+                    local_generation: 1
+                },
+                "round {round}"
+            );
+        }
+        assert_eq!(destroy_calls.load(Ordering::SeqCst), 1, "round {round}");
+        assert!(sessions.is_empty());
+    }
+}
+
+/// Kicks that race a destroy already finishing either join it or find the session gone;
+/// none starts a second destroy.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn kicks_racing_the_end_of_a_destroy_never_destroy_twice() {
+    for round in 0..50 {
+        let sessions = Sessions::new();
+        sessions.insert(key(), 7);
+        let destroyed = Arc::default();
+        let h = handler(&sessions, &destroyed);
+        let tasks: Vec<_> = (0..16)
+            .map(|_| {
+                let h = h.clone();
+                tokio::spawn(async move { h.handle(&kick(8)).await })
+            })
+            .collect();
+        for t in tasks {
+            let ack = t.await.unwrap();
+            assert!(
+                ack == KickAck::Destroyed {
+                    local_generation: 7
+                } || ack == KickAck::Ignored(IgnoreReason::NoSession),
+                "round {round}: {ack:?}"
+            );
+        }
+        assert_eq!(*destroyed.lock().unwrap(), [(key(), 7)], "round {round}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_slow_destroy_times_out_and_later_kicks_join_it() {
+    let sessions = Sessions::new();
+    sessions.insert(key(), 1);
+    let calls = Arc::new(AtomicUsize::new(0));
+    let finish = Arc::new(Notify::new());
+    let h = {
+        let read = sessions.clone();
+        let remove = sessions.clone();
+        let calls = Arc::clone(&calls);
+        let finish = Arc::clone(&finish);
+        KickHandler::new(
+            move |k| read.generation(k),
+            move |k: Key, g| {
+                calls.fetch_add(1, Ordering::SeqCst);
+                let remove = remove.clone();
+                let finish = Arc::clone(&finish);
+                async move {
+                    finish.notified().await;
+                    remove.remove_if(&k, g);
+                }
+            },
+            KickOptions::default(),
+        )
+    };
+    let start = Instant::now();
+    assert_eq!(
+        h.handle(&kick(2)).await,
+        KickAck::TimedOut {
+            local_generation: 1
+        }
+    );
+    assert_eq!(
+        start.elapsed(),
+        Duration::from_secs(2),
+        "default destroy timeout"
+    );
+
+    // The destroy is still running: a second kick waits for it instead of starting another.
+    let second = {
+        let h = h.clone();
+        tokio::spawn(async move { h.handle(&kick(3)).await })
+    };
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    finish.notify_one();
+    assert_eq!(
+        second.await.unwrap(),
+        KickAck::Destroyed {
+            local_generation: 1
+        }
+    );
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+    assert_eq!(sessions.generation(&key()), None);
+}
+
+#[tokio::test(start_paused = true)]
+async fn destroy_timeout_is_configurable() {
+    let h = KickHandler::new(
+        |_: &Key| Some(1),
+        |_: Key, _| std::future::pending::<()>(),
+        KickOptions::default().destroy_timeout(Duration::from_millis(300)),
+    );
+    let start = Instant::now();
+    assert_eq!(
+        h.handle(&kick(2)).await,
+        KickAck::TimedOut {
+            local_generation: 1
+        }
+    );
+    assert_eq!(start.elapsed(), Duration::from_millis(300));
+}
+
+#[tokio::test]
+async fn a_panicking_destroy_fails_the_kick_and_frees_the_slot() {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let h = {
+        let calls = Arc::clone(&calls);
+        KickHandler::new(
+            |_: &Key| Some(1),
+            move |_: Key, _| {
+                let n = calls.fetch_add(1, Ordering::SeqCst);
+                async move {
+                    assert!(n > 0, "first destroy fails on purpose");
+                }
+            },
+            KickOptions::default(),
+        )
+    };
+    assert_eq!(
+        h.handle(&kick(2)).await,
+        KickAck::Failed {
+            local_generation: 1
+        }
+    );
+    // The failed flight is gone: the next kick tries again.
+    assert_eq!(
+        h.handle(&kick(2)).await,
+        KickAck::Destroyed {
+            local_generation: 1
+        }
+    );
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+}
