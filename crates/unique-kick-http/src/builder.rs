@@ -1,0 +1,161 @@
+//! Options for [`HttpKicker`]: pool, user agent, response cap, TLS trust.
+
+use std::time::Duration;
+
+use http::HeaderValue;
+use hyper_util::client::legacy::connect::HttpConnector;
+use rustls::ClientConfig;
+use rustls::pki_types::CertificateDer;
+
+use crate::kicker::HttpKicker;
+use crate::pool::Pool;
+use crate::tls::TlsOptions;
+
+/// How long an idle pooled connection is kept by default: below the 60–75 s idle
+/// timeouts common on servers, so the pool rarely hands out a connection the peer
+/// is about to close.
+pub const DEFAULT_POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Idle connections kept per `scheme://host:port` by default.
+pub const DEFAULT_MAX_IDLE_PER_HOST: usize = 32;
+
+/// How many response body bytes a kick reads (and discards) by default. A kick
+/// receiver's answer is a few bytes; past the cap the status alone decides and the
+/// connection is closed instead of pooled.
+pub const DEFAULT_MAX_RESPONSE_BODY: usize = 64 * 1024;
+
+/// Why [`HttpKickerBuilder::build`] refused its options.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BuildError {
+    /// The user agent is not a valid header value.
+    #[error("invalid user agent: not a valid header value")]
+    InvalidUserAgent,
+    /// An extra root certificate could not be parsed or used as a trust anchor.
+    #[error("invalid root certificate: {0}")]
+    InvalidRootCertificate(String),
+    /// Extra roots were given together with a custom rustls config; add them to
+    /// that config's root store instead.
+    #[error("extra root certificates cannot be combined with a custom tls config")]
+    ConflictingTlsOptions,
+    /// rustls refused the protocol configuration.
+    #[error("tls configuration: {0}")]
+    Tls(#[source] rustls::Error),
+}
+
+/// Builds an [`HttpKicker`]; start with [`HttpKicker::builder`].
+///
+/// ```
+/// use std::time::Duration;
+/// use unique_kick_http::HttpKicker;
+///
+/// let kicker = HttpKicker::builder()
+///     .pool_idle_timeout(Duration::from_secs(10))
+///     .pool_max_idle_per_host(4)
+///     .user_agent("my-login-service/1.0")
+///     .build()
+///     .expect("valid options");
+/// # drop(kicker);
+/// ```
+#[derive(Debug)]
+#[must_use]
+pub struct HttpKickerBuilder {
+    pool_idle_timeout: Option<Duration>,
+    pool_max_idle_per_host: usize,
+    user_agent: String,
+    max_response_body: usize,
+    tls: TlsOptions,
+}
+
+impl Default for HttpKickerBuilder {
+    fn default() -> Self {
+        Self {
+            pool_idle_timeout: Some(DEFAULT_POOL_IDLE_TIMEOUT),
+            pool_max_idle_per_host: DEFAULT_MAX_IDLE_PER_HOST,
+            user_agent: concat!("unique-kick-http/", env!("CARGO_PKG_VERSION")).to_owned(),
+            max_response_body: DEFAULT_MAX_RESPONSE_BODY,
+            tls: TlsOptions::default(),
+        }
+    }
+}
+
+impl HttpKickerBuilder {
+    /// An idle pooled connection older than this is never reused (it is closed at
+    /// the next kick through this kicker); `None` keeps idle connections until the
+    /// peer closes them. Default [`DEFAULT_POOL_IDLE_TIMEOUT`].
+    pub fn pool_idle_timeout(mut self, timeout: impl Into<Option<Duration>>) -> Self {
+        self.pool_idle_timeout = timeout.into();
+        self
+    }
+
+    /// At most this many idle connections are kept per `scheme://host:port`;
+    /// 0 turns connection reuse off. Default [`DEFAULT_MAX_IDLE_PER_HOST`].
+    pub fn pool_max_idle_per_host(mut self, max: usize) -> Self {
+        self.pool_max_idle_per_host = max;
+        self
+    }
+
+    /// The `user-agent` header sent with every kick. Default
+    /// `unique-kick-http/<version>`.
+    pub fn user_agent(mut self, user_agent: impl Into<String>) -> Self {
+        self.user_agent = user_agent.into();
+        self
+    }
+
+    /// Reads at most this many response body bytes. Default
+    /// [`DEFAULT_MAX_RESPONSE_BODY`].
+    pub fn max_response_body(mut self, bytes: usize) -> Self {
+        self.max_response_body = bytes;
+        self
+    }
+
+    /// Trusts `cert` (DER) as a root in addition to the webpki roots, for kick
+    /// receivers behind a private CA.
+    pub fn add_root_certificate(mut self, cert: CertificateDer<'static>) -> Self {
+        self.tls.extra_roots.push(cert);
+        self
+    }
+
+    /// Trusts every certificate in the PEM bundle `pem` as a root in addition to
+    /// the webpki roots. Parsed by [`build`](Self::build), which fails when the
+    /// bundle holds no certificate.
+    pub fn add_root_certificates_pem(mut self, pem: impl AsRef<[u8]>) -> Self {
+        self.tls.extra_roots_pem.push(pem.as_ref().to_vec());
+        self
+    }
+
+    /// Replaces the whole TLS client configuration (roots, client certificates,
+    /// versions). Its ALPN list is overwritten: the kicker speaks HTTP/1.1 only.
+    /// Cannot be combined with the `add_root_*` methods.
+    pub fn tls_config(mut self, config: ClientConfig) -> Self {
+        self.tls.custom = Some(config);
+        self
+    }
+
+    /// Builds the kicker. Needs no runtime; kicks must run inside a tokio runtime.
+    pub fn build(self) -> Result<HttpKicker, BuildError> {
+        let user_agent =
+            HeaderValue::try_from(self.user_agent).map_err(|_| BuildError::InvalidUserAgent)?;
+        let tls_config = self.tls.into_client_config()?;
+
+        let mut http = HttpConnector::new();
+        // The TLS layer below decides which schemes are allowed.
+        http.enforce_http(false);
+        // A kick is one small request; do not let Nagle hold it back.
+        http.set_nodelay(true);
+        let connector = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_tls_config(tls_config)
+            .https_or_http()
+            .enable_http1()
+            .wrap_connector(http);
+
+        let pool = Pool::new(self.pool_idle_timeout, self.pool_max_idle_per_host);
+
+        Ok(HttpKicker::from_parts(
+            connector,
+            pool,
+            user_agent,
+            self.max_response_body,
+        ))
+    }
+}

@@ -1,0 +1,211 @@
+//! The kicker classification contract suite (feature `contract`): every clause of
+//! the [`Kicker`] contract, checked against real loopback servers that the suite
+//! starts itself.
+//!
+//! Each case is a `pub async fn(&dyn Kicker)`. Run them all with
+//! [`kicker_contract_tests!`](crate::kicker_contract_tests), which expands to one
+//! `#[tokio::test]` per case (so a failure names its case), or with [`run_all`].
+//! The kicker must not trust [`identity::CA_PEM`] (the TLS cases expect it to
+//! refuse that CA's certificate).
+//!
+//! | case | server | expected |
+//! |---|---|---|
+//! | [`confirmed_on_200`] | answers 200 | `Confirmed`; exactly one POST to the endpoint's path and query, `content-type: application/json`, body exactly the payload's JSON |
+//! | [`confirmed_on_204`] | answers 204, no body | `Confirmed` |
+//! | [`non_2xx_on_404`], [`non_2xx_on_500`], [`non_2xx_on_503`] | answers that status | `non-2xx` |
+//! | [`redirect_301_not_followed`], [`redirect_302_not_followed`], [`redirect_307_not_followed`] | redirects to a second live server | `non-2xx`; the target never sees a connection |
+//! | [`timeout_when_server_never_answers`] | accepts, reads, never answers | `timeout`, not before the deadline and within deadline + 100 ms |
+//! | [`timeout_when_body_stalls`] | sends `200` headers, then stalls the body | `timeout`, same bound |
+//! | [`timeout_when_tls_handshake_stalls`] | https endpoint; accepts TCP, never answers the handshake | `timeout`, same bound (connect is inside the deadline) |
+//! | [`connect_error_on_closed_port`] | nothing listens | `connect-error` |
+//! | [`connect_error_on_reset`] | reads the request, then RST (`SO_LINGER` 0) | `connect-error` |
+//! | [`connect_error_on_garbled_response`] | answers bytes that are not HTTP, keeps the connection open | `connect-error` |
+//! | [`connect_error_on_https_to_plain_tcp`] | https endpoint; the server speaks plain HTTP | `connect-error` |
+//! | [`connect_error_on_untrusted_certificate`] | https endpoint; certificate from an untrusted CA | `connect-error`; no request delivered |
+//! | [`connect_error_on_invalid_endpoint`] | garbage, relative, empty-host and `ftp://` endpoints | `connect-error`; nothing is contacted |
+//! | [`keep_alive_reuses_the_connection`] | answers 200 | both kicks `Confirmed` and carried by one TCP connection |
+//!
+//! The only timing assertion is the deadline bound of the three `timeout` cases,
+//! because that bound *is* the contract; it has slack only on the upper side.
+
+mod cases;
+mod http1;
+pub mod identity;
+mod peer;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::time::{Duration, Instant};
+
+use unique_core::{KickOutcome, KickPayload, Kicker};
+
+pub use cases::*;
+pub use http1::Received;
+pub use peer::{Behaviour, Peer};
+
+/// The deadline of every case that expects an answer or a prompt failure: long
+/// enough that no classification can be a timeout in disguise on a loaded machine.
+pub const ANSWER_DEADLINE: Duration = Duration::from_secs(5);
+
+/// The deadline of the `timeout` cases.
+pub const TIMEOUT_DEADLINE: Duration = Duration::from_millis(500);
+
+/// How far past its deadline a kick may return (SPEC §5, issue 3).
+pub const TIMEOUT_SLACK: Duration = Duration::from_millis(100);
+
+/// How long past its deadline the suite waits for a kicker that ignores it before
+/// failing the case (instead of hanging the test run).
+const HANG_GUARD: Duration = Duration::from_secs(5);
+
+/// The payload every case sends.
+pub fn payload() -> KickPayload {
+    KickPayload {
+        project: "contract".to_owned(),
+        env: "kick-test".to_owned(),
+        uid: 4_242,
+        generation: 17,
+    }
+}
+
+/// Kicks `endpoint` with [`payload`] under `deadline`, returning the outcome and
+/// the time it took.
+///
+/// # Panics
+///
+/// If the kicker has not returned 5 s after its deadline.
+pub async fn timed_kick(
+    kicker: &dyn Kicker,
+    endpoint: &str,
+    deadline: Duration,
+) -> (KickOutcome, Duration) {
+    let started = Instant::now();
+    let outcome = tokio::time::timeout(
+        deadline + HANG_GUARD,
+        kicker.kick(endpoint, &payload(), deadline),
+    )
+    .await
+    .unwrap_or_else(|_| panic!("the kicker ignored its {deadline:?} deadline and hung"));
+    (outcome, started.elapsed())
+}
+
+/// A running case.
+pub type CaseFuture<'a> = Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
+
+/// A case: its name and its body.
+#[derive(Clone, Copy)]
+pub struct Case {
+    /// The case's function name.
+    pub name: &'static str,
+    /// Runs the case against a kicker; panics on a contract violation.
+    pub run: for<'a> fn(&'a dyn Kicker) -> CaseFuture<'a>,
+}
+
+impl std::fmt::Debug for Case {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Case")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The one list of case names; every other list is generated from it.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __kicker_contract_cases {
+    ($callback:ident ! { $($args:tt)* }) => {
+        $crate::$callback! {
+            { $($args)* }
+            confirmed_on_200
+            confirmed_on_204
+            non_2xx_on_404
+            non_2xx_on_500
+            non_2xx_on_503
+            redirect_301_not_followed
+            redirect_302_not_followed
+            redirect_307_not_followed
+            timeout_when_server_never_answers
+            timeout_when_body_stalls
+            timeout_when_tls_handshake_stalls
+            connect_error_on_closed_port
+            connect_error_on_reset
+            connect_error_on_garbled_response
+            connect_error_on_https_to_plain_tcp
+            connect_error_on_untrusted_certificate
+            connect_error_on_invalid_endpoint
+            keep_alive_reuses_the_connection
+        }
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __kicker_contract_case_table {
+    ({} $($case:ident)*) => {
+        /// Every case, in the order [`run_all`] runs them.
+        pub const CASES: &[Case] = &[
+            $( Case { name: stringify!($case), run: |kicker| Box::pin(cases::$case(kicker)) }, )*
+        ];
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __kicker_contract_emit_tests {
+    ({ $factory:expr } $($case:ident)*) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $case() {
+                let kicker = $factory;
+                $crate::contract::$case(&kicker).await;
+            }
+        )*
+    };
+}
+
+/// Expands to one `#[tokio::test]` per contract case, each with a fresh kicker
+/// from `$factory` (an expression evaluated once per test).
+///
+/// Needs `tokio` with the `macros` and `rt-multi-thread` features in the calling
+/// crate's dev-dependencies.
+///
+/// ```
+/// unique_kick_http::kicker_contract_tests!(unique_kick_http::HttpKicker::new());
+/// # fn main() {}
+/// ```
+#[macro_export]
+macro_rules! kicker_contract_tests {
+    ($factory:expr) => {
+        $crate::__kicker_contract_cases!(__kicker_contract_emit_tests! { $factory });
+    };
+}
+
+__kicker_contract_cases!(__kicker_contract_case_table! {});
+
+/// Runs every case, each on a fresh kicker from `factory`, and panics naming
+/// every case that failed (each failure's message is printed as it happens).
+///
+/// # Panics
+///
+/// If any case fails.
+pub async fn run_all<K, F>(factory: F)
+where
+    K: Kicker,
+    F: Fn() -> K,
+{
+    let mut failed = Vec::new();
+    for case in CASES {
+        let kicker = factory();
+        let run = case.run;
+        if tokio::spawn(async move { run(&kicker).await })
+            .await
+            .is_err()
+        {
+            failed.push(case.name);
+        }
+    }
+    assert!(
+        failed.is_empty(),
+        "kicker contract cases failed: {}",
+        failed.join(", ")
+    );
+}

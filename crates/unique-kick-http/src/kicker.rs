@@ -1,0 +1,401 @@
+//! [`HttpKicker`]: one POST per kick over pooled HTTP/1.1 connections.
+
+use std::error::Error as StdError;
+use std::fmt;
+use std::future::poll_fn;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::header::{CONTENT_TYPE, HOST, USER_AGENT};
+use http::uri::{Authority, Scheme};
+use http::{HeaderValue, Method, Request, StatusCode, Uri};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper_rustls::HttpsConnector;
+use hyper_util::client::legacy::connect::HttpConnector;
+use tokio::time::{Instant, timeout_at};
+use tower_service::Service;
+use unique_core::{KickDetail, KickOutcome, KickPayload, Kicker, async_trait};
+
+use crate::builder::HttpKickerBuilder;
+use crate::classify::status_outcome;
+use crate::pool::{Pool, PoolKey, Sender};
+
+pub(crate) type Connector = HttpsConnector<HttpConnector>;
+
+/// A [`Kicker`] that POSTs the JSON [`KickPayload`] to the old session's endpoint.
+///
+/// - 2xx → [`KickOutcome::Confirmed`]; any other status, redirects included (never
+///   followed) → `Failed(Non2xx)`.
+/// - No complete answer (status and body) within the deadline → `Failed(Timeout)`.
+///   The deadline covers the whole exchange: DNS, connect, TLS, request, response.
+/// - Any failure before a complete answer (invalid URI, a scheme other than
+///   `http`/`https`, DNS, refused, reset, TLS, garbled response, a body cut short)
+///   → `Failed(ConnectError)`.
+///
+/// Connections are HTTP/1.1 with keep-alive and pooled per `scheme://host:port`; a
+/// kick hands its connection back to the pool before it returns, so the next kick
+/// to the same host reuses it. Cloning is cheap and clones share the pool. Kicks
+/// must run inside a tokio runtime (each connection is driven by a spawned task).
+#[derive(Clone)]
+pub struct HttpKicker {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    connector: Connector,
+    pool: Pool,
+    user_agent: HeaderValue,
+    max_response_body: usize,
+}
+
+impl HttpKicker {
+    /// A kicker with the default options (see [`HttpKickerBuilder`]).
+    ///
+    /// # Panics
+    ///
+    /// Never in practice: the default options are always valid. Use
+    /// [`builder`](Self::builder) to handle errors explicitly.
+    pub fn new() -> Self {
+        Self::builder()
+            .build()
+            .expect("the default kicker options are valid")
+    }
+
+    /// Starts a builder with the default options.
+    pub fn builder() -> HttpKickerBuilder {
+        HttpKickerBuilder::default()
+    }
+
+    pub(crate) fn from_parts(
+        connector: Connector,
+        pool: Pool,
+        user_agent: HeaderValue,
+        max_response_body: usize,
+    ) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                connector,
+                pool,
+                user_agent,
+                max_response_body,
+            }),
+        }
+    }
+}
+
+impl Default for HttpKicker {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl fmt::Debug for HttpKicker {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HttpKicker")
+            .field("user_agent", &self.inner.user_agent)
+            .field("max_response_body", &self.inner.max_response_body)
+            .finish_non_exhaustive()
+    }
+}
+
+#[async_trait]
+impl Kicker for HttpKicker {
+    async fn kick(&self, endpoint: &str, payload: &KickPayload, timeout: Duration) -> KickOutcome {
+        let deadline = deadline_after(timeout);
+        let target = match Target::parse(endpoint) {
+            Ok(target) => target,
+            Err(failure) => return failed(endpoint, &failure),
+        };
+        match timeout_at(deadline, self.inner.exchange(&target, payload)).await {
+            Ok(Ok(answer)) => {
+                if let Some(sender) = answer.reusable {
+                    // Hand the connection back before returning, so the next kick
+                    // finds it idle; it is ready once hyper has finished the
+                    // response. Still bounded by the deadline; the outcome is
+                    // already decided and does not depend on it.
+                    self.inner
+                        .checkin_when_ready(target.key, sender, deadline)
+                        .await;
+                }
+                status_outcome(answer.status)
+            }
+            Ok(Err(failure)) => failed(endpoint, &failure),
+            Err(_elapsed) => {
+                tracing::debug!(endpoint = %redacted(endpoint), ?timeout, "kick timed out");
+                KickOutcome::Failed(KickDetail::Timeout)
+            }
+        }
+    }
+}
+
+/// A complete answer: its status, and the connection when it can carry another kick.
+struct Answer {
+    status: StatusCode,
+    reusable: Option<Sender>,
+}
+
+impl Inner {
+    /// The exchange without its deadline.
+    async fn exchange(&self, target: &Target, payload: &KickPayload) -> Result<Answer, Failure> {
+        let body = Bytes::from(
+            serde_json::to_vec(payload).map_err(|e| Failure::new("payload serialisation", e))?,
+        );
+        let mut pooled = self.pool.checkout(&target.key);
+        loop {
+            let reused = pooled.is_some();
+            let mut sender = match pooled.take() {
+                Some(sender) => sender,
+                None => self.connect(target).await?,
+            };
+            match sender
+                .try_send_request(self.request(target, body.clone())?)
+                .await
+            {
+                Ok(response) => {
+                    let status = response.status();
+                    let complete = drain(response.into_body(), self.max_response_body)
+                        .await
+                        .map_err(|e| Failure::new("response body", e))?;
+                    return Ok(Answer {
+                        status,
+                        reusable: complete.then_some(sender),
+                    });
+                }
+                Err(mut error) => {
+                    // An idle connection the server closed just as we picked it: the
+                    // request never left, so sending it on a fresh connection is safe.
+                    if reused && error.take_message().is_some() {
+                        continue;
+                    }
+                    return Err(Failure::new("request", error.into_error()));
+                }
+            }
+        }
+    }
+
+    fn request(&self, target: &Target, body: Bytes) -> Result<Request<Full<Bytes>>, Failure> {
+        Request::builder()
+            .method(Method::POST)
+            .uri(target.origin_form.clone())
+            .header(HOST, target.host.clone())
+            .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
+            .header(USER_AGENT, self.user_agent.clone())
+            .body(Full::new(body))
+            .map_err(|e| Failure::new("request", e))
+    }
+
+    /// A new connection (TCP, then TLS for `https`), driven by a spawned task.
+    async fn connect(&self, target: &Target) -> Result<Sender, Failure> {
+        let mut connector = self.connector.clone();
+        poll_fn(|cx| connector.poll_ready(cx))
+            .await
+            .map_err(|e| Failure::new("connect", e))?;
+        let io = connector
+            .call(target.uri.clone())
+            .await
+            .map_err(|e| Failure::new("connect", e))?;
+        let (sender, connection) = hyper::client::conn::http1::handshake(io)
+            .await
+            .map_err(|e| Failure::new("handshake", e))?;
+        tokio::spawn(async move {
+            if let Err(error) = connection.await {
+                tracing::trace!(%error, "kick connection ended with an error");
+            }
+        });
+        Ok(sender)
+    }
+
+    async fn checkin_when_ready(&self, key: PoolKey, mut sender: Sender, deadline: Instant) {
+        if let Ok(Ok(())) = timeout_at(deadline, sender.ready()).await {
+            self.pool.checkin(key, sender);
+        }
+    }
+}
+
+/// What a kick needs from its endpoint, parsed once.
+struct Target {
+    /// The endpoint as given, for the connector.
+    uri: Uri,
+    /// Path and query, for the request line.
+    origin_form: Uri,
+    /// `host[:port]` without any userinfo, for the `host` header.
+    host: HeaderValue,
+    key: PoolKey,
+}
+
+impl Target {
+    fn parse(endpoint: &str) -> Result<Self, Failure> {
+        let uri: Uri = endpoint
+            .parse()
+            .map_err(|e| Failure::new("endpoint uri", e))?;
+        let scheme = uri
+            .scheme()
+            .filter(|s| **s == Scheme::HTTP || **s == Scheme::HTTPS)
+            .ok_or_else(|| Failure::message("endpoint uri", "not an absolute http or https uri"))?
+            .clone();
+        let host = uri
+            .host()
+            .filter(|h| !h.is_empty())
+            .ok_or_else(|| Failure::message("endpoint uri", "no host"))?;
+        let host = match uri.port_u16() {
+            Some(port) => format!("{host}:{port}"),
+            None => host.to_owned(),
+        };
+        let authority: Authority = host.parse().map_err(|e| Failure::new("endpoint uri", e))?;
+        let origin_form: Uri = uri
+            .path_and_query()
+            .map_or("/", |pq| pq.as_str())
+            .parse()
+            .map_err(|e| Failure::new("endpoint uri", e))?;
+        let host = HeaderValue::try_from(host).map_err(|e| Failure::new("endpoint uri", e))?;
+        Ok(Self {
+            uri,
+            origin_form,
+            host,
+            key: PoolKey { scheme, authority },
+        })
+    }
+}
+
+/// The kick's deadline; a timeout too large to represent means "no deadline".
+fn deadline_after(timeout: Duration) -> Instant {
+    const FAR_FUTURE: Duration = Duration::from_hours(24 * 365 * 30);
+    let now = Instant::now();
+    now.checked_add(timeout).unwrap_or_else(|| now + FAR_FUTURE)
+}
+
+fn failed(endpoint: &str, failure: &Failure) -> KickOutcome {
+    tracing::debug!(
+        endpoint = %redacted(endpoint),
+        stage = failure.stage,
+        error = %failure,
+        "kick failed before a complete answer"
+    );
+    KickOutcome::Failed(KickDetail::ConnectError)
+}
+
+/// Reads and discards the body. `Ok(true)` when it ended (the connection can be
+/// reused), `Ok(false)` when it passed `cap` bytes and reading stopped (the
+/// connection is closed with the rest of the body).
+async fn drain(mut body: Incoming, cap: usize) -> Result<bool, hyper::Error> {
+    let mut seen = 0usize;
+    while let Some(frame) = body.frame().await {
+        if let Some(data) = frame?.data_ref() {
+            seen = seen.saturating_add(data.len());
+            if seen > cap {
+                return Ok(false);
+            }
+        }
+    }
+    Ok(true)
+}
+
+/// Why an exchange ended without a complete answer, with its whole error chain
+/// for the debug log (hyper keeps the useful part in `source()`).
+#[derive(Debug)]
+struct Failure {
+    stage: &'static str,
+    error: Box<dyn StdError + Send + Sync>,
+}
+
+impl Failure {
+    fn new(stage: &'static str, error: impl Into<Box<dyn StdError + Send + Sync>>) -> Self {
+        Self {
+            stage,
+            error: error.into(),
+        }
+    }
+
+    fn message(stage: &'static str, message: &'static str) -> Self {
+        Self::new(stage, message)
+    }
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.error)?;
+        let mut source = self.error.source();
+        while let Some(cause) = source {
+            write!(f, ": {cause}")?;
+            source = cause.source();
+        }
+        Ok(())
+    }
+}
+
+/// The endpoint as `scheme://host[:port]`: the query string and any userinfo may
+/// carry a secret, so neither is ever logged.
+fn redacted(endpoint: &str) -> String {
+    let Ok(uri) = endpoint.parse::<Uri>() else {
+        return "<invalid uri>".to_owned();
+    };
+    match (uri.scheme_str(), uri.host()) {
+        (Some(scheme), Some(host)) => match uri.port_u16() {
+            Some(port) => format!("{scheme}://{host}:{port}"),
+            None => format!("{scheme}://{host}"),
+        },
+        _ => "<relative uri>".to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redaction_keeps_scheme_and_authority_only() {
+        assert_eq!(
+            redacted("https://node-7.internal:8443/kick?token=secret"),
+            "https://node-7.internal:8443"
+        );
+        assert_eq!(
+            redacted("http://user:pass@10.0.0.1/kick"),
+            "http://10.0.0.1"
+        );
+        assert_eq!(redacted("/kick?token=secret"), "<relative uri>");
+        assert_eq!(redacted("http://exa mple/"), "<invalid uri>");
+    }
+
+    #[test]
+    fn a_target_drops_userinfo_and_keeps_path_and_query() {
+        let target = Target::parse("https://user:pw@[::1]:8443/kick/s?t=1").expect("valid");
+        assert_eq!(target.host, "[::1]:8443");
+        assert_eq!(target.origin_form, "/kick/s?t=1");
+        assert_eq!(target.key.scheme, Scheme::HTTPS);
+        assert_eq!(target.key.authority, "[::1]:8443");
+
+        let bare = Target::parse("http://node").expect("valid");
+        assert_eq!(
+            (
+                bare.host.to_str().unwrap(),
+                bare.origin_form.to_string().as_str()
+            ),
+            ("node", "/")
+        );
+    }
+
+    #[test]
+    fn a_target_needs_an_absolute_http_or_https_uri_with_a_host() {
+        for endpoint in [
+            "",
+            "not a uri",
+            "/relative",
+            "ftp://node/kick",
+            "http://",
+            "node:80",
+        ] {
+            assert!(
+                Target::parse(endpoint).is_err(),
+                "{endpoint:?} was accepted"
+            );
+        }
+    }
+
+    #[test]
+    fn an_unrepresentable_timeout_is_far_in_the_future() {
+        let deadline = deadline_after(Duration::MAX);
+        assert!(deadline > Instant::now() + Duration::from_hours(24 * 365));
+    }
+}

@@ -1,0 +1,20 @@
+#![doc = include_str!("../README.md")]
+
+mod builder;
+mod classify;
+mod kicker;
+mod pool;
+mod tls;
+
+#[cfg(feature = "contract")]
+pub mod contract;
+
+pub use builder::{
+    BuildError, DEFAULT_MAX_IDLE_PER_HOST, DEFAULT_MAX_RESPONSE_BODY, DEFAULT_POOL_IDLE_TIMEOUT,
+    HttpKickerBuilder,
+};
+pub use kicker::HttpKicker;
+
+/// The rustls version this crate builds on, so a custom [`rustls::ClientConfig`] or a
+/// [`rustls::pki_types::CertificateDer`] passed to the builder has the matching type.
+pub use rustls;

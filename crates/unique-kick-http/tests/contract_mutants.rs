@@ -1,0 +1,171 @@
+//! The contract suite must be able to fail: each broken kicker here violates one
+//! clause, and the case for that clause must reject it.
+
+use std::time::Duration;
+
+use unique_core::{KickDetail, KickOutcome, KickPayload, Kicker, async_trait};
+use unique_kick_http::HttpKicker;
+use unique_kick_http::contract::{self, identity};
+
+/// Runs `case` against `kicker` and returns whether it failed (panicked).
+async fn rejects<K, F>(kicker: K, case: F) -> bool
+where
+    K: Kicker,
+    F: for<'a> FnOnce(&'a dyn Kicker) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send + 'a>>
+        + Send
+        + 'static,
+{
+    let joined = tokio::spawn(async move { case(&kicker).await }).await;
+    match joined {
+        Ok(()) => false,
+        Err(e) => e.is_panic(),
+    }
+}
+
+/// Answers every kick with the same outcome, at once.
+struct Always(KickOutcome);
+
+#[async_trait]
+impl Kicker for Always {
+    async fn kick(&self, _: &str, _: &KickPayload, _: Duration) -> KickOutcome {
+        self.0
+    }
+}
+
+/// A real kicker whose outcome is rewritten: `from` becomes `to`.
+struct Mislabels {
+    inner: HttpKicker,
+    from: KickOutcome,
+    to: KickOutcome,
+}
+
+#[async_trait]
+impl Kicker for Mislabels {
+    async fn kick(&self, endpoint: &str, payload: &KickPayload, timeout: Duration) -> KickOutcome {
+        let outcome = self.inner.kick(endpoint, payload, timeout).await;
+        if outcome == self.from {
+            self.to
+        } else {
+            outcome
+        }
+    }
+}
+
+/// A real kicker that runs with a longer deadline than it was given.
+struct OverrunsDeadline(HttpKicker);
+
+#[async_trait]
+impl Kicker for OverrunsDeadline {
+    async fn kick(&self, endpoint: &str, payload: &KickPayload, timeout: Duration) -> KickOutcome {
+        self.0.kick(endpoint, payload, timeout * 2).await
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kicker_that_always_confirms_fails_the_non_2xx_case() {
+    let kicker = Always(KickOutcome::Confirmed);
+    assert!(rejects(kicker, |k| Box::pin(contract::non_2xx_on_404(k))).await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kicker_that_gives_up_at_once_fails_the_timeout_bound() {
+    let kicker = Always(KickOutcome::Failed(KickDetail::Timeout));
+    assert!(
+        rejects(kicker, |k| Box::pin(
+            contract::timeout_when_server_never_answers(k)
+        ))
+        .await
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kicker_that_overruns_its_deadline_fails_the_timeout_bound() {
+    let kicker = OverrunsDeadline(HttpKicker::new());
+    assert!(
+        rejects(kicker, |k| Box::pin(
+            contract::timeout_when_server_never_answers(k)
+        ))
+        .await
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kicker_that_calls_a_timeout_a_connect_error_fails() {
+    let kicker = Mislabels {
+        inner: HttpKicker::new(),
+        from: KickOutcome::Failed(KickDetail::Timeout),
+        to: KickOutcome::Failed(KickDetail::ConnectError),
+    };
+    assert!(rejects(kicker, |k| Box::pin(contract::timeout_when_body_stalls(k))).await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kicker_that_calls_a_reset_a_timeout_fails() {
+    let kicker = Mislabels {
+        inner: HttpKicker::new(),
+        from: KickOutcome::Failed(KickDetail::ConnectError),
+        to: KickOutcome::Failed(KickDetail::Timeout),
+    };
+    assert!(rejects(kicker, |k| Box::pin(contract::connect_error_on_reset(k))).await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kicker_without_keep_alive_fails_the_reuse_case() {
+    let kicker = HttpKicker::builder()
+        .pool_max_idle_per_host(0)
+        .build()
+        .expect("valid options");
+    assert!(
+        rejects(kicker, |k| Box::pin(
+            contract::keep_alive_reuses_the_connection(k)
+        ))
+        .await
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kicker_that_trusts_the_test_ca_fails_the_untrusted_certificate_case() {
+    let kicker = HttpKicker::builder()
+        .add_root_certificate(identity::ca_certificate())
+        .build()
+        .expect("valid options");
+    assert!(
+        rejects(kicker, |k| Box::pin(
+            contract::connect_error_on_untrusted_certificate(k)
+        ))
+        .await
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_all_names_the_failed_cases() {
+    // Confirms non-2xx answers; right about everything else.
+    let outcome = tokio::spawn(contract::run_all(|| Mislabels {
+        inner: HttpKicker::new(),
+        from: KickOutcome::Failed(KickDetail::Non2xx),
+        to: KickOutcome::Confirmed,
+    }))
+    .await;
+    let panic = outcome.expect_err("run_all passed a kicker that confirms non-2xx answers");
+    let message = panic.into_panic();
+    let message = message
+        .downcast_ref::<String>()
+        .expect("run_all panics with a formatted message");
+    for case in [
+        "non_2xx_on_404",
+        "non_2xx_on_503",
+        "redirect_307_not_followed",
+    ] {
+        assert!(message.contains(case), "{case} missing from {message:?}");
+    }
+    for case in [
+        "confirmed_on_200",
+        "connect_error_on_closed_port",
+        "timeout_when_body_stalls",
+    ] {
+        assert!(
+            !message.contains(case),
+            "the passing case {case} was reported as failed: {message:?}"
+        );
+    }
+}

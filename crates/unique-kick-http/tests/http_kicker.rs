@@ -1,0 +1,188 @@
+//! `HttpKicker` beyond the shared contract: its options, private CAs, the body cap.
+
+use std::sync::Arc;
+
+use unique_core::{KickOutcome, Kicker};
+use unique_kick_http::contract::{ANSWER_DEADLINE, Behaviour, Peer, identity, timed_kick};
+use unique_kick_http::rustls::{self, RootCertStore};
+use unique_kick_http::{BuildError, HttpKicker};
+
+async fn kick_confirms_over_tls(kicker: HttpKicker) {
+    let peer = Peer::start_tls(Behaviour::status(200)).await;
+    let (outcome, took) = timed_kick(&kicker, &peer.https_url("/kick?t=1"), ANSWER_DEADLINE).await;
+    assert_eq!(outcome, KickOutcome::Confirmed, "took {took:?}");
+    let requests = peer.requests();
+    assert_eq!(requests.len(), 1);
+    assert_eq!(
+        (requests[0].method.as_str(), requests[0].target.as_str()),
+        ("POST", "/kick?t=1")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_private_ca_added_as_der_confirms_https_kicks() {
+    let kicker = HttpKicker::builder()
+        .add_root_certificate(identity::ca_certificate())
+        .build()
+        .expect("valid options");
+    kick_confirms_over_tls(kicker).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_private_ca_added_as_pem_confirms_https_kicks() {
+    let kicker = HttpKicker::builder()
+        .add_root_certificates_pem(identity::CA_PEM)
+        .build()
+        .expect("valid options");
+    kick_confirms_over_tls(kicker).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_custom_tls_config_is_used_and_its_alpn_replaced() {
+    let mut roots = RootCertStore::empty();
+    roots
+        .add(identity::ca_certificate())
+        .expect("test ca is a valid root");
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .expect("ring supports the defaults")
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    // hyper-rustls panics on a preset ALPN list; the builder must clear it.
+    config.alpn_protocols = vec![b"h2".to_vec()];
+    let kicker = HttpKicker::builder()
+        .tls_config(config)
+        .build()
+        .expect("valid options");
+    kick_confirms_over_tls(kicker).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_user_agent_is_sent() {
+    let peer = Peer::start(Behaviour::status(204)).await;
+    let default = HttpKicker::new();
+    let custom = HttpKicker::builder()
+        .user_agent("login-service/7")
+        .build()
+        .expect("valid options");
+    for kicker in [&default, &custom] {
+        let (outcome, _) = timed_kick(kicker, &peer.http_url("/kick"), ANSWER_DEADLINE).await;
+        assert_eq!(outcome, KickOutcome::Confirmed);
+    }
+    let agents: Vec<_> = peer
+        .requests()
+        .iter()
+        .map(|r| r.header("user-agent").unwrap_or_default().to_owned())
+        .collect();
+    assert_eq!(
+        agents,
+        [
+            concat!("unique-kick-http/", env!("CARGO_PKG_VERSION")),
+            "login-service/7"
+        ]
+    );
+}
+
+/// A 200 whose chunked body never ends is confirmed once the cap is read, long
+/// before the deadline; an uncapped reader would time out instead.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_endless_body_is_read_only_up_to_the_cap() {
+    let peer = Peer::start(Behaviour::EndlessBody).await;
+    let kicker = HttpKicker::builder()
+        .max_response_body(16 * 1024)
+        .build()
+        .expect("valid options");
+    let (outcome, took) = timed_kick(&kicker, &peer.http_url("/kick"), ANSWER_DEADLINE).await;
+    assert_eq!(outcome, KickOutcome::Confirmed, "took {took:?}");
+}
+
+/// Many kicks at once through one kicker all arrive and confirm; the pool never
+/// holds more connections than kicks in flight.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_kicks_share_one_pool() {
+    const KICKS: usize = 32;
+    let peer = Arc::new(Peer::start(Behaviour::status(200)).await);
+    let kicker = Arc::new(HttpKicker::new());
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..KICKS {
+        let (peer, kicker) = (Arc::clone(&peer), Arc::clone(&kicker));
+        tasks.spawn(async move {
+            timed_kick(&*kicker, &peer.http_url("/kick"), ANSWER_DEADLINE)
+                .await
+                .0
+        });
+    }
+    while let Some(outcome) = tasks.join_next().await {
+        assert_eq!(outcome.expect("kick task"), KickOutcome::Confirmed);
+    }
+    assert_eq!(peer.requests().len(), KICKS);
+    assert!(
+        peer.connections() <= KICKS,
+        "{} connections",
+        peer.connections()
+    );
+}
+
+#[test]
+fn the_builder_refuses_bad_options() {
+    let bad_agent = HttpKicker::builder().user_agent("bad\nagent").build();
+    assert!(
+        matches!(bad_agent, Err(BuildError::InvalidUserAgent)),
+        "{bad_agent:?}"
+    );
+
+    let no_cert = HttpKicker::builder()
+        .add_root_certificates_pem("no certificate here")
+        .build();
+    assert!(
+        matches!(no_cert, Err(BuildError::InvalidRootCertificate(_))),
+        "{no_cert:?}"
+    );
+
+    let garbage_der = HttpKicker::builder()
+        .add_root_certificate(vec![0x30, 0x03, 0x01, 0x01, 0xff].into())
+        .build();
+    assert!(
+        matches!(garbage_der, Err(BuildError::InvalidRootCertificate(_))),
+        "{garbage_der:?}"
+    );
+
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let custom = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .expect("ring supports the defaults")
+        .with_root_certificates(RootCertStore::empty())
+        .with_no_client_auth();
+    let conflicting = HttpKicker::builder()
+        .tls_config(custom)
+        .add_root_certificates_pem(identity::CA_PEM)
+        .build();
+    assert!(
+        matches!(conflicting, Err(BuildError::ConflictingTlsOptions)),
+        "{conflicting:?}"
+    );
+}
+
+/// Building needs no runtime, and one kicker serves many runtimes.
+#[test]
+fn a_kicker_built_outside_a_runtime_kicks_inside_one() {
+    let kicker = HttpKicker::new();
+    for _ in 0..2 {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        runtime.block_on(async {
+            let peer = Peer::start(Behaviour::status(200)).await;
+            let outcome = kicker
+                .kick(
+                    &peer.http_url("/kick"),
+                    &unique_kick_http::contract::payload(),
+                    ANSWER_DEADLINE,
+                )
+                .await;
+            assert_eq!(outcome, KickOutcome::Confirmed);
+        });
+    }
+}
