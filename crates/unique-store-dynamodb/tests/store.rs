@@ -1,0 +1,292 @@
+//! DynamoDB-specific behaviour beyond the shared contract, on dynalite: the
+//! builder, table administration, the startup check, refusals that must cost
+//! no request, and decoding of records this library never writes.
+
+mod common;
+
+use std::time::Duration;
+
+use aws_sdk_dynamodb::types::{AttributeValue, BillingMode};
+use unique_core::{Key, Owner, OwnerState, Store};
+use unique_store_dynamodb::{DynamoStore, RequestCounts};
+use unique_testsupport::dynalite::{ACCESS_KEY_ID, Dynalite, REGION, SECRET_ACCESS_KEY};
+use unique_testsupport::free_port;
+
+const BOUND: Duration = Duration::from_secs(10);
+
+async fn store_on_table(table: &str) -> DynamoStore {
+    DynamoStore::builder()
+        .table(table)
+        .endpoint_url(Dynalite::shared().endpoint_url())
+        .region(REGION)
+        .static_credentials(ACCESS_KEY_ID, SECRET_ACCESS_KEY)
+        .max_attempts(1)
+        .build()
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn create_table_if_missing_creates_once_then_reports_existing() {
+    let store = store_on_table("unique-created-once").await;
+    let missing = store.check_reachable(BOUND).await.unwrap_err();
+    assert!(missing.is_unavailable());
+    assert_eq!(
+        missing.to_string(),
+        "unavailable: dynamodb table unique-created-once does not exist"
+    );
+
+    assert!(
+        store.create_table_if_missing(BOUND).await.unwrap(),
+        "created"
+    );
+    assert!(
+        !store.create_table_if_missing(BOUND).await.unwrap(),
+        "already there"
+    );
+    store.check_reachable(BOUND).await.unwrap();
+
+    let table = store
+        .client()
+        .describe_table()
+        .table_name("unique-created-once")
+        .send()
+        .await
+        .unwrap()
+        .table
+        .unwrap();
+    let key = &table.key_schema()[0];
+    assert_eq!(key.attribute_name(), "pk");
+    let definition = &table.attribute_definitions()[0];
+    assert_eq!(definition.attribute_type().as_str(), "S");
+    let billing = table.billing_mode_summary().and_then(|b| b.billing_mode());
+    assert_eq!(billing, Some(&BillingMode::PayPerRequest));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_create_table_if_missing_creates_exactly_once() {
+    let mut tasks = Vec::new();
+    for _ in 0..4 {
+        tasks.push(tokio::spawn(async {
+            let store = store_on_table("unique-created-racing").await;
+            store.create_table_if_missing(BOUND).await.unwrap()
+        }));
+    }
+    let mut created = 0;
+    for task in tasks {
+        created += usize::from(task.await.unwrap());
+    }
+    assert_eq!(created, 1);
+}
+
+#[tokio::test]
+async fn check_reachable_fails_closed_on_a_dead_endpoint() {
+    let dead = format!("http://127.0.0.1:{}", free_port());
+    let store = common::store_at(&dead, 1).await;
+    let err = store.check_reachable(BOUND).await.unwrap_err();
+    assert!(err.is_unavailable(), "{err:?}");
+    assert_eq!(
+        err.to_string(),
+        "unavailable: dynamodb DescribeTable could not be sent"
+    );
+}
+
+#[tokio::test]
+async fn check_reachable_is_bounded_when_the_server_never_answers() {
+    // Accepts connections and never answers.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let holder = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((socket, _)) = listener.accept().await {
+            held.push(socket);
+        }
+    });
+    let store = common::store_at(&format!("http://{addr}"), 1).await;
+    let err = store
+        .check_reachable(Duration::from_millis(300))
+        .await
+        .unwrap_err();
+    assert!(err.is_unavailable(), "{err:?}");
+    assert!(err.to_string().contains("did not finish within"), "{err}");
+    holder.abort();
+}
+
+#[tokio::test]
+async fn builder_refuses_an_empty_table_name() {
+    let err = DynamoStore::builder()
+        .table("")
+        .region(REGION)
+        .static_credentials(ACCESS_KEY_ID, SECRET_ACCESS_KEY)
+        .build()
+        .await
+        .unwrap_err();
+    assert!(err.is_invalid_params(), "{err:?}");
+}
+
+#[tokio::test]
+async fn builder_refuses_static_credentials_without_region() {
+    let err = DynamoStore::builder()
+        .static_credentials(ACCESS_KEY_ID, SECRET_ACCESS_KEY)
+        .build()
+        .await
+        .unwrap_err();
+    assert!(err.is_invalid_params(), "{err:?}");
+}
+
+#[tokio::test]
+async fn builder_debug_never_prints_the_secret() {
+    let builder = DynamoStore::builder()
+        .region(REGION)
+        .static_credentials(ACCESS_KEY_ID, SECRET_ACCESS_KEY);
+    let shown = format!("{builder:?}");
+    assert!(!shown.contains(SECRET_ACCESS_KEY), "{shown}");
+    assert!(shown.contains("static_credentials: true"), "{shown}");
+}
+
+#[tokio::test]
+async fn a_given_client_is_used_and_counted() {
+    let conf = aws_sdk_dynamodb::Config::builder()
+        .behavior_version_latest()
+        .region(aws_sdk_dynamodb::config::Region::new(REGION))
+        .endpoint_url(Dynalite::shared().endpoint_url())
+        .credentials_provider(aws_sdk_dynamodb::config::Credentials::new(
+            ACCESS_KEY_ID,
+            SECRET_ACCESS_KEY,
+            None,
+            None,
+            "test",
+        ))
+        .build();
+    let client = aws_sdk_dynamodb::Client::from_conf(conf);
+    let store = DynamoStore::builder()
+        .client(client)
+        .table(common::TABLE)
+        .build()
+        .await
+        .unwrap();
+    assert_eq!(store.table(), common::TABLE);
+    store.create_table_if_missing(BOUND).await.unwrap();
+    let before = store.request_counts();
+    let state = store
+        .read_owner(&Key::new("given-client", "test", 1))
+        .await
+        .unwrap();
+    assert_eq!(state, OwnerState::absent());
+    assert_eq!(
+        store.request_counts().since(&before),
+        RequestCounts {
+            get_item: 1,
+            update_item: 0,
+            other: 0
+        }
+    );
+}
+
+#[tokio::test]
+async fn refusals_send_no_request() {
+    let store = common::store().await;
+    let key = Key::new("refusals", "test", 1);
+    let before = store.request_counts();
+
+    let no_endpoint = Owner::new("r", "c", "");
+    let err = store
+        .claim_cas(&key, &no_endpoint, "cid", &OwnerState::absent())
+        .await
+        .unwrap_err();
+    assert!(err.is_invalid_params(), "{err:?}");
+
+    let exhausted = OwnerState {
+        exists: true,
+        generation: i64::MAX - 1,
+        owner: None,
+        owner_corrupt: false,
+        claim_id: Some("cid".into()),
+    };
+    let owner = Owner::new("r", "c", "http://h/k");
+    let err = store
+        .claim_cas(&key, &owner, "cid-2", &exhausted)
+        .await
+        .unwrap_err();
+    assert!(err.is_unavailable(), "{err:?}");
+
+    assert!(!store.release(&key, 0).await.unwrap());
+    assert_eq!(store.request_counts().since(&before).total(), 0);
+}
+
+/// Records this library never writes, put directly on the server.
+async fn put(store: &DynamoStore, key: &Key, attributes: &[(&str, AttributeValue)]) {
+    let mut put = store
+        .client()
+        .put_item()
+        .table_name(store.table())
+        .item("pk", AttributeValue::S(key.to_string()));
+    for (name, value) in attributes {
+        put = put.item(*name, value.clone());
+    }
+    put.send().await.unwrap();
+}
+
+#[tokio::test]
+async fn records_without_a_usable_gen_are_unavailable() {
+    let store = common::store().await;
+    let cases = [
+        (1, vec![("owner", AttributeValue::S(String::new()))]),
+        (2, vec![("gen", AttributeValue::S("1".into()))]),
+        (3, vec![("gen", AttributeValue::N("1.5".into()))]),
+    ];
+    for (uid, attributes) in cases {
+        let key = Key::new("bad-gen", "test", uid);
+        put(&store, &key, &attributes).await;
+        assert!(
+            store.read_owner(&key).await.unwrap_err().is_unavailable(),
+            "{uid}"
+        );
+        assert!(
+            store.current(&key).await.unwrap_err().is_unavailable(),
+            "{uid}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn absent_owner_attribute_reads_as_a_tombstone_and_is_claimable() {
+    let store = common::store().await;
+    let key = Key::new("no-owner", "test", 1);
+    put(&store, &key, &[("gen", AttributeValue::N("5".into()))]).await;
+    let state = store.read_owner(&key).await.unwrap();
+    assert!(state.exists && state.owner.is_none() && !state.owner_corrupt);
+    assert_eq!((state.generation, state.claim_id.as_deref()), (5, None));
+    let view = store.current(&key).await.unwrap();
+    assert!(view.exists && view.owner.is_none());
+
+    let owner = Owner::new("r", "c", "http://h/k");
+    assert_eq!(
+        store.claim_cas(&key, &owner, "cid", &state).await.unwrap(),
+        6
+    );
+}
+
+#[tokio::test]
+async fn an_owner_of_the_wrong_type_is_corrupt() {
+    let store = common::store().await;
+    let key = Key::new("owner-type", "test", 1);
+    put(
+        &store,
+        &key,
+        &[
+            ("gen", AttributeValue::N("2".into())),
+            ("owner", AttributeValue::N("7".into())),
+            ("cid", AttributeValue::S("c".into())),
+        ],
+    )
+    .await;
+    let state = store.read_owner(&key).await.unwrap();
+    assert!(state.owner_corrupt && state.owner.is_none());
+    assert!(store.current(&key).await.unwrap_err().is_unavailable());
+    let owner = Owner::new("r", "c", "http://h/k");
+    assert_eq!(
+        store.claim_cas(&key, &owner, "new", &state).await.unwrap(),
+        3
+    );
+}
