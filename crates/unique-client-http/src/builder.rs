@@ -1,0 +1,247 @@
+//! Configuration of an [`HttpTransport`]: base URL, timeouts, pool and TLS.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::{HeaderValue, Uri};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
+use unique_core::Error;
+
+use crate::transport::{Endpoints, HttpTransport, Inner};
+
+/// Per-request timeout by default: long enough for a claim that waits for a kick (the
+/// server's kick timeout is 3 s by default) and retries its CAS, short enough to leave the
+/// claimer's 25 s budget room for retries.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Idle pooled connections older than this are closed.
+pub const DEFAULT_POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
+
+/// Responses larger than this are refused (`Unavailable`): every valid answer is tiny.
+pub const DEFAULT_MAX_RESPONSE_BODY: usize = 64 * 1024;
+
+/// Builds an [`HttpTransport`]; start with [`HttpTransport::builder`].
+#[derive(Debug)]
+#[must_use]
+pub struct HttpTransportBuilder {
+    base_url: String,
+    timeout: Duration,
+    connect_timeout: Option<Duration>,
+    pool_idle_timeout: Option<Duration>,
+    pool_max_idle_per_host: usize,
+    user_agent: String,
+    max_response_body: usize,
+    tls_config: Option<rustls::ClientConfig>,
+}
+
+impl HttpTransportBuilder {
+    pub(crate) fn new(base_url: String) -> Self {
+        Self {
+            base_url,
+            timeout: DEFAULT_TIMEOUT,
+            connect_timeout: None,
+            pool_idle_timeout: Some(DEFAULT_POOL_IDLE_TIMEOUT),
+            pool_max_idle_per_host: usize::MAX,
+            user_agent: concat!("unique-client-http/", env!("CARGO_PKG_VERSION")).to_owned(),
+            max_response_body: DEFAULT_MAX_RESPONSE_BODY,
+            tls_config: None,
+        }
+    }
+
+    /// Bounds each call, from sending the request to the last byte of the answer
+    /// (connecting included). Default [`DEFAULT_TIMEOUT`].
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// Bounds the TCP connect alone (it is always bounded by [`timeout`](Self::timeout)).
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = Some(timeout);
+        self
+    }
+
+    /// Closes idle pooled connections after this long; `None` keeps them until the server
+    /// closes them. Default [`DEFAULT_POOL_IDLE_TIMEOUT`].
+    pub fn pool_idle_timeout(mut self, timeout: impl Into<Option<Duration>>) -> Self {
+        self.pool_idle_timeout = timeout.into();
+        self
+    }
+
+    /// Keeps at most this many idle connections; 0 turns keep-alive reuse off. Default
+    /// unbounded.
+    pub fn pool_max_idle_per_host(mut self, max: usize) -> Self {
+        self.pool_max_idle_per_host = max;
+        self
+    }
+
+    /// The `user-agent` header. Default `unique-client-http/<version>`.
+    pub fn user_agent(mut self, user_agent: impl Into<String>) -> Self {
+        self.user_agent = user_agent.into();
+        self
+    }
+
+    /// Reads at most this many response bytes. Default [`DEFAULT_MAX_RESPONSE_BODY`].
+    pub fn max_response_body(mut self, bytes: usize) -> Self {
+        self.max_response_body = bytes;
+        self
+    }
+
+    /// The TLS configuration for `https` base URLs (private roots, client certificates).
+    /// Default: the webpki roots with rustls' safe defaults. Its ALPN list is replaced:
+    /// the transport speaks HTTP/1.1.
+    pub fn tls_config(mut self, config: rustls::ClientConfig) -> Self {
+        self.tls_config = Some(config);
+        self
+    }
+
+    /// Builds the transport. Needs no runtime; calls must run inside a tokio runtime.
+    ///
+    /// Errors (`InvalidParams`): the base URL is not an absolute `http`/`https` URL with a
+    /// host, or carries credentials, a query or a fragment; the user agent is not a valid
+    /// header value; the default TLS configuration cannot be built.
+    pub fn build(self) -> Result<HttpTransport, Error> {
+        let endpoints = Endpoints::parse(&self.base_url)?;
+        let user_agent = HeaderValue::try_from(self.user_agent)
+            .map_err(|_| Error::invalid("user agent is not a valid header value"))?;
+        let tls = match self.tls_config {
+            Some(config) => config,
+            None => default_tls()?,
+        };
+
+        let mut http = HttpConnector::new();
+        // The TLS layer decides which schemes are allowed.
+        http.enforce_http(false);
+        // Requests are small and latency-bound; do not let Nagle hold them back.
+        http.set_nodelay(true);
+        http.set_connect_timeout(self.connect_timeout);
+        let connector = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_tls_config(tls)
+            .https_or_http()
+            .enable_http1()
+            .wrap_connector(http);
+        let client = Client::builder(TokioExecutor::new())
+            .pool_timer(TokioTimer::new())
+            .pool_idle_timeout(self.pool_idle_timeout)
+            .pool_max_idle_per_host(self.pool_max_idle_per_host)
+            .build(connector);
+
+        Ok(HttpTransport::from_inner(Arc::new(Inner {
+            client,
+            endpoints,
+            timeout: self.timeout,
+            user_agent,
+            max_response_body: self.max_response_body,
+        })))
+    }
+}
+
+/// Mozilla's roots with the ring provider named explicitly, so the build does not depend on
+/// which rustls providers other crates in the binary compiled in.
+fn default_tls() -> Result<rustls::ClientConfig, Error> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map(|b| {
+            b.with_root_certificates(rustls::RootCertStore {
+                roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+            })
+            .with_no_client_auth()
+        })
+        .map_err(|_| Error::invalid("tls configuration could not be built"))
+}
+
+impl Endpoints {
+    /// Splits a base URL such as `http://127.0.0.1:7420` or `https://host/prefix/` into the
+    /// three operation URIs. Messages never echo the URL (it may hold a secret).
+    pub(crate) fn parse(base_url: &str) -> Result<Self, Error> {
+        let uri: Uri = base_url
+            .parse()
+            .map_err(|_| Error::invalid("base url is not a valid url"))?;
+        let scheme = match uri.scheme_str() {
+            Some(s) if s.eq_ignore_ascii_case("http") => "http",
+            Some(s) if s.eq_ignore_ascii_case("https") => "https",
+            _ => {
+                return Err(Error::invalid(
+                    "base url must be an absolute http or https url",
+                ));
+            }
+        };
+        let authority = uri
+            .authority()
+            .filter(|a| !a.host().is_empty())
+            .ok_or_else(|| Error::invalid("base url must have a host"))?;
+        if authority.as_str().contains('@') {
+            return Err(Error::invalid("base url must not carry credentials"));
+        }
+        if uri.query().is_some() || base_url.contains('#') {
+            return Err(Error::invalid(
+                "base url must not have a query or a fragment",
+            ));
+        }
+        let prefix = uri.path().trim_end_matches('/');
+        let at = |op: &str| -> Result<Uri, Error> {
+            format!("{scheme}://{authority}{prefix}/v1/{op}")
+                .parse()
+                .map_err(|_| Error::invalid("base url is not a valid url"))
+        };
+        Ok(Self {
+            claim: at("claim")?,
+            current: at("current")?,
+            release: at("release")?,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base_urls_map_to_the_three_routes() {
+        for (base, claim) in [
+            ("http://127.0.0.1:7420", "http://127.0.0.1:7420/v1/claim"),
+            ("http://127.0.0.1:7420/", "http://127.0.0.1:7420/v1/claim"),
+            ("HTTP://h:1/api/", "http://h:1/api/v1/claim"),
+            (
+                "https://unique.example/a/b",
+                "https://unique.example/a/b/v1/claim",
+            ),
+            ("http://[::1]:9", "http://[::1]:9/v1/claim"),
+        ] {
+            let e = Endpoints::parse(base).unwrap();
+            assert_eq!(e.claim.to_string(), claim, "{base}");
+            assert!(e.current.to_string().ends_with("/v1/current"));
+            assert!(e.release.to_string().ends_with("/v1/release"));
+        }
+    }
+
+    #[test]
+    fn bad_base_urls_are_invalid_params_without_echo() {
+        for base in [
+            "",
+            "not a url",
+            "/relative",
+            "ftp://h/",
+            "http://",
+            "http://user:secret@h/",
+            "http://h/?token=secret",
+            "http://h/#secret",
+        ] {
+            let e = Endpoints::parse(base).unwrap_err();
+            assert!(e.is_invalid_params(), "{base}: {e}");
+            assert!(!e.to_string().contains("secret"), "{e}");
+        }
+    }
+
+    #[test]
+    fn builder_rejects_a_bad_user_agent() {
+        let e = HttpTransport::builder("http://h:1")
+            .user_agent("bad\nagent")
+            .build()
+            .unwrap_err();
+        assert!(e.is_invalid_params());
+    }
+}

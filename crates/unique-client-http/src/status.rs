@@ -1,0 +1,124 @@
+//! The one place a response becomes a result: status → [`unique_core::Error`] (SPEC §6).
+
+use http::StatusCode;
+use serde::de::DeserializeOwned;
+use unique_core::Error;
+
+use crate::wire::ErrorReply;
+
+/// Maps one complete response of operation `op` (`claim`, `current`, `release`).
+///
+/// 200 → the parsed body (unparseable → `Unavailable`); 400 → `InvalidParams` with the
+/// server's message; 429 → `Throttled`; 503, any other 5xx and any other status →
+/// `Unavailable`.
+pub(crate) fn classify<T: DeserializeOwned>(
+    op: &str,
+    status: StatusCode,
+    body: &[u8],
+) -> Result<T, Error> {
+    match status {
+        StatusCode::OK => serde_json::from_slice(body).map_err(|e| {
+            Error::unavailable_with(format!("{op} response is not the expected json"), e)
+        }),
+        StatusCode::BAD_REQUEST => Err(Error::InvalidParams(
+            server_message(body).unwrap_or_else(|| "the server rejected the request".to_owned()),
+        )),
+        StatusCode::TOO_MANY_REQUESTS => Err(Error::Throttled),
+        StatusCode::SERVICE_UNAVAILABLE => Err(Error::unavailable(match server_message(body) {
+            Some(message) => format!("{op}: server unavailable: {message}"),
+            None => format!("{op}: server unavailable"),
+        })),
+        s if s.is_server_error() => Err(Error::unavailable(format!(
+            "{op}: server error {}",
+            s.as_u16()
+        ))),
+        s => Err(Error::unavailable(format!(
+            "{op}: unexpected status {}",
+            s.as_u16()
+        ))),
+    }
+}
+
+/// The `message` of a JSON error body, if there is a non-empty one.
+fn server_message(body: &[u8]) -> Option<String> {
+    serde_json::from_slice::<ErrorReply>(body)
+        .ok()?
+        .message
+        .filter(|m| !m.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::ReleaseReply;
+
+    fn map(status: u16, body: &str) -> Result<bool, Error> {
+        classify::<ReleaseReply>(
+            "release",
+            StatusCode::from_u16(status).unwrap(),
+            body.as_bytes(),
+        )
+        .map(|r| r.released)
+    }
+
+    #[test]
+    fn ok_parses_or_is_unavailable() {
+        assert!(map(200, r#"{"released":true}"#).unwrap());
+        assert!(!map(200, r#"{"released":false,"later":1}"#).unwrap());
+        for bad in ["", "nope", r#"{"released":"yes"}"#, "{}"] {
+            let e = map(200, bad).unwrap_err();
+            assert!(e.is_unavailable(), "{bad}: {e}");
+            assert_eq!(
+                e.to_string(),
+                "unavailable: release response is not the expected json"
+            );
+        }
+    }
+
+    #[test]
+    fn bad_request_is_invalid_params_with_the_server_message() {
+        let e = map(
+            400,
+            r#"{"error":"invalid_params","message":"uid must be >= 1"}"#,
+        )
+        .unwrap_err();
+        assert!(
+            matches!(&e, Error::InvalidParams(m) if m == "uid must be >= 1"),
+            "{e}"
+        );
+        let e = map(400, "<html>").unwrap_err();
+        assert!(
+            matches!(&e, Error::InvalidParams(m) if m == "the server rejected the request"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn throttled_and_unavailable() {
+        assert!(
+            map(429, r#"{"error":"throttled","message":"x"}"#)
+                .unwrap_err()
+                .is_throttled()
+        );
+        let e = map(
+            503,
+            r#"{"error":"unavailable","message":"store read failed"}"#,
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "unavailable: release: server unavailable: store read failed"
+        );
+        let e = map(503, "").unwrap_err();
+        assert_eq!(e.to_string(), "unavailable: release: server unavailable");
+    }
+
+    #[test]
+    fn every_other_status_is_unavailable() {
+        for status in [500, 502, 504, 201, 204, 301, 302, 401, 403, 404, 405, 413] {
+            let e = map(status, r#"{"released":true}"#).unwrap_err();
+            assert!(e.is_unavailable(), "{status}: {e}");
+            assert!(e.to_string().contains(&status.to_string()), "{e}");
+        }
+    }
+}

@@ -1,0 +1,161 @@
+//! [`HttpTransport`]: the three calls of the wire contract over a pooled HTTP/1.1 client.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::header::{ACCEPT, CONTENT_TYPE, USER_AGENT};
+use http::{HeaderValue, Request, StatusCode, Uri};
+use http_body_util::{BodyExt, Full, Limited};
+use hyper_rustls::HttpsConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use unique_client::{ClaimRequest, ClaimResponse, Transport, async_trait};
+use unique_core::{CurrentView, Error, Key};
+
+use crate::builder::HttpTransportBuilder;
+use crate::status::classify;
+use crate::wire::{ClaimBody, KeyBody, ReleaseBody, ReleaseReply};
+
+const JSON: HeaderValue = HeaderValue::from_static("application/json");
+
+/// A [`Transport`] speaking the `unique-server` wire contract: `POST /v1/claim`,
+/// `/v1/current`, `/v1/release` with JSON bodies, over HTTP/1.1 keep-alive connections
+/// (`http` or `https` with rustls).
+///
+/// Cheap to clone; clones share the connection pool. Each call is bounded by the
+/// per-request timeout. Errors: 400 → `InvalidParams` (the server's message); 429 →
+/// `Throttled`; 503, other 5xx, any other status, connection failures, timeouts and
+/// unparseable or oversized answers → `Unavailable`. Messages never contain the URL.
+#[derive(Clone)]
+pub struct HttpTransport {
+    inner: Arc<Inner>,
+}
+
+pub(crate) struct Inner {
+    pub(crate) client: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
+    pub(crate) endpoints: Endpoints,
+    pub(crate) timeout: Duration,
+    pub(crate) user_agent: HeaderValue,
+    pub(crate) max_response_body: usize,
+}
+
+/// The three request URIs, derived once from the base URL.
+#[derive(Debug)]
+pub(crate) struct Endpoints {
+    pub(crate) claim: Uri,
+    pub(crate) current: Uri,
+    pub(crate) release: Uri,
+}
+
+impl HttpTransport {
+    /// A transport to the server at `base_url` (e.g. `http://127.0.0.1:7420`) with the
+    /// default options. Errors as [`HttpTransportBuilder::build`].
+    pub fn new(base_url: &str) -> Result<Self, Error> {
+        Self::builder(base_url).build()
+    }
+
+    /// Starts configuring a transport to the server at `base_url`; a path in it is kept
+    /// as a prefix (`https://h/unique` → `https://h/unique/v1/claim`).
+    pub fn builder(base_url: impl Into<String>) -> HttpTransportBuilder {
+        HttpTransportBuilder::new(base_url.into())
+    }
+
+    pub(crate) fn from_inner(inner: Arc<Inner>) -> Self {
+        Self { inner }
+    }
+
+    /// The per-request timeout.
+    pub fn timeout(&self) -> Duration {
+        self.inner.timeout
+    }
+
+    /// POSTs `body` as JSON to `uri` and classifies the answer.
+    async fn post<B: Serialize, T: DeserializeOwned>(
+        &self,
+        op: &'static str,
+        uri: &Uri,
+        body: &B,
+    ) -> Result<T, Error> {
+        let inner = &*self.inner;
+        let json = serde_json::to_vec(body).map_err(|e| {
+            Error::unavailable_with(format!("{op} request could not be encoded"), e)
+        })?;
+        let request = Request::post(uri.clone())
+            .header(CONTENT_TYPE, JSON)
+            .header(ACCEPT, JSON)
+            .header(USER_AGENT, inner.user_agent.clone())
+            .body(Full::new(Bytes::from(json)))
+            .map_err(|e| Error::unavailable_with(format!("{op} request could not be built"), e))?;
+
+        let exchange = async {
+            let response = inner.client.request(request).await.map_err(|e| {
+                let what = if e.is_connect() {
+                    "connection failed"
+                } else {
+                    "request failed"
+                };
+                Error::unavailable_with(format!("{op}: {what}"), e)
+            })?;
+            let status = response.status();
+            let body = Limited::new(response.into_body(), inner.max_response_body)
+                .collect()
+                .await
+                .map_err(|e| {
+                    Error::unavailable_with(format!("{op}: response body could not be read"), e)
+                })?
+                .to_bytes();
+            Ok::<(StatusCode, Bytes), Error>((status, body))
+        };
+        let (status, body) = tokio::time::timeout(inner.timeout, exchange)
+            .await
+            .map_err(|_| {
+                Error::unavailable(format!("{op}: no answer within {:?}", inner.timeout))
+            })??;
+        let result = classify(op, status, &body);
+        if let Err(error) = &result {
+            tracing::debug!(op, status = status.as_u16(), %error, "unique server call failed");
+        }
+        result
+    }
+}
+
+#[async_trait]
+impl Transport for HttpTransport {
+    async fn claim(&self, request: &ClaimRequest) -> Result<ClaimResponse, Error> {
+        self.post(
+            "claim",
+            &self.inner.endpoints.claim,
+            &ClaimBody::new(request),
+        )
+        .await
+    }
+
+    async fn current(&self, key: &Key) -> Result<CurrentView, Error> {
+        self.post("current", &self.inner.endpoints.current, &KeyBody::new(key))
+            .await
+    }
+
+    async fn release(&self, key: &Key, generation: i64) -> Result<bool, Error> {
+        self.post::<_, ReleaseReply>(
+            "release",
+            &self.inner.endpoints.release,
+            &ReleaseBody::new(key, generation),
+        )
+        .await
+        .map(|r| r.released)
+    }
+}
+
+impl fmt::Debug for HttpTransport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // The URL is left out on purpose: it may carry a secret in its path.
+        f.debug_struct("HttpTransport")
+            .field("timeout", &self.inner.timeout)
+            .field("max_response_body", &self.inner.max_response_body)
+            .finish_non_exhaustive()
+    }
+}
