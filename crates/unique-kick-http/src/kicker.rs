@@ -163,10 +163,14 @@ impl Inner {
                         reusable: complete.then_some(sender),
                     });
                 }
-                Err(mut error) => {
-                    // An idle connection the server closed just as we picked it: the
-                    // request never left, so sending it on a fresh connection is safe.
-                    if reused && error.take_message().is_some() {
+                Err(error) => {
+                    // A pooled connection can be closed by the server at the moment
+                    // we reuse it (an HTTP/1.1 keep-alive race), before any status
+                    // arrives. Kicks are idempotent (receivers fence on gen), so the
+                    // kick is sent once more on a fresh connection rather than
+                    // reported as a connect error. A fresh connection is never retried.
+                    if reused {
+                        tracing::trace!(error = %error.error(), "pooled kick connection failed, retrying on a new one");
                         continue;
                     }
                     return Err(Failure::new("request", error.into_error()));

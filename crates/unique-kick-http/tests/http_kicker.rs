@@ -124,6 +124,53 @@ async fn concurrent_kicks_share_one_pool() {
     );
 }
 
+/// Sequential kicks to one host ride one connection: each kick hands its
+/// connection back before returning, so reuse does not depend on timing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sequential_kicks_ride_one_connection() {
+    let peer = Peer::start(Behaviour::status(200)).await;
+    let kicker = HttpKicker::new();
+    for _ in 0..20 {
+        let (outcome, _) = timed_kick(&kicker, &peer.http_url("/kick"), ANSWER_DEADLINE).await;
+        assert_eq!(outcome, KickOutcome::Confirmed);
+    }
+    assert_eq!(peer.requests().len(), 20);
+    assert_eq!(peer.connections(), 1);
+}
+
+/// Clones share the pool.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clones_share_the_pool() {
+    let peer = Peer::start(Behaviour::status(200)).await;
+    let kicker = HttpKicker::new();
+    let clone = kicker.clone();
+    for k in [&kicker, &clone] {
+        let (outcome, _) = timed_kick(k, &peer.http_url("/kick"), ANSWER_DEADLINE).await;
+        assert_eq!(outcome, KickOutcome::Confirmed);
+    }
+    assert_eq!(peer.connections(), 1);
+}
+
+/// A pooled connection that the server drops as it is reused (request read,
+/// connection closed unanswered) is replaced by a fresh one: the kick is sent
+/// again and confirms, instead of reporting a connect error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pooled_connection_dropped_on_reuse_is_replaced() {
+    let peer = Peer::start(Behaviour::AnswerOnceThenClose).await;
+    let kicker = HttpKicker::new();
+    for round in 1..=5 {
+        let (outcome, took) = timed_kick(&kicker, &peer.http_url("/kick"), ANSWER_DEADLINE).await;
+        assert_eq!(
+            outcome,
+            KickOutcome::Confirmed,
+            "round {round}, took {took:?}"
+        );
+    }
+    assert_eq!(peer.connections(), 5, "one fresh connection per round");
+    // Rounds 2..=5 each tried the pooled connection first, then a fresh one.
+    assert_eq!(peer.requests().len(), 1 + 4 * 2);
+}
+
 #[test]
 fn the_builder_refuses_bad_options() {
     let bad_agent = HttpKicker::builder().user_agent("bad\nagent").build();

@@ -48,6 +48,11 @@ pub enum Behaviour {
     PlainHttpToAnything,
     /// Answers `200` with a chunked body that never ends.
     EndlessBody,
+    /// Answers the first request on each connection `200` (keep-alive, nothing
+    /// announces a close) and closes the connection, unanswered, when a second
+    /// request arrives on it: a server dropping a pooled connection just as the
+    /// client reuses it.
+    AnswerOnceThenClose,
 }
 
 impl Behaviour {
@@ -185,6 +190,8 @@ async fn accept_loop(
         let Ok((stream, _)) = listener.accept().await else {
             continue;
         };
+        // Answers go out as soon as they are written, like any HTTP server's.
+        let _ = stream.set_nodelay(true);
         let id = log.connections.fetch_add(1, Ordering::SeqCst) + 1;
         let behaviour = behaviour.clone();
         let tls = tls.clone();
@@ -246,8 +253,10 @@ where
         return pending().await;
     }
 
+    let mut served = 0usize;
     while let Some(request) = reader.read_request(id).await? {
         log.record(request);
+        served += 1;
         let io = reader.get_mut();
         match behaviour {
             Behaviour::Respond {
@@ -260,8 +269,11 @@ where
                     let _ = write!(head, "{name}: {value}\r\n");
                 }
                 let _ = write!(head, "content-length: {}\r\n\r\n", body.len());
-                io.write_all(head.as_bytes()).await?;
-                io.write_all(body).await?;
+                // One write: a head and body in two segments would meet the
+                // client's delayed ACK and cost every answer 40 ms.
+                let mut answer = head.into_bytes();
+                answer.extend_from_slice(body);
+                io.write_all(&answer).await?;
                 io.flush().await?;
             }
             Behaviour::HeadersThenStall => {
@@ -283,6 +295,12 @@ where
                 loop {
                     io.write_all(chunk.as_bytes()).await?;
                 }
+            }
+            Behaviour::AnswerOnceThenClose if served > 1 => return Ok(()),
+            Behaviour::AnswerOnceThenClose => {
+                io.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
+                    .await?;
+                io.flush().await?;
             }
             Behaviour::NeverAnswer | Behaviour::Reset => return pending().await,
             Behaviour::SilentAccept | Behaviour::PlainHttpToAnything => {
