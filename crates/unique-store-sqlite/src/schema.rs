@@ -14,6 +14,9 @@ pub(crate) const APPLICATION_ID: i32 = 0x756e_6971;
 /// The schema version this build writes and understands (`PRAGMA user_version`).
 pub(crate) const SCHEMA_VERSION: i32 = 1;
 
+/// Bytes of WAL kept on disk after a checkpoint (`PRAGMA journal_size_limit`).
+const WAL_SIZE_LIMIT: i64 = 64 * 1024 * 1024;
+
 /// The one table. `WITHOUT ROWID` keeps each record in the primary-key B-tree
 /// itself, so a lookup or a conditional update touches one tree, not two.
 const CREATE_TABLE: &str = "CREATE TABLE records (
@@ -54,6 +57,10 @@ pub(crate) fn open_writer(options: &SqliteStoreBuilder) -> Result<Connection, Er
         )));
     }
     conn.pragma_update(None, "synchronous", options.synchronous.pragma_value())
+        .map_err(failed)?;
+    // After a checkpoint, truncate a WAL that grew under a burst instead of
+    // keeping its full size on disk forever.
+    conn.pragma_update(None, "journal_size_limit", WAL_SIZE_LIMIT)
         .map_err(failed)?;
     ensure_schema(&conn, path)?;
     Ok(conn)
@@ -167,4 +174,52 @@ fn ensure_schema(conn: &Connection, path: &Path) -> Result<(), Error> {
 /// A failure while opening, with the path in the reason (a server prints it at startup).
 fn opening(path: &Path, e: rusqlite::Error) -> Error {
     map_sqlite(&format!("open of {}", path.display()), e)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::options::Synchronous;
+
+    fn pragma(conn: &Connection, name: &str) -> String {
+        conn.query_row(&format!("PRAGMA {name}"), [], |row| {
+            row.get::<_, rusqlite::types::Value>(0)
+        })
+        .map(|v| match v {
+            rusqlite::types::Value::Integer(i) => i.to_string(),
+            rusqlite::types::Value::Text(t) => t,
+            other => format!("{other:?}"),
+        })
+        .expect("pragma")
+    }
+
+    #[test]
+    fn writer_runs_in_wal_with_the_requested_durability() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("s.db");
+        // SQLite's codes: NORMAL = 1, FULL = 2.
+        for (synchronous, code) in [(Synchronous::Full, "2"), (Synchronous::Normal, "1")] {
+            let conn = open_writer(&SqliteStoreBuilder::new(&path).synchronous(synchronous))
+                .expect("open");
+            assert_eq!(pragma(&conn, "journal_mode"), "wal");
+            assert_eq!(pragma(&conn, "synchronous"), code, "{synchronous:?}");
+            assert_eq!(pragma(&conn, "application_id"), APPLICATION_ID.to_string());
+            assert_eq!(pragma(&conn, "user_version"), SCHEMA_VERSION.to_string());
+        }
+    }
+
+    #[test]
+    fn readers_refuse_to_write() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let options = SqliteStoreBuilder::new(&dir.path().join("r.db"));
+        drop(open_writer(&options).expect("open writer"));
+        let reader = open_reader(&options).expect("open reader");
+        let err = reader
+            .execute("INSERT INTO records VALUES ('k', 1, '', NULL)", [])
+            .expect_err("query_only");
+        assert!(
+            err.to_string().contains("readonly") || err.to_string().contains("read"),
+            "{err}"
+        );
+    }
 }
