@@ -18,7 +18,8 @@ use crate::types::{ClaimOutcome, Key, KickDetail};
 /// - `on_kick` once per kick decision, synthesised ones (`no-endpoint`,
 ///   `self-replace-skipped`) included; a re-kick on a retried attempt counts again.
 ///   `detail` is `None` exactly when `success` is true.
-/// - `on_release` once per release that passed validation.
+/// - `on_release` once per release that finished without error (a `gen <= 0`
+///   no-op included, reported as not released).
 pub trait Observer: Send + Sync + 'static {
     /// A claim finished after `attempts` store attempts and `took` wall time.
     fn on_claim(&self, result: &Result<ClaimOutcome, Error>, attempts: u32, took: Duration) {

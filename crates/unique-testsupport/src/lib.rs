@@ -24,7 +24,11 @@ impl ChildGuard {
         self.child.id()
     }
 
-    /// Panics with a clear message if the process has already exited.
+    /// Checks the process is still running.
+    ///
+    /// # Panics
+    ///
+    /// With a clear message if the process has already exited.
     pub fn assert_running(&mut self) {
         if let Ok(Some(status)) = self.child.try_wait() {
             panic!("{} exited early with {status}", self.what);
@@ -45,6 +49,10 @@ impl Drop for ChildGuard {
 }
 
 /// A loopback port that was free a moment ago.
+///
+/// # Panics
+///
+/// When no ephemeral loopback port can be bound.
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
@@ -52,8 +60,11 @@ pub fn free_port() -> u16 {
         .expect("bind an ephemeral loopback port")
 }
 
-/// Waits until `addr` accepts TCP connections, or panics after `limit` saying `what`
-/// did not come up.
+/// Waits until `addr` accepts TCP connections.
+///
+/// # Panics
+///
+/// After `limit`, saying `what` did not come up.
 pub fn wait_for_tcp(addr: SocketAddr, limit: Duration, what: &str) {
     let deadline = Instant::now() + limit;
     while Instant::now() < deadline {
@@ -66,6 +77,10 @@ pub fn wait_for_tcp(addr: SocketAddr, limit: Duration, what: &str) {
 }
 
 /// The workspace root (the directory holding the top-level `Cargo.toml`).
+///
+/// # Panics
+///
+/// When this crate is not at `crates/<name>` below the root.
 pub fn workspace_root() -> PathBuf {
     let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     manifest
