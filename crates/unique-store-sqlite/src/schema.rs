@@ -217,8 +217,9 @@ mod tests {
         let err = reader
             .execute("INSERT INTO records VALUES ('k', 1, '', NULL)", [])
             .expect_err("query_only");
-        assert!(
-            err.to_string().contains("readonly") || err.to_string().contains("read"),
+        assert_eq!(
+            err.sqlite_error_code(),
+            Some(rusqlite::ErrorCode::ReadOnly),
             "{err}"
         );
     }
