@@ -1,0 +1,153 @@
+//! [`KickService`]: one kick request in, one status out.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use http::header::CONTENT_LENGTH;
+use http::{Method, Request, Response};
+use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
+use hyper::body::Body;
+use unique_client::KickHandler;
+use unique_core::{Error, KickPayload, ValidationLimits};
+
+use crate::reply;
+
+/// Largest kick body accepted; a kick payload is well under 300 bytes.
+pub const MAX_BODY_BYTES: usize = 4 * 1024;
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// An HTTP service that applies kicks through a [`KickHandler`].
+///
+/// `POST` with the JSON payload `{"project","env","uid","gen"}`:
+///
+/// - **200** `{"ack": "destroyed" | "no-session" | "not-older"}` once no session older than
+///   the kick remains here (destroyed, or nothing to destroy);
+/// - **503** when `destroy` did not finish within the handler's destroy timeout (or failed):
+///   the arbiter then records `non-2xx` and relies on the heartbeat (I5b);
+/// - **400** for malformed JSON, a missing, unknown or mistyped field, or an invalid key
+///   (checked with [`ValidationLimits::check_key`]);
+/// - **405** for any other method (with `Allow: POST`);
+/// - **413** for a body over [`MAX_BODY_BYTES`], by `Content-Length` or while reading a
+///   chunked body.
+///
+/// Errors carry the JSON shape of `unique-server`: `{"error": code, "message": text}`. The
+/// path is not looked at: mount the service wherever the owner endpoint points. It is both a
+/// [`tower_service::Service`] (for axum's `route_service` or any tower stack) and a
+/// [`hyper::service::Service`] (for `serve_connection`), over any request body type.
+#[derive(Debug, Clone)]
+pub struct KickService {
+    handler: KickHandler,
+    limits: ValidationLimits,
+}
+
+impl KickService {
+    /// A service over `handler`, validating keys with the default limits.
+    pub fn new(handler: KickHandler) -> Self {
+        Self {
+            handler,
+            limits: ValidationLimits::default(),
+        }
+    }
+
+    /// Validates keys with `limits` instead (match the server's).
+    #[must_use]
+    pub fn validation_limits(mut self, limits: ValidationLimits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// The handler it applies kicks with.
+    pub fn handler(&self) -> &KickHandler {
+        &self.handler
+    }
+
+    /// Answers one request. Never fails: every problem is a status.
+    pub async fn respond<B>(&self, request: Request<B>) -> Response<Full<Bytes>>
+    where
+        B: Body,
+        B::Error: Into<BoxError>,
+    {
+        if request.method() != Method::POST {
+            return reply::method_not_allowed();
+        }
+        if declared_length(&request).is_some_and(|n| n > MAX_BODY_BYTES as u64) {
+            return reply::too_large();
+        }
+        // Enforced while reading too: a chunked body declares no length.
+        let body = match Limited::new(request.into_body(), MAX_BODY_BYTES)
+            .collect()
+            .await
+        {
+            Ok(collected) => collected.to_bytes(),
+            Err(e) if e.is::<LengthLimitError>() => return reply::too_large(),
+            Err(_) => return reply::bad_request("request body could not be read"),
+        };
+        let payload: KickPayload = match serde_json::from_slice(&body) {
+            Ok(payload) => payload,
+            Err(e) => return reply::bad_request(&format!("malformed kick: {e}")),
+        };
+        if let Err(e) = self.limits.check_key(&payload.key()) {
+            let message = match &e {
+                Error::InvalidParams(m) => m.clone(),
+                other => other.to_string(),
+            };
+            return reply::bad_request(&message);
+        }
+        let ack = self.handler.handle(&payload).await;
+        tracing::debug!(key = %payload.key(), generation = payload.generation, %ack, "kick handled");
+        reply::ack(ack)
+    }
+}
+
+/// The `Content-Length` header, when present and well-formed.
+fn declared_length<B>(request: &Request<B>) -> Option<u64> {
+    request
+        .headers()
+        .get(CONTENT_LENGTH)?
+        .to_str()
+        .ok()?
+        .parse()
+        .ok()
+}
+
+type ResponseFuture =
+    Pin<Box<dyn Future<Output = Result<Response<Full<Bytes>>, Infallible>> + Send>>;
+
+impl<B> tower_service::Service<Request<B>> for KickService
+where
+    B: Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<BoxError>,
+{
+    type Response = Response<Full<Bytes>>;
+    type Error = Infallible;
+    type Future = ResponseFuture;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: Request<B>) -> Self::Future {
+        hyper::service::Service::call(self, request)
+    }
+}
+
+impl<B> hyper::service::Service<Request<B>> for KickService
+where
+    B: Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<BoxError>,
+{
+    type Response = Response<Full<Bytes>>;
+    type Error = Infallible;
+    type Future = ResponseFuture;
+
+    fn call(&self, request: Request<B>) -> Self::Future {
+        let this = self.clone();
+        Box::pin(async move { Ok(this.respond(request).await) })
+    }
+}
