@@ -188,6 +188,8 @@ async fn accept_loop(
     let mut connections = JoinSet::new();
     loop {
         let Ok((stream, _)) = listener.accept().await else {
+            // E.g. out of file descriptors: let other tasks run before retrying.
+            tokio::task::yield_now().await;
             continue;
         };
         // Answers go out as soon as they are written, like any HTTP server's.
