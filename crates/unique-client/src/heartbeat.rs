@@ -12,13 +12,16 @@ use unique_core::{EvictReason, Key, decide_evict};
 use crate::jitter::Jitter;
 use crate::transport::Transport;
 
+const MIN_INTERVAL: Duration = Duration::from_millis(1);
+
 /// Heartbeat timing. Defaults: every 5 s, each wait jittered down to as little as 80 % of
 /// it ([`Jitter::spread`]`(0.2)`), so many sessions do not beat in lockstep and no wait
 /// exceeds the interval (the overlap bound of I5b counts one interval).
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct HeartbeatOptions {
-    /// Nominal time between two checks; also the bound on one `current` call.
+    /// Nominal time between two checks; also the bound on one `current` call. At least
+    /// 1 ms is used.
     pub interval: Duration,
     /// How the interval becomes each wait.
     pub jitter: Jitter,
@@ -99,14 +102,16 @@ impl<T: Transport> Heartbeat<T> {
         S: Future<Output = ()>,
     {
         let mut stop = pin!(stop);
+        // A zero interval would turn the heartbeat into a busy loop against the server.
+        let interval = self.options.interval.max(MIN_INTERVAL);
         loop {
-            let wait = self.options.jitter.apply(self.options.interval);
+            let wait = self.options.jitter.apply(interval);
             tokio::select! {
                 biased;
                 () = &mut stop => return HeartbeatExit::Stopped,
                 () = sleep(wait) => {}
             }
-            let call = timeout(self.options.interval, self.transport.current(key));
+            let call = timeout(interval, self.transport.current(key));
             let view = tokio::select! {
                 biased;
                 () = &mut stop => return HeartbeatExit::Stopped,
