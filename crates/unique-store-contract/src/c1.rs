@@ -3,6 +3,8 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
+use unique_core::Key;
+
 use crate::Subject;
 use crate::support::{Ctx, assert_one_winner, claimed, race_from, tombstoned};
 
@@ -166,6 +168,37 @@ pub async fn independent_keys_do_not_interfere(subject: Subject) {
             ctx.read(&ctx.key(uid)).await,
             claimed(1, &format!("u{uid}"))
         );
+    }
+}
+
+/// Tenant isolation: the same uid under different `(project, env)` pairs is
+/// a different key, including pairs whose plain concatenation is equal
+/// (`"{p}xy" + "{e}"` and `"{p}x" + "y{e}"`): claims, releases and raw writes
+/// on one never show on another.
+pub async fn tenants_are_isolated(subject: Subject) {
+    let ctx = Ctx::new(subject, "c1::tenants_are_isolated");
+    let base = ctx.key(7);
+    let keys = [
+        Key::new(format!("{}xy", base.project), base.env.clone(), 7),
+        Key::new(format!("{}x", base.project), format!("y{}", base.env), 7),
+        Key::new(base.project.clone(), format!("{}-staging", base.env), 7),
+        base,
+    ];
+    for (i, key) in keys.iter().enumerate() {
+        let snap = ctx.read(key).await;
+        assert!(!snap.exists, "key {i} saw another tenant's record");
+        assert_eq!(
+            ctx.claim(key, &format!("k{i}"), &snap).await.ok(),
+            Some(1),
+            "key {i}"
+        );
+    }
+    assert!(ctx.release(&keys[0], 1).await);
+    ctx.put(&keys[1], 40, Some("{"), Some("z")).await;
+    assert_eq!(ctx.read(&keys[0]).await, tombstoned(1));
+    assert!(ctx.read(&keys[1]).await.owner_corrupt);
+    for (i, key) in keys.iter().enumerate().skip(2) {
+        assert_eq!(ctx.read(key).await, claimed(1, &format!("k{i}")), "key {i}");
     }
 }
 

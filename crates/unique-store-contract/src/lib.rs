@@ -67,6 +67,7 @@ macro_rules! __store_contract_cases {
                 race_claim_against_release,
                 interleaved_claims_and_releases,
                 independent_keys_do_not_interfere,
+                tenants_are_isolated,
                 conditions_see_latest_write,
             }
             c2 {
