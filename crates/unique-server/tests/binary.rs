@@ -22,6 +22,8 @@ fn help_explains_every_flag_and_its_env_var() {
         "UNIQUE_MAX_CLAIM_ATTEMPTS",
         "--log-format",
         "UNIQUE_LOG_FORMAT",
+        "--db",
+        "UNIQUE_DB",
     ] {
         assert!(help.contains(needle), "--help lacks {needle}:\n{help}");
     }

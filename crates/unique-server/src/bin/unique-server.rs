@@ -1,6 +1,7 @@
 //! The `unique-server` binary: the Arbiter over HTTP on a configurable store.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,8 +22,18 @@ struct Args {
     listen: SocketAddr,
 
     /// Which store holds the session records.
-    #[arg(long, env = "UNIQUE_STORE", value_enum, default_value_t = StoreKind::Memory)]
+    #[arg(long, env = "UNIQUE_STORE", value_enum, default_value_t = StoreKind::Sqlite)]
     store: StoreKind,
+
+    /// SQLite database file of the embedded store (created when missing).
+    #[arg(long, env = "UNIQUE_DB", default_value = "./unique.db")]
+    db: PathBuf,
+
+    /// Commit durability of the embedded store: `full` fsyncs every commit before
+    /// answering; `normal` survives a process crash but an OS crash or power loss
+    /// can lose the last acknowledged claims (see unique-store-sqlite).
+    #[arg(long, env = "UNIQUE_DB_SYNC", value_enum, default_value_t = DbSync::Full)]
+    db_sync: DbSync,
 
     /// How long an old session's kick receiver gets to confirm (e.g. 500ms, 3s).
     #[arg(long, env = "UNIQUE_KICK_TIMEOUT", default_value = "3s", value_parser = humantime::parse_duration)]
@@ -43,8 +54,18 @@ struct Args {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum StoreKind {
+    /// Durable embedded SQLite file at --db (one machine).
+    Sqlite,
     /// In process memory: fast, forgets every gen on restart (tests and demos only).
     Memory,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum DbSync {
+    /// fsync every commit before answering (durable against power loss).
+    Full,
+    /// fsync at checkpoints only (durable against process crashes).
+    Normal,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -100,9 +121,39 @@ async fn run(args: Args) -> Result<(), String> {
     Ok(())
 }
 
+/// How long startup waits for the store to answer before giving up.
+const STARTUP_CHECK_TIMEOUT: Duration = Duration::from_secs(10);
+
 async fn open_store(args: &Args) -> Result<Arc<dyn Store>, String> {
     match args.store {
         StoreKind::Memory => Ok(Arc::new(unique_store_memory::MemoryStore::new())),
+        StoreKind::Sqlite => {
+            let sync = match args.db_sync {
+                DbSync::Full => unique_store_sqlite::Synchronous::Full,
+                DbSync::Normal => unique_store_sqlite::Synchronous::Normal,
+            };
+            let store = unique_store_sqlite::SqliteStore::builder(&args.db)
+                .synchronous(sync)
+                .open()
+                .map_err(|e| format!("cannot open the sqlite store at {}: {e}", args.db.display()))?;
+            bounded_check("sqlite store", store.check()).await?;
+            tracing::info!(db = %args.db.display(), sync = ?args.db_sync, "sqlite store open");
+            Ok(Arc::new(store))
+        }
+    }
+}
+
+/// Runs a store's startup check with a deadline, so a dead store is a clear error, not a hang.
+async fn bounded_check(
+    what: &str,
+    check: impl std::future::Future<Output = Result<(), unique_core::Error>>,
+) -> Result<(), String> {
+    match tokio::time::timeout(STARTUP_CHECK_TIMEOUT, check).await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(format!("{what} is not usable: {e}")),
+        Err(_) => Err(format!(
+            "{what} did not answer within {STARTUP_CHECK_TIMEOUT:?}"
+        )),
     }
 }
 
