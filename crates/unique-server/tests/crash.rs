@@ -100,7 +100,9 @@ async fn sigkill_mid_stream_loses_no_acknowledged_claim_and_never_reuses_a_gen()
     for w in 0..WRITERS {
         let (acked, ack_count, enough) = (acked.clone(), ack_count.clone(), enough.clone());
         writers.push(tokio::spawn(async move {
-            let Some(mut sender) = connect(addr).await else { return };
+            let Some(mut sender) = connect(addr).await else {
+                return;
+            };
             for round in 0.. {
                 let uid = 1 + w * KEYS_PER_WRITER + round % KEYS_PER_WRITER;
                 let claim_id = format!("w{w}-r{round}");
@@ -131,20 +133,40 @@ async fn sigkill_mid_stream_loses_no_acknowledged_claim_and_never_reuses_a_gen()
     let (_server, addr) = start_server(&db);
     let mut sender = connect(addr).await.expect("restarted server accepts");
     for (&uid, &best) in &acked {
-        let view = post(&mut sender, "/v1/current", &json!({"project": "crash", "env": "test", "uid": uid}))
-            .await
-            .expect("current after restart");
+        let view = post(
+            &mut sender,
+            "/v1/current",
+            &json!({"project": "crash", "env": "test", "uid": uid}),
+        )
+        .await
+        .expect("current after restart");
         let stored = view["gen"].as_i64().unwrap();
         // An acknowledged claim is durable: the record is at least at that gen.
-        assert!(stored >= best, "uid {uid}: stored gen {stored} < acknowledged {best}");
+        assert!(
+            stored >= best,
+            "uid {uid}: stored gen {stored} < acknowledged {best}"
+        );
         assert_eq!(view["exists"], true);
 
-        let next = post(&mut sender, "/v1/claim", &claim(uid, &format!("after-{uid}")))
-            .await
-            .expect("claim after restart");
+        let next = post(
+            &mut sender,
+            "/v1/claim",
+            &claim(uid, &format!("after-{uid}")),
+        )
+        .await
+        .expect("claim after restart");
         let issued = next["gen"].as_i64().unwrap();
-        assert!(issued > best, "uid {uid}: gen {issued} issued after restart is not above {best}");
-        assert!(issued > stored, "uid {uid}: gen {issued} reused stored gen {stored}");
+        assert!(
+            issued > best,
+            "uid {uid}: gen {issued} issued after restart is not above {best}"
+        );
+        assert!(
+            issued > stored,
+            "uid {uid}: gen {issued} reused stored gen {stored}"
+        );
     }
-    assert_eq!(acked.len(), usize::try_from(WRITERS * KEYS_PER_WRITER).unwrap());
+    assert_eq!(
+        acked.len(),
+        usize::try_from(WRITERS * KEYS_PER_WRITER).unwrap()
+    );
 }

@@ -9,6 +9,7 @@ use std::time::Duration;
 use clap::{Parser, ValueEnum};
 use tokio::net::TcpListener;
 use unique_core::{Arbiter, Store, TracingObserver};
+use unique_kick_http::HttpKicker;
 use unique_server::{ArbiterService, serve};
 
 /// Single-session arbitration over HTTP: one online session per (project, env, uid).
@@ -35,6 +36,22 @@ struct Args {
     #[arg(long, env = "UNIQUE_DB_SYNC", value_enum, default_value_t = DbSync::Full)]
     db_sync: DbSync,
 
+    /// DynamoDB table name (with --store dynamodb).
+    #[arg(long, env = "UNIQUE_TABLE", default_value = "unique-sessions")]
+    table: String,
+
+    /// DynamoDB endpoint URL, for a local DynamoDB-compatible server (omit for AWS itself).
+    #[arg(long, env = "UNIQUE_ENDPOINT_URL")]
+    endpoint_url: Option<String>,
+
+    /// DynamoDB region (default: the standard AWS region chain, e.g. AWS_REGION).
+    #[arg(long, env = "UNIQUE_REGION")]
+    region: Option<String>,
+
+    /// Create the DynamoDB table (partition key `pk`, on-demand billing) when it is missing.
+    #[arg(long, env = "UNIQUE_CREATE_TABLE")]
+    create_table: bool,
+
     /// How long an old session's kick receiver gets to confirm (e.g. 500ms, 3s).
     #[arg(long, env = "UNIQUE_KICK_TIMEOUT", default_value = "3s", value_parser = humantime::parse_duration)]
     kick_timeout: Duration,
@@ -58,6 +75,8 @@ enum StoreKind {
     Sqlite,
     /// In process memory: fast, forgets every gen on restart (tests and demos only).
     Memory,
+    /// DynamoDB table --table (many server processes share it); see --endpoint-url, --region.
+    Dynamodb,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -103,6 +122,7 @@ fn main() -> ExitCode {
 async fn run(args: Args) -> Result<(), String> {
     let store = open_store(&args).await?;
     let arbiter = Arbiter::builder(store)
+        .kicker(HttpKicker::new())
         .observer(TracingObserver)
         .kick_timeout(args.kick_timeout)
         .max_claim_attempts(args.max_claim_attempts)
@@ -135,12 +155,44 @@ async fn open_store(args: &Args) -> Result<Arc<dyn Store>, String> {
             let store = unique_store_sqlite::SqliteStore::builder(&args.db)
                 .synchronous(sync)
                 .open()
-                .map_err(|e| format!("cannot open the sqlite store at {}: {e}", args.db.display()))?;
+                .map_err(|e| {
+                    format!("cannot open the sqlite store at {}: {e}", args.db.display())
+                })?;
             bounded_check("sqlite store", store.check()).await?;
             tracing::info!(db = %args.db.display(), sync = ?args.db_sync, "sqlite store open");
             Ok(Arc::new(store))
         }
+        StoreKind::Dynamodb => open_dynamodb(args).await,
     }
+}
+
+async fn open_dynamodb(args: &Args) -> Result<Arc<dyn Store>, String> {
+    let mut builder = unique_store_dynamodb::DynamoStore::builder().table(&args.table);
+    if let Some(url) = &args.endpoint_url {
+        builder = builder.endpoint_url(url);
+    }
+    if let Some(region) = &args.region {
+        builder = builder.region(region);
+    }
+    let store = builder
+        .build()
+        .await
+        .map_err(|e| format!("cannot configure the dynamodb store: {e}"))?;
+    if args.create_table {
+        let created = store
+            .create_table_if_missing(STARTUP_CHECK_TIMEOUT)
+            .await
+            .map_err(|e| format!("cannot create dynamodb table {}: {e}", args.table))?;
+        if created {
+            tracing::info!(table = %args.table, "created dynamodb table");
+        }
+    }
+    store
+        .check_reachable(STARTUP_CHECK_TIMEOUT)
+        .await
+        .map_err(|e| format!("dynamodb table {} is not usable: {e}", args.table))?;
+    tracing::info!(table = %args.table, "dynamodb store ready");
+    Ok(Arc::new(store))
 }
 
 /// Runs a store's startup check with a deadline, so a dead store is a clear error, not a hang.

@@ -1,0 +1,104 @@
+//! The binary on `--store dynamodb` against a real DynamoDB-compatible server
+//! (dynalite, started by the test tooling), and its bounded startup errors.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use unique_testsupport::dynalite::{ACCESS_KEY_ID, Dynalite, REGION, SECRET_ACCESS_KEY};
+use unique_testsupport::{ChildGuard, free_port};
+
+const BIN: &str = env!("CARGO_BIN_EXE_unique-server");
+
+fn server_command(endpoint_url: &str, table: &str) -> Command {
+    let mut cmd = Command::new(BIN);
+    cmd.args([
+        "--listen",
+        "127.0.0.1:0",
+        "--store",
+        "dynamodb",
+        "--table",
+        table,
+    ])
+    .args(["--endpoint-url", endpoint_url, "--region", REGION])
+    .env("AWS_ACCESS_KEY_ID", ACCESS_KEY_ID)
+    .env("AWS_SECRET_ACCESS_KEY", SECRET_ACCESS_KEY)
+    .env("AWS_EC2_METADATA_DISABLED", "true")
+    .env("RUST_LOG", "warn");
+    cmd
+}
+
+/// One HTTP/1.1 request on a fresh connection; returns the raw answer.
+fn http(addr: &str, path: &str, body: &str) -> String {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    write!(
+        stream,
+        "POST {path} HTTP/1.1\r\nhost: t\r\nconnection: close\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    answer
+}
+
+#[test]
+fn serves_claims_on_dynamodb_and_creates_the_table() {
+    let dynalite = Dynalite::shared();
+    let mut child = server_command(&dynalite.endpoint_url(), "server-binary-test")
+        .arg("--create-table")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let _server = ChildGuard::new(child, "unique-server");
+    let mut line = String::new();
+    BufReader::new(stdout).read_line(&mut line).unwrap();
+    let addr = line
+        .trim()
+        .strip_prefix("unique-server listening on http://")
+        .unwrap_or_else(|| panic!("server did not start: {line:?}"))
+        .to_owned();
+
+    let claim = r#"{"project":"srv","env":"ddb","uid":7,"owner":{"endpoint":"http://127.0.0.1:9/k"},"claim_id":"c1"}"#;
+    let first = http(&addr, "/v1/claim", claim);
+    assert!(first.starts_with("HTTP/1.1 200"), "{first}");
+    assert!(first.contains(r#""gen":1"#), "{first}");
+    let replay = http(&addr, "/v1/claim", claim);
+    assert!(replay.contains(r#""replayed":true"#), "{replay}");
+    let current = http(
+        &addr,
+        "/v1/current",
+        r#"{"project":"srv","env":"ddb","uid":7}"#,
+    );
+    assert!(current.contains(r#""exists":true"#), "{current}");
+}
+
+#[test]
+fn missing_table_without_create_is_a_clear_startup_error() {
+    let dynalite = Dynalite::shared();
+    let out = server_command(&dynalite.endpoint_url(), "no-such-table")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no-such-table"), "{err}");
+}
+
+#[test]
+fn unreachable_endpoint_fails_within_the_startup_bound() {
+    let dead = format!("http://127.0.0.1:{}", free_port());
+    let started = Instant::now();
+    let out = server_command(&dead, "t").output().unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("dynamodb"), "{err}");
+    // Bounded: the startup check gives up, it does not hang (10 s bound plus process start).
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "took {:?}",
+        started.elapsed()
+    );
+}
