@@ -67,10 +67,8 @@ async fn post(sender: &mut Sender, path: &str, body: &Value) -> Option<Value> {
         .body(Full::new(Bytes::from(serde_json::to_vec(body).unwrap())))
         .unwrap();
     sender.ready().await.ok()?;
-    let res = match sender.send_request(req).await {
-        Ok(res) => res,
-        Err(_) => return None, // the server was killed mid-request
-    };
+    // An error here means the server was killed mid-request.
+    let res = sender.send_request(req).await.ok()?;
     let status = res.status();
     let bytes = res.into_body().collect().await.ok()?.to_bytes();
     if !status.is_success() {
