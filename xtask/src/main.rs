@@ -18,10 +18,16 @@ commands:
   bench     the load generator: unique-server (memory, sqlite) side by side with a redis script
 ";
 
-/// The store backends and lease backends whose contract suites `contract` runs.
+/// The contract suites `contract` runs: every in-tree store backend (DynamoDB on a
+/// real dynalite), the suite's own check against deliberately broken stores, the
+/// kicker contract, and the lease backends (Redis on a real redis-server).
 /// Each entry: (package, test target).
 const CONTRACT_SUITES: &[(&str, &str)] = &[
     ("unique-store-memory", "contract"),
+    ("unique-store-sqlite", "contract"),
+    ("unique-store-dynamodb", "contract"),
+    ("unique-store-contract", "reference"),
+    ("unique-kick-http", "contract"),
 ];
 
 fn main() -> ExitCode {
