@@ -151,7 +151,9 @@ macro_rules! forward {
                 lease_token: &str,
                 now: SystemTime,
             ) -> Result<bool, LeaseError> {
-                (**self).verify_owner(room_id, node_id, lease_token, now).await
+                (**self)
+                    .verify_owner(room_id, node_id, lease_token, now)
+                    .await
             }
             async fn release_owner(
                 &self,

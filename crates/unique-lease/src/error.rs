@@ -118,7 +118,8 @@ mod tests {
 
     #[test]
     fn messages_are_lower_case_fragments() {
-        let e = LeaseError::unavailable_with("redis connection dropped", std::io::Error::other("x"));
+        let e =
+            LeaseError::unavailable_with("redis connection dropped", std::io::Error::other("x"));
         assert_eq!(e.to_string(), "unavailable: redis connection dropped");
         assert!(std::error::Error::source(&e).is_some());
         assert_eq!(

@@ -139,7 +139,11 @@ impl Directory for MemoryDirectory {
         validate::id(room_id, "room_id")?;
         validate::id(node_id, "node_id")?;
         let mut state = self.state();
-        if state.leases.get(room_id).is_some_and(|l| l.node_id == node_id) {
+        if state
+            .leases
+            .get(room_id)
+            .is_some_and(|l| l.node_id == node_id)
+        {
             state.leases.remove(room_id);
             return Ok(true);
         }
@@ -205,10 +209,19 @@ mod tests {
         let now = UNIX_EPOCH + Duration::from_secs(1_000);
         let ttl = Duration::from_secs(30);
         let first = dir.ensure_owner("room", "a", now, ttl).await.unwrap();
-        assert!(dir.ensure_owner("room", "b", now, ttl).await.unwrap().is_held_by("a"));
+        assert!(
+            dir.ensure_owner("room", "b", now, ttl)
+                .await
+                .unwrap()
+                .is_held_by("a")
+        );
 
         dir.force_expire("room");
-        assert!(!dir.verify_owner("room", "a", &first.lease_token, now).await.unwrap());
+        assert!(
+            !dir.verify_owner("room", "a", &first.lease_token, now)
+                .await
+                .unwrap()
+        );
         let second = dir.ensure_owner("room", "b", now, ttl).await.unwrap();
         assert!(second.is_held_by("b"));
         assert!(second.epoch > first.epoch);

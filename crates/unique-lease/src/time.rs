@@ -15,7 +15,7 @@ use crate::error::LeaseError;
 pub const DEFAULT_TTL: Duration = Duration::from_secs(30);
 
 /// The longest accepted ttl (ten years); longer ones are `InvalidParams`.
-pub const MAX_TTL: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
+pub const MAX_TTL: Duration = Duration::from_hours(10 * 365 * 24);
 
 /// Times at or after `UNIX_EPOCH + 2^52 ms` (about year 144 000) are refused, so
 /// every sum of a time, a ttl and a grace period stays exact in the doubles of
@@ -114,7 +114,10 @@ mod tests {
     fn millis_truncate_and_round_trip() {
         let t = UNIX_EPOCH + Duration::from_micros(1_500_999);
         assert_eq!(to_millis(t, "now").unwrap(), 1_500);
-        assert_eq!(from_millis(1_500), UNIX_EPOCH + Duration::from_millis(1_500));
+        assert_eq!(
+            from_millis(1_500),
+            UNIX_EPOCH + Duration::from_millis(1_500)
+        );
         assert_eq!(to_millis(UNIX_EPOCH, "now").unwrap(), 0);
     }
 
@@ -125,7 +128,10 @@ mod tests {
         let last = from_millis(MAX_TIME_MILLIS - 1);
         assert_eq!(to_millis(last, "now").unwrap(), MAX_TIME_MILLIS - 1);
         let err = to_millis(from_millis(MAX_TIME_MILLIS), "now").unwrap_err();
-        assert_eq!(err.to_string(), "invalid params: now is beyond the supported range");
+        assert_eq!(
+            err.to_string(),
+            "invalid params: now is beyond the supported range"
+        );
     }
 
     #[test]
@@ -138,9 +144,11 @@ mod tests {
             ttl_millis(MAX_TTL).unwrap(),
             u64::try_from(MAX_TTL.as_millis()).unwrap()
         );
-        assert!(ttl_millis(MAX_TTL + Duration::from_millis(1))
-            .unwrap_err()
-            .is_invalid_params());
+        assert!(
+            ttl_millis(MAX_TTL + Duration::from_millis(1))
+                .unwrap_err()
+                .is_invalid_params()
+        );
     }
 
     #[test]

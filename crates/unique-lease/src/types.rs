@@ -120,9 +120,24 @@ mod tests {
         };
         assert!(good.valid_at(at(999)));
         assert!(!good.valid_at(at(1_000)));
-        assert!(!NodeRegistration { node_id: String::new(), ..good.clone() }.valid_at(at(1)));
-        assert!(!NodeRegistration { grpc_addr: String::new(), ..good.clone() }.valid_at(at(1)));
-        let zero = NodeRegistration { expires_at: UNIX_EPOCH, ..good };
+        assert!(
+            !NodeRegistration {
+                node_id: String::new(),
+                ..good.clone()
+            }
+            .valid_at(at(1))
+        );
+        assert!(
+            !NodeRegistration {
+                grpc_addr: String::new(),
+                ..good.clone()
+            }
+            .valid_at(at(1))
+        );
+        let zero = NodeRegistration {
+            expires_at: UNIX_EPOCH,
+            ..good
+        };
         assert!(!zero.valid_at(UNIX_EPOCH - Duration::from_secs(1)));
     }
 }

@@ -36,7 +36,9 @@ fn text(value: &str, what: &str, max: usize) -> Result<(), LeaseError> {
         return Err(LeaseError::invalid(format!("{what} must not be empty")));
     }
     if value.len() > max {
-        return Err(LeaseError::invalid(format!("{what} is longer than {max} bytes")));
+        return Err(LeaseError::invalid(format!(
+            "{what} is longer than {max} bytes"
+        )));
     }
     if value.chars().any(char::is_control) {
         return Err(LeaseError::invalid(format!(
@@ -55,23 +57,43 @@ mod tests {
         assert!(id("r", "room_id").is_ok());
         assert!(id(&"x".repeat(MAX_ID_LEN), "room_id").is_ok());
         let long = id(&"x".repeat(MAX_ID_LEN + 1), "room_id").unwrap_err();
-        assert_eq!(long.to_string(), "invalid params: room_id is longer than 256 bytes");
+        assert_eq!(
+            long.to_string(),
+            "invalid params: room_id is longer than 256 bytes"
+        );
         let empty = id("", "node_id").unwrap_err();
-        assert_eq!(empty.to_string(), "invalid params: node_id must not be empty");
+        assert_eq!(
+            empty.to_string(),
+            "invalid params: node_id must not be empty"
+        );
         for bad in ["a\nb", "a\0", "\u{7f}", "a\u{85}b"] {
-            assert!(id(bad, "room_id").unwrap_err().is_invalid_params(), "{bad:?}");
+            assert!(
+                id(bad, "room_id").unwrap_err().is_invalid_params(),
+                "{bad:?}"
+            );
         }
-        assert!(id("room:42/é", "room_id").is_ok(), "separators and non-ascii are fine");
+        assert!(
+            id("room:42/é", "room_id").is_ok(),
+            "separators and non-ascii are fine"
+        );
     }
 
     #[test]
     fn tokens_and_addresses() {
         assert!(token("").unwrap_err().is_invalid_params());
-        assert!(token(&"t".repeat(MAX_TOKEN_LEN + 1)).unwrap_err().is_invalid_params());
+        assert!(
+            token(&"t".repeat(MAX_TOKEN_LEN + 1))
+                .unwrap_err()
+                .is_invalid_params()
+        );
         assert!(token(&"t".repeat(MAX_TOKEN_LEN)).is_ok());
         assert!(addr("10.0.0.7:7000").is_ok());
         assert!(addr("").unwrap_err().is_invalid_params());
         assert!(addr("10.0.0.7 :7000").unwrap_err().is_invalid_params());
-        assert!(addr(&"a".repeat(MAX_ADDR_LEN + 1)).unwrap_err().is_invalid_params());
+        assert!(
+            addr(&"a".repeat(MAX_ADDR_LEN + 1))
+                .unwrap_err()
+                .is_invalid_params()
+        );
     }
 }

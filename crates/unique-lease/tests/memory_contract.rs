@@ -16,5 +16,9 @@ unique_lease::lease_contract_tests!(memory);
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn run_all_runs_every_case() {
     contract::run_all(memory).await;
-    assert!(contract::CASES.len() >= 30, "{} cases", contract::CASES.len());
+    assert!(
+        contract::CASES.len() >= 30,
+        "{} cases",
+        contract::CASES.len()
+    );
 }

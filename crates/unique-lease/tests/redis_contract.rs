@@ -9,8 +9,7 @@ use unique_lease::{ManualClock, RedisDirectory};
 
 async fn redis() -> Subject {
     let server = unique_testsupport::redis::shared();
-    let client = redis::Client::open(server.url()).expect("redis url");
-    let conn = redis::aio::ConnectionManager::new(client)
+    let conn = RedisDirectory::connection_manager(&server.url())
         .await
         .expect("connect to the test redis-server");
     let clock = Arc::new(ManualClock::new(contract::start_time()));

@@ -31,6 +31,15 @@
 //! by passing a later `now`; node registrations expire by advancing the subject's
 //! [`ManualClock`]. A backend that garbage-collects expired leases in real time (as
 //! Redis does after its grace period) must keep them for at least a minute.
+//!
+//! # Panics
+//!
+//! Every case panics (with the clause and the values involved) when the backend
+//! breaks the contract, as a test should.
+#![allow(
+    clippy::missing_panics_doc,
+    reason = "every case panics on a contract violation, documented once above"
+)]
 
 mod lease;
 mod model;
@@ -88,7 +97,7 @@ impl Subject {
 /// Where factories should start the subject's clock: 2030-03-17T17:46:40.000123Z
 /// (sub-millisecond on purpose, to exercise millisecond truncation).
 pub fn start_time() -> SystemTime {
-    UNIX_EPOCH + Duration::from_millis(1_900_000_000_000) + Duration::from_micros(123)
+    UNIX_EPOCH + Duration::from_secs(1_900_000_000) + Duration::from_micros(123)
 }
 
 /// A case: its name and how to run it.
@@ -213,7 +222,10 @@ fn plus(t: SystemTime, ms: u64) -> SystemTime {
 
 /// `t` truncated to the millisecond.
 fn whole_ms(t: SystemTime) -> SystemTime {
-    let ms = t.duration_since(UNIX_EPOCH).expect("after the epoch").as_millis();
+    let ms = t
+        .duration_since(UNIX_EPOCH)
+        .expect("after the epoch")
+        .as_millis();
     UNIX_EPOCH + Duration::from_millis(u64::try_from(ms).expect("fits"))
 }
 

@@ -103,7 +103,11 @@ async fn run_sequence(s: &Subject, seed: u64, mut model: Model) {
             10..=13 => verify(s, &model, &mut rng, room, node, now, &ctx).await,
             14..=16 => {
                 let expected = model.leases[room].as_ref().is_some_and(|l| l.node == node);
-                let released = s.directory.release_owner(&model.rooms[room], NODES[node]).await.unwrap();
+                let released = s
+                    .directory
+                    .release_owner(&model.rooms[room], NODES[node])
+                    .await
+                    .unwrap();
                 assert_eq!(released, expected, "release: {ctx}");
                 if released {
                     model.leases[room] = None;

@@ -61,13 +61,28 @@ pub async fn many_nodes_race_for_one_free_room(s: Subject) {
         );
         let holders = (0..16).filter(|i| winner.is_held_by(&node(*i))).count();
         assert_eq!(holders, 1, "the holder is one of the racers");
-        assert_eq!(s.directory.lookup(&room).await.unwrap(), Some(winner.clone()));
+        assert_eq!(
+            s.directory.lookup(&room).await.unwrap(),
+            Some(winner.clone())
+        );
         let verified = race(16, |i| {
-            let (dir, room, token) = (s.directory.clone(), room.clone(), winner.lease_token.clone());
-            async move { dir.verify_owner(&room, &node(i), &token, now).await.unwrap() }
+            let (dir, room, token) = (
+                s.directory.clone(),
+                room.clone(),
+                winner.lease_token.clone(),
+            );
+            async move {
+                dir.verify_owner(&room, &node(i), &token, now)
+                    .await
+                    .unwrap()
+            }
         })
         .await;
-        assert_eq!(verified.iter().filter(|v| **v).count(), 1, "one node verifies");
+        assert_eq!(
+            verified.iter().filter(|v| **v).count(),
+            1,
+            "one node verifies"
+        );
     }
 }
 
@@ -77,7 +92,11 @@ pub async fn many_nodes_race_for_one_free_room(s: Subject) {
 pub async fn renewal_races_takeover_at_the_expiry_instant(s: Subject) {
     for round in 0..10 {
         let room = format!("d8-expiry-{round}");
-        let old = s.directory.ensure_owner(&room, &node(0), start_time(), TTL).await.unwrap();
+        let old = s
+            .directory
+            .ensure_owner(&room, &node(0), start_time(), TTL)
+            .await
+            .unwrap();
         let at = old.expires_at;
         let results = race(8, |i| {
             let (dir, room) = (s.directory.clone(), room.clone());
@@ -85,13 +104,26 @@ pub async fn renewal_races_takeover_at_the_expiry_instant(s: Subject) {
         })
         .await;
         let winner = results[0].clone();
-        assert!(results.iter().all(|l| *l == winner), "round {round}: {results:#?}");
+        assert!(
+            results.iter().all(|l| *l == winner),
+            "round {round}: {results:#?}"
+        );
         assert_ne!(winner.lease_token, old.lease_token, "a new holding");
         assert!(winner.epoch > old.epoch);
         assert_eq!(winner.expires_at, at + TTL);
-        assert!(!s.directory.verify_owner(&room, &node(0), &old.lease_token, at).await.unwrap());
+        assert!(
+            !s.directory
+                .verify_owner(&room, &node(0), &old.lease_token, at)
+                .await
+                .unwrap()
+        );
         let holder = winner.node_id.clone();
-        assert!(s.directory.verify_owner(&room, &holder, &winner.lease_token, at).await.unwrap());
+        assert!(
+            s.directory
+                .verify_owner(&room, &holder, &winner.lease_token, at)
+                .await
+                .unwrap()
+        );
     }
 }
 
@@ -103,7 +135,11 @@ pub async fn early_renewal_races_takeover(s: Subject) {
     let mut outcomes = HashSet::new();
     for round in 0..20 {
         let room = format!("d8-early-{round}");
-        let old = s.directory.ensure_owner(&room, &node(0), start_time(), TTL).await.unwrap();
+        let old = s
+            .directory
+            .ensure_owner(&room, &node(0), start_time(), TTL)
+            .await
+            .unwrap();
         let results = race(8, |i| {
             let (dir, room) = (s.directory.clone(), room.clone());
             let at = if i == 0 {
@@ -115,11 +151,20 @@ pub async fn early_renewal_races_takeover(s: Subject) {
         })
         .await;
         let winner = results[0].clone();
-        assert!(results.iter().all(|l| *l == winner), "round {round}: {results:#?}");
+        assert!(
+            results.iter().all(|l| *l == winner),
+            "round {round}: {results:#?}"
+        );
         if winner.is_held_by(&node(0)) {
-            assert_eq!(winner.lease_token, old.lease_token, "renewal keeps the token");
+            assert_eq!(
+                winner.lease_token, old.lease_token,
+                "renewal keeps the token"
+            );
             assert_eq!(winner.epoch, old.epoch);
-            assert_eq!(winner.expires_at, old.expires_at - Duration::from_millis(1) + TTL);
+            assert_eq!(
+                winner.expires_at,
+                old.expires_at - Duration::from_millis(1) + TTL
+            );
             outcomes.insert("renewed");
         } else {
             assert_ne!(winner.lease_token, old.lease_token);
@@ -140,7 +185,11 @@ pub async fn release_races_ensure(s: Subject) {
     let now = start_time();
     for round in 0..10 {
         let room = format!("d8-release-{round}");
-        let old = s.directory.ensure_owner(&room, &node(0), now, TTL).await.unwrap();
+        let old = s
+            .directory
+            .ensure_owner(&room, &node(0), now, TTL)
+            .await
+            .unwrap();
         let results = race(4, |i| {
             let (dir, room) = (s.directory.clone(), room.clone());
             async move {
@@ -152,13 +201,20 @@ pub async fn release_races_ensure(s: Subject) {
             }
         })
         .await;
-        assert_eq!(results[0], Err(true), "round {round}: the holder's release must succeed");
+        assert_eq!(
+            results[0],
+            Err(true),
+            "round {round}: the holder's release must succeed"
+        );
         let grants: HashSet<Lease> = results[1..]
             .iter()
             .map(|r| r.clone().expect("ensure result"))
             .filter(|l| *l != old)
             .collect();
-        assert!(grants.len() <= 1, "round {round}: several new holdings {grants:#?}");
+        assert!(
+            grants.len() <= 1,
+            "round {round}: several new holdings {grants:#?}"
+        );
         let remaining = s.directory.lookup(&room).await.unwrap();
         assert_eq!(remaining, grants.iter().next().cloned(), "round {round}");
         if let Some(new) = remaining {
@@ -175,14 +231,14 @@ type Observations = Vec<(usize, Lease)>;
 /// epoch and node and every epoch to one token (never reused); each task saw a
 /// room's epoch never decrease; a remaining lease carries the highest epoch seen.
 pub async fn concurrent_random_operations_keep_epochs_ordered(s: Subject) {
-    let seed = seed();
-    let _report = SeedReport(seed);
+    let base_seed = seed();
+    let _report = SeedReport(base_seed);
     let clock = Arc::new(AtomicU64::new(0));
     let rooms = ["d4-random-0", "d4-random-1"];
     let seen: Vec<Observations> = race(8, |task| {
         let dir = s.directory.clone();
         let clock = clock.clone();
-        let mut rng = fastrand::Rng::with_seed(seed.wrapping_add(task as u64));
+        let mut rng = fastrand::Rng::with_seed(base_seed.wrapping_add(task as u64));
         async move { random_walk(&*dir, &rooms, task, &clock, &mut rng).await }
     })
     .await;
@@ -193,18 +249,35 @@ pub async fn concurrent_random_operations_keep_epochs_ordered(s: Subject) {
     for (task, observations) in seen.iter().enumerate() {
         let mut last = [0_u64; 2];
         for (room, lease) in observations {
-            let known = by_token.entry(&lease.lease_token).or_insert((lease.epoch, &lease.node_id));
-            assert_eq!(*known, (lease.epoch, lease.node_id.as_str()), "token changed epoch or node");
+            let known = by_token
+                .entry(&lease.lease_token)
+                .or_insert((lease.epoch, &lease.node_id));
+            assert_eq!(
+                *known,
+                (lease.epoch, lease.node_id.as_str()),
+                "token changed epoch or node"
+            );
             let token = by_epoch.entry(lease.epoch).or_insert(&lease.lease_token);
-            assert_eq!(*token, lease.lease_token, "epoch {} issued twice", lease.epoch);
-            assert!(lease.epoch >= last[*room], "task {task} saw epoch go back in {}", rooms[*room]);
+            assert_eq!(
+                *token, lease.lease_token,
+                "epoch {} issued twice",
+                lease.epoch
+            );
+            assert!(
+                lease.epoch >= last[*room],
+                "task {task} saw epoch go back in {}",
+                rooms[*room]
+            );
             last[*room] = lease.epoch;
             highest[*room] = highest[*room].max(lease.epoch);
         }
     }
     for (i, room) in rooms.iter().enumerate() {
         if let Some(lease) = s.directory.lookup(room).await.unwrap() {
-            assert_eq!(lease.epoch, highest[i], "{room} holds a lease older than one seen");
+            assert_eq!(
+                lease.epoch, highest[i],
+                "{room} holds a lease older than one seen"
+            );
         }
     }
 }
@@ -220,7 +293,10 @@ async fn random_walk(
     let mut seen = Vec::new();
     for _ in 0..150 {
         let room = rng.usize(0..2);
-        let now = plus(whole_ms(start_time()), clock.fetch_add(rng.u64(0..40), Ordering::SeqCst));
+        let now = plus(
+            whole_ms(start_time()),
+            clock.fetch_add(rng.u64(0..40), Ordering::SeqCst),
+        );
         match rng.u8(0..10) {
             0..=5 => {
                 let ttl = Duration::from_millis(rng.u64(50..400));

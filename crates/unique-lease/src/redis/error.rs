@@ -37,7 +37,9 @@ pub(super) fn map(op: &str, e: RedisError) -> LeaseError {
         ErrorKind::TypeError => backend("unexpected reply"),
         ErrorKind::ExtensionError => match e.code() {
             Some("WRONGTYPE") => {
-                return LeaseError::Corrupt(format!("redis {op}: a key holds the wrong kind of value"));
+                return LeaseError::Corrupt(format!(
+                    "redis {op}: a key holds the wrong kind of value"
+                ));
             }
             Some("OOM") => unavailable("server out of memory"),
             Some("BUSY") => unavailable("server busy running a script"),
@@ -77,17 +79,32 @@ mod tests {
     fn transport_faults_are_unavailable() {
         let cases = [
             (io(io::ErrorKind::TimedOut), "redis op: timed out"),
-            (io(io::ErrorKind::ConnectionReset), "redis op: connection dropped"),
-            (io(io::ErrorKind::BrokenPipe), "redis op: connection dropped"),
-            (io(io::ErrorKind::UnexpectedEof), "redis op: connection dropped"),
-            (io(io::ErrorKind::ConnectionRefused), "redis op: connection refused"),
+            (
+                io(io::ErrorKind::ConnectionReset),
+                "redis op: connection dropped",
+            ),
+            (
+                io(io::ErrorKind::BrokenPipe),
+                "redis op: connection dropped",
+            ),
+            (
+                io(io::ErrorKind::UnexpectedEof),
+                "redis op: connection dropped",
+            ),
+            (
+                io(io::ErrorKind::ConnectionRefused),
+                "redis op: connection refused",
+            ),
             (io(io::ErrorKind::Other), "redis op: connection failed"),
         ];
         for (e, reason) in cases {
             let mapped = map("op", e);
             assert!(mapped.is_unavailable() && mapped.is_retryable(), "{mapped}");
             assert_eq!(mapped.to_string(), format!("unavailable: {reason}"));
-            assert!(std::error::Error::source(&mapped).is_some(), "keeps the source");
+            assert!(
+                std::error::Error::source(&mapped).is_some(),
+                "keeps the source"
+            );
         }
     }
 
@@ -106,11 +123,20 @@ mod tests {
         ];
         for (kind, reason) in kinds {
             let mapped = map("op", (kind, "x").into());
-            assert_eq!(mapped.to_string(), format!("unavailable: redis op: {reason}"));
+            assert_eq!(
+                mapped.to_string(),
+                format!("unavailable: redis op: {reason}")
+            );
         }
-        for (code, reason) in [("OOM", "server out of memory"), ("BUSY", "server busy running a script")] {
+        for (code, reason) in [
+            ("OOM", "server out of memory"),
+            ("BUSY", "server busy running a script"),
+        ] {
             let mapped = map("op", ext(code));
-            assert_eq!(mapped.to_string(), format!("unavailable: redis op: {reason}"));
+            assert_eq!(
+                mapped.to_string(),
+                format!("unavailable: redis op: {reason}")
+            );
         }
     }
 
@@ -128,7 +154,10 @@ mod tests {
     #[test]
     fn permanent_refusals_are_backend_errors() {
         let cases: [(RedisError, &str); 6] = [
-            ((ErrorKind::AuthenticationFailed, "x").into(), "authentication failed"),
+            (
+                (ErrorKind::AuthenticationFailed, "x").into(),
+                "authentication failed",
+            ),
             ((ErrorKind::TypeError, "x").into(), "unexpected reply"),
             ((ErrorKind::ResponseError, "x").into(), "server error"),
             ((ErrorKind::InvalidClientConfig, "x").into(), "server error"),
@@ -138,7 +167,10 @@ mod tests {
         for (e, reason) in cases {
             let mapped = map("op", e);
             assert!(!mapped.is_retryable(), "{mapped}");
-            assert_eq!(mapped.to_string(), format!("backend error: redis op: {reason}"));
+            assert_eq!(
+                mapped.to_string(),
+                format!("backend error: redis op: {reason}")
+            );
         }
     }
 }

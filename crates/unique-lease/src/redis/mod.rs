@@ -22,7 +22,7 @@ use crate::validate;
 pub const DEFAULT_KEY_PREFIX: &str = "{unique-lease}";
 
 /// Default time a lease key outlives its lease before Redis deletes it.
-pub const DEFAULT_GC_GRACE: Duration = Duration::from_secs(60);
+pub const DEFAULT_GC_GRACE: Duration = Duration::from_mins(1);
 
 /// A [`Directory`] and [`NodeRegistry`] in Redis, over a [`ConnectionManager`]
 /// (which reconnects by itself after a dropped connection; the call that saw the
@@ -80,21 +80,31 @@ pub struct RedisDirectoryBuilder {
 }
 
 impl RedisDirectory {
-    /// Connects to `url` (`redis://[user:password@]host:port/[db]`) with 5 s
-    /// connection and response timeouts, and default settings otherwise.
+    /// Connects to `url` (`redis://[user:password@]host:port/[db]`) with
+    /// [`connection_manager`](Self::connection_manager) and default settings.
+    pub async fn connect(url: &str) -> Result<Self, LeaseError> {
+        Self::builder(Self::connection_manager(url).await?).build()
+    }
+
+    /// A [`ConnectionManager`] for `url` with settings suited to leases: 2 s
+    /// connection and 5 s response timeouts, and after a dropped connection a single
+    /// reconnect attempt per call (no backoff sleeps) before the call reports
+    /// `Unavailable`. A lease call must fail fast rather than wait out its own ttl;
+    /// the caller decides when to retry, and each retry reconnects again. (The
+    /// `redis` crate's default backoff can keep a call waiting for minutes.)
     ///
     /// Errors: `InvalidParams` for a malformed URL, `Unavailable` when the server
     /// cannot be reached. Messages never contain the URL.
-    pub async fn connect(url: &str) -> Result<Self, LeaseError> {
-        let client = redis::Client::open(url)
-            .map_err(|_| LeaseError::invalid("redis url is not valid"))?;
+    pub async fn connection_manager(url: &str) -> Result<ConnectionManager, LeaseError> {
+        let client =
+            redis::Client::open(url).map_err(|_| LeaseError::invalid("redis url is not valid"))?;
         let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Duration::from_secs(5))
-            .set_response_timeout(Duration::from_secs(5));
-        let conn = ConnectionManager::new_with_config(client, config)
+            .set_connection_timeout(Duration::from_secs(2))
+            .set_response_timeout(Duration::from_secs(5))
+            .set_number_of_retries(0);
+        ConnectionManager::new_with_config(client, config)
             .await
-            .map_err(|e| error::map("connect", e))?;
-        Self::builder(conn).build()
+            .map_err(|e| error::map("connect", e))
     }
 
     /// A directory on `conn` with default settings.
@@ -130,7 +140,12 @@ impl RedisDirectory {
     }
 
     async fn read_lease(&self, op: &str, room_id: &str) -> Result<Option<Lease>, LeaseError> {
-        let fields: (Option<String>, Option<String>, Option<String>, Option<String>) = self
+        let fields: (
+            Option<String>,
+            Option<String>,
+            Option<String>,
+            Option<String>,
+        ) = self
             .conn
             .clone()
             .hget(self.lease_key(room_id), &["node", "token", "epoch", "exp"])
