@@ -28,6 +28,8 @@ const CONTRACT_SUITES: &[(&str, &str)] = &[
     ("unique-store-dynamodb", "contract"),
     ("unique-store-contract", "reference"),
     ("unique-kick-http", "contract"),
+    ("unique-lease", "memory_contract"),
+    ("unique-lease", "redis_contract"),
 ];
 
 fn main() -> ExitCode {
