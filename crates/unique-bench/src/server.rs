@@ -1,0 +1,177 @@
+//! Building and running the `unique-server` binary under test.
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{ChildStdout, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use tempfile::TempDir;
+use unique_testsupport::{ChildGuard, workspace_root};
+
+/// How long a fresh server gets to print its address.
+const START_LIMIT: Duration = Duration::from_secs(30);
+
+/// The store a server runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ServerStore {
+    /// `--store memory`.
+    Memory,
+    /// `--store sqlite --db-sync <sync>` on a fresh file in a temporary directory.
+    Sqlite(DbSync),
+}
+
+/// `--db-sync` of the sqlite store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum DbSync {
+    /// fsync every commit (the server's default).
+    Full,
+    /// fsync at checkpoints only.
+    Normal,
+}
+
+/// Runs `cargo build --release -p unique-server` and returns the binary's path.
+pub(crate) fn build_release() -> Result<PathBuf, String> {
+    let root = workspace_root();
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    eprintln!("unique-bench: cargo build --release -p unique-server");
+    let status = Command::new(cargo)
+        .args(["build", "--release", "-p", "unique-server"])
+        .current_dir(&root)
+        .status()
+        .map_err(|e| format!("cannot run cargo: {e}"))?;
+    if !status.success() {
+        return Err(format!(
+            "cargo build --release -p unique-server failed with {status}"
+        ));
+    }
+    let target =
+        std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from);
+    let binary = target.join("release").join("unique-server");
+    if binary.is_file() {
+        Ok(binary)
+    } else {
+        Err(format!("the build left no binary at {}", binary.display()))
+    }
+}
+
+/// A running `unique-server`, killed on drop (its database directory removed).
+pub(crate) struct UniqueServer {
+    addr: SocketAddr,
+    // Field order is drop order: the process dies before its files go.
+    _guard: ChildGuard,
+    _stdout: BufReader<ChildStdout>,
+    _dir: Option<TempDir>,
+}
+
+impl UniqueServer {
+    /// Starts `binary` on a free loopback port with logging at `warn`, and waits
+    /// for the address it prints.
+    pub(crate) fn start(
+        binary: &Path,
+        store: ServerStore,
+        workers: Option<usize>,
+    ) -> Result<Self, String> {
+        let mut command = Command::new(binary);
+        command
+            .args(["--listen", "127.0.0.1:0"])
+            // Logging per request would measure the logger, not the server.
+            .env("RUST_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        if let Some(workers) = workers {
+            command.args(["--workers", &workers.to_string()]);
+        }
+        let dir = match store {
+            ServerStore::Memory => {
+                command.args(["--store", "memory"]);
+                None
+            }
+            ServerStore::Sqlite(sync) => {
+                let dir = tempfile::Builder::new()
+                    .prefix("unique-bench-")
+                    .tempdir()
+                    .map_err(|e| format!("cannot create a temporary directory: {e}"))?;
+                command
+                    .args(["--store", "sqlite", "--db"])
+                    .arg(dir.path().join("bench.db"))
+                    .args([
+                        "--db-sync",
+                        match sync {
+                            DbSync::Full => "full",
+                            DbSync::Normal => "normal",
+                        },
+                    ]);
+                Some(dir)
+            }
+        };
+        let mut child = command
+            .spawn()
+            .map_err(|e| format!("cannot run {}: {e}", binary.display()))?;
+        let stdout = child.stdout.take().expect("stdout is piped");
+        let guard = ChildGuard::new(child, "unique-server");
+        let (addr, stdout) = read_listen_line(stdout)?;
+        Ok(Self {
+            addr,
+            _guard: guard,
+            _stdout: stdout,
+            _dir: dir,
+        })
+    }
+
+    /// The address the server listens on.
+    pub(crate) fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+}
+
+/// Reads `unique-server listening on http://ADDR` from the server's stdout, on a
+/// helper thread so a silent server cannot hang the bench.
+fn read_listen_line(stdout: ChildStdout) -> Result<(SocketAddr, BufReader<ChildStdout>), String> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut reader = BufReader::new(stdout);
+        let mut line = String::new();
+        let read = reader.read_line(&mut line);
+        let _ = tx.send(read.map(|_| (line, reader)));
+    });
+    let (line, reader) = match rx.recv_timeout(START_LIMIT) {
+        Ok(Ok(read)) => read,
+        Ok(Err(e)) => return Err(format!("cannot read unique-server's output: {e}")),
+        Err(_) => {
+            return Err(format!(
+                "unique-server printed no address within {START_LIMIT:?}"
+            ));
+        }
+    };
+    parse_listen_line(&line).map(|addr| (addr, reader))
+}
+
+fn parse_listen_line(line: &str) -> Result<SocketAddr, String> {
+    line.trim()
+        .strip_prefix("unique-server listening on http://")
+        .and_then(|addr| addr.parse().ok())
+        .ok_or_else(|| {
+            format!(
+                "unexpected first line from unique-server: {:?}",
+                line.trim()
+            )
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn listen_line() {
+        assert_eq!(
+            parse_listen_line("unique-server listening on http://127.0.0.1:4242\n").unwrap(),
+            "127.0.0.1:4242".parse::<SocketAddr>().unwrap()
+        );
+        assert!(parse_listen_line("").is_err());
+        assert!(parse_listen_line("unique-server listening on http://nowhere").is_err());
+    }
+}
