@@ -61,7 +61,14 @@ fn ci(run: &mut Run) {
     run.step("fmt", cargo(&["fmt", "--all", "--", "--check"]));
     run.step(
         "clippy",
-        cargo(&["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"]),
+        cargo(&[
+            "clippy",
+            "--workspace",
+            "--all-targets",
+            "--",
+            "-D",
+            "warnings",
+        ]),
     );
     run.step(
         "test (workspace: unit, integration, doctests, contract suites)",
@@ -69,7 +76,10 @@ fn ci(run: &mut Run) {
     );
     loom(run);
     smoke(run);
-    run.step("bench build", cargo(&["bench", "--workspace", "--no-run"]));
+    run.step(
+        "bench build",
+        cargo(&["bench", "--workspace", "--benches", "--no-run"]),
+    );
 }
 
 fn contract(run: &mut Run) {
@@ -98,7 +108,14 @@ fn loom(run: &mut Run) {
 fn smoke(run: &mut Run) {
     run.step(
         "smoke S1-S6",
-        cargo(&["run", "--release", "-p", "unique-examples", "--bin", "smoke"]),
+        cargo(&[
+            "run",
+            "--release",
+            "-p",
+            "unique-examples",
+            "--bin",
+            "smoke",
+        ]),
     );
 }
 
