@@ -1,10 +1,12 @@
 //! The `unique-server` binary as a real process: help, flags, env, startup, shutdown.
 
-use std::io::{BufRead, BufReader, Read, Write};
+mod common;
+
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::process::{Command, Stdio};
 
-const BIN: &str = env!("CARGO_BIN_EXE_unique-server");
+use common::{BIN, announced_addr};
 
 #[test]
 fn help_explains_every_flag_and_its_env_var() {
@@ -63,15 +65,7 @@ fn prints_address_serves_and_stops_on_sigterm() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let addr = line
-        .trim()
-        .strip_prefix("unique-server listening on http://")
-        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-        .to_owned();
+    let addr = announced_addr(&mut child);
 
     let mut stream = TcpStream::connect(&addr).unwrap();
     stream

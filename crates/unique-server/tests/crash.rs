@@ -2,8 +2,9 @@
 //! claims, restart it on the same file, and check that no acknowledged claim was
 //! lost and every gen issued afterwards is above every gen acknowledged before.
 
+mod common;
+
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -19,7 +20,7 @@ use tokio::net::TcpStream;
 use tokio::sync::Mutex;
 use unique_testsupport::ChildGuard;
 
-const BIN: &str = env!("CARGO_BIN_EXE_unique-server");
+use common::{BIN, announced_addr};
 const WRITERS: i64 = 8;
 const KEYS_PER_WRITER: i64 = 4;
 /// Acknowledged claims to collect before the kill.
@@ -36,16 +37,7 @@ fn start_server(db: &Path) -> (ChildGuard, SocketAddr) {
         .stderr(Stdio::inherit())
         .spawn()
         .expect("start unique-server");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let addr = line
-        .trim()
-        .strip_prefix("unique-server listening on http://")
-        .unwrap_or_else(|| panic!("server did not start: {line:?}"))
-        .parse()
-        .unwrap();
+    let addr = announced_addr(&mut child).parse().unwrap();
     (ChildGuard::new(child, "unique-server"), addr)
 }
 

@@ -1,7 +1,9 @@
 //! The binary on `--store dynamodb` against a real DynamoDB-compatible server
 //! (dynalite, started by the test tooling), and its bounded startup errors.
 
-use std::io::{BufRead, BufReader, Read, Write};
+mod common;
+
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -9,7 +11,7 @@ use std::time::{Duration, Instant};
 use unique_testsupport::dynalite::{ACCESS_KEY_ID, Dynalite, REGION, SECRET_ACCESS_KEY};
 use unique_testsupport::{ChildGuard, free_port};
 
-const BIN: &str = env!("CARGO_BIN_EXE_unique-server");
+use common::{BIN, announced_addr};
 
 fn server_command(endpoint_url: &str, table: &str) -> Command {
     let mut cmd = Command::new(BIN);
@@ -52,15 +54,8 @@ fn serves_claims_on_dynamodb_and_creates_the_table() {
         .stderr(Stdio::inherit())
         .spawn()
         .unwrap();
-    let stdout = child.stdout.take().unwrap();
+    let addr = announced_addr(&mut child);
     let _server = ChildGuard::new(child, "unique-server");
-    let mut line = String::new();
-    BufReader::new(stdout).read_line(&mut line).unwrap();
-    let addr = line
-        .trim()
-        .strip_prefix("unique-server listening on http://")
-        .unwrap_or_else(|| panic!("server did not start: {line:?}"))
-        .to_owned();
 
     let claim = r#"{"project":"srv","env":"ddb","uid":7,"owner":{"endpoint":"http://127.0.0.1:9/k"},"claim_id":"c1"}"#;
     let first = http(&addr, "/v1/claim", claim);

@@ -1,0 +1,19 @@
+//! Shared by the tests that run the `unique-server` binary as a real process.
+
+use std::io::{BufRead, BufReader};
+use std::process::Child;
+
+/// The binary under test.
+pub(crate) const BIN: &str = env!("CARGO_BIN_EXE_unique-server");
+
+/// Reads the server's first stdout line and returns the address it announces
+/// (`unique-server listening on http://ADDR`); panics with that line otherwise.
+pub(crate) fn announced_addr(child: &mut Child) -> String {
+    let stdout = child.stdout.take().expect("spawned with stdout piped");
+    let mut line = String::new();
+    BufReader::new(stdout).read_line(&mut line).unwrap();
+    line.trim()
+        .strip_prefix("unique-server listening on http://")
+        .unwrap_or_else(|| panic!("server did not start: {line:?}"))
+        .to_owned()
+}
