@@ -130,9 +130,11 @@ impl Directory for MemoryDirectory {
         validate::id(node_id, "node_id")?;
         validate::token(lease_token)?;
         let now = from_millis(to_millis(now, "now")?);
-        Ok(self.state().leases.get(room_id).is_some_and(|lease| {
-            lease.node_id == node_id && lease.lease_token == lease_token && lease.valid_at(now)
-        }))
+        Ok(self
+            .state()
+            .leases
+            .get(room_id)
+            .is_some_and(|lease| lease.fences(node_id, lease_token, now)))
     }
 
     async fn release_owner(&self, room_id: &str, node_id: &str) -> Result<bool, LeaseError> {

@@ -40,6 +40,12 @@ impl Lease {
     pub fn is_held_by(&self, node_id: &str) -> bool {
         self.node_id == node_id
     }
+
+    /// What [`verify_owner`](crate::Directory::verify_owner) checks: `node_id`
+    /// holds this lease under exactly `lease_token`, and it is valid at `now`.
+    pub fn fences(&self, node_id: &str, lease_token: &str, now: SystemTime) -> bool {
+        self.node_id == node_id && self.lease_token == lease_token && self.valid_at(now)
+    }
 }
 
 /// Where a node can be reached directly: its private gRPC address, with a TTL.

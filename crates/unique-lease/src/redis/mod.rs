@@ -283,9 +283,7 @@ impl Directory for RedisDirectory {
         validate::token(lease_token)?;
         let now = from_millis(to_millis(now, "now")?);
         let lease = self.read_lease("verify_owner", room_id).await?;
-        Ok(lease.is_some_and(|lease| {
-            lease.node_id == node_id && lease.lease_token == lease_token && lease.valid_at(now)
-        }))
+        Ok(lease.is_some_and(|lease| lease.fences(node_id, lease_token, now)))
     }
 
     async fn release_owner(&self, room_id: &str, node_id: &str) -> Result<bool, LeaseError> {
