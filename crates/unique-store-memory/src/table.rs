@@ -16,10 +16,16 @@ use crate::sync::{Mutex, lock};
 
 type Shard = Mutex<HashMap<Key, Record>>;
 
+/// 2^64 / φ, the multiplier of Fibonacci hashing.
+const FIBONACCI: u64 = 0x9E37_79B9_7F4A_7C15;
+
 /// Records by key, spread over a power-of-two number of independently locked shards.
 pub(crate) struct Table {
     shards: Box<[Shard]>,
-    hasher: RandomState,
+    /// Random per table, so which uids share a shard is not predictable from outside.
+    seed: u64,
+    /// `64 - log2(shard count)`.
+    shift: u32,
 }
 
 impl Table {
@@ -28,7 +34,8 @@ impl Table {
         let count = shards.max(1).next_power_of_two();
         Self {
             shards: (0..count).map(|_| Mutex::new(HashMap::new())).collect(),
-            hasher: RandomState::new(),
+            seed: RandomState::new().hash_one(0_u8),
+            shift: 64 - count.trailing_zeros(),
         }
     }
 
@@ -37,10 +44,17 @@ impl Table {
         self.shards.len()
     }
 
+    /// The shard of `key`, picked from its uid alone. The shard's map hashes the
+    /// whole key again (SipHash, keyed per table), so a second SipHash here would
+    /// double the hashing of every operation. Keys that share a uid across
+    /// tenants share a lock, never a record.
     fn shard(&self, key: &Key) -> &Shard {
-        // The mask keeps the low bits; truncating the hash to usize is intended.
+        // Fibonacci hashing: the top bits of the product are well mixed; `shift`
+        // keeps exactly log2(shards) of them (none for a single shard, where the
+        // shift is 64), so the cast cannot truncate.
+        let mixed = (key.uid.cast_unsigned() ^ self.seed).wrapping_mul(FIBONACCI);
         #[allow(clippy::cast_possible_truncation)]
-        let index = (self.hasher.hash_one(key) as usize) & (self.shards.len() - 1);
+        let index = mixed.checked_shr(self.shift).unwrap_or(0) as usize;
         &self.shards[index]
     }
 
@@ -99,5 +113,39 @@ impl Table {
     /// Unconditional write (test hook; bypasses every fence).
     pub(crate) fn put(&self, key: &Key, record: Record) {
         lock(self.shard(key)).insert(key.clone(), record);
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    fn shard_index(table: &Table, uid: i64) -> usize {
+        let shard = table.shard(&Key::new("p", "e", uid));
+        table
+            .shards
+            .iter()
+            .position(|s| std::ptr::eq(s, shard))
+            .expect("a shard of this table")
+    }
+
+    #[test]
+    fn consecutive_uids_spread_over_every_shard() {
+        let table = Table::with_shards(64);
+        let mut hits = [0_u32; 64];
+        for uid in 1..=64 * 100 {
+            hits[shard_index(&table, uid)] += 1;
+        }
+        // Fibonacci hashing spreads a run of keys almost evenly.
+        assert!(hits.iter().all(|n| (50..=150).contains(n)), "{hits:?}");
+    }
+
+    #[test]
+    fn one_shard_takes_every_key() {
+        let table = Table::with_shards(1);
+        for uid in [1, 2, i64::MAX, -5] {
+            assert_eq!(shard_index(&table, uid), 0);
+        }
+        assert_eq!(Table::with_shards(3).shard_count(), 4);
     }
 }
