@@ -56,6 +56,20 @@ async fn duel() -> Result<(), String> {
     let mut node_a = start_node("A", &url, &key, tx.clone(), started).await?;
     let mut node_b = start_node("B", &url, &key, tx, started).await?;
 
+    the_kick(&mut node_a, &mut node_b, &mut story).await?;
+    heartbeat_and_logout(&mut node_b, &mut story).await?;
+    the_unreachable_receiver(&mut node_a, &mut node_b, &mut story).await?;
+
+    act("the end: B holds gen 4, A is offline");
+    node_a.shutdown().await;
+    node_b.shutdown().await;
+    let _ = stop_server.send(());
+    let _ = served.await;
+    Ok(())
+}
+
+/// Acts 1–2: A logs in; B logs in and A is kicked before B's claim returns.
+async fn the_kick(node_a: &mut Node, node_b: &mut Node, story: &mut Story) -> Result<(), String> {
     act("1. A logs in on the phone");
     let login_a = logged_in(node_a.login().await)?;
     check(
@@ -101,7 +115,11 @@ async fn duel() -> Result<(), String> {
         "A must hold no session any more",
     )?;
     note("A's session was gone before B's claim returned; its heartbeat stopped with it");
+    Ok(())
+}
 
+/// Acts 3–4: B's heartbeat keeps it; B logs out and its heartbeat sees the tombstone.
+async fn heartbeat_and_logout(node_b: &mut Node, story: &mut Story) -> Result<(), String> {
     act("3. B's heartbeat keeps confirming gen 2");
     let mark = story.seen.len();
     let mut from = mark;
@@ -131,6 +149,16 @@ async fn duel() -> Result<(), String> {
         })
         .await?;
 
+    Ok(())
+}
+
+/// Acts 5–6: gens go on after the tombstone; a kick that cannot connect leaves the old
+/// session to its heartbeat, which evicts it.
+async fn the_unreachable_receiver(
+    node_a: &mut Node,
+    node_b: &mut Node,
+    story: &mut Story,
+) -> Result<(), String> {
     act("5. A logs in again: gen 3 (gens are never reset), nothing to kick on a tombstone");
     let again = logged_in(node_a.login().await)?;
     let outcome = &again.outcome;
@@ -177,11 +205,6 @@ async fn duel() -> Result<(), String> {
         "A's heartbeat must have stopped when its first session was destroyed",
     )?;
 
-    act("the end: B holds gen 4, A is offline");
-    node_a.shutdown().await;
-    node_b.shutdown().await;
-    let _ = stop_server.send(());
-    let _ = served.await;
     Ok(())
 }
 
