@@ -25,7 +25,15 @@ pub async fn serve<S: Store>(
     let graceful = GracefulShutdown::new();
     let mut shutdown = std::pin::pin!(shutdown);
     let mut builder = http1::Builder::new();
-    builder.keep_alive(true).pipeline_flush(true);
+    // half_close: while a request is in flight hyper otherwise keeps reading the
+    // socket to notice an early EOF, which reserves a fresh 8 KiB read buffer per
+    // request (the old one is still shared with the request) and cancels the claim
+    // if the client goes away. A claim is cheap and idempotent per claim_id, so
+    // finishing it is the better outcome, and the read moves to after the answer.
+    builder
+        .keep_alive(true)
+        .pipeline_flush(true)
+        .half_close(true);
     loop {
         let stream = tokio::select! {
             accepted = listener.accept() => match accepted {
