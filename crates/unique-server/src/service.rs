@@ -1,11 +1,12 @@
 //! Routing and the hyper / tower service around an [`Arbiter`].
 
+use std::cell::RefCell;
 use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use http::header::{CONTENT_TYPE, HeaderValue};
 use http::{Method, Request, Response, StatusCode};
 use http_body::Body;
@@ -118,15 +119,39 @@ where
     if body.size_hint().lower() > MAX_BODY_BYTES as u64 {
         return Err(too_large());
     }
-    match Limited::new(body, MAX_BODY_BYTES).collect().await {
-        Ok(collected) => Ok(collected.to_bytes()),
-        Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(too_large()),
-        Err(e) => Err(Box::new(error(
-            StatusCode::BAD_REQUEST,
-            "invalid_params",
-            &format!("cannot read request body: {e}"),
-        ))),
+    let mut body = std::pin::pin!(Limited::new(body, MAX_BODY_BYTES));
+    // A small body arrives as one chunk: keep that chunk (no copy, no list of
+    // chunks); join only when there is more than one.
+    let mut first = Bytes::new();
+    let mut joined: Option<BytesMut> = None;
+    while let Some(frame) = body.frame().await {
+        let frame = match frame {
+            Ok(frame) => frame,
+            Err(e) if e.is::<http_body_util::LengthLimitError>() => return Err(too_large()),
+            Err(e) => {
+                return Err(Box::new(error(
+                    StatusCode::BAD_REQUEST,
+                    "invalid_params",
+                    &format!("cannot read request body: {e}"),
+                )));
+            }
+        };
+        // Trailers carry nothing for us.
+        let Ok(data) = frame.into_data() else {
+            continue;
+        };
+        match &mut joined {
+            Some(joined) => joined.extend_from_slice(&data),
+            None if first.is_empty() => first = data,
+            None => {
+                let mut both = BytesMut::with_capacity(first.len() + data.len());
+                both.extend_from_slice(&first);
+                both.extend_from_slice(&data);
+                joined = Some(both);
+            }
+        }
     }
+    Ok(joined.map_or(first, BytesMut::freeze))
 }
 
 fn error_answer(e: &Error) -> Response<ResponseBody> {
@@ -154,9 +179,19 @@ fn error(status: StatusCode, code: &str, message: &str) -> Response<ResponseBody
 }
 
 fn json<T: Serialize>(status: StatusCode, value: &T) -> Response<ResponseBody> {
-    // Serialising our own answer types cannot fail (no maps with non-string keys).
-    let body = serde_json::to_vec(value).expect("answer types serialise");
-    let mut res = Response::new(Full::new(Bytes::from(body)));
+    thread_local! {
+        /// Serialisation scratch, reused by every answer of this thread.
+        static SCRATCH: RefCell<Vec<u8>> = RefCell::new(Vec::with_capacity(512));
+    }
+    // One exact-size allocation per answer: a growing Vec would reallocate as it
+    // fills, and `Bytes::from` a Vec with spare capacity allocates a header too.
+    let body = SCRATCH.with_borrow_mut(|scratch| {
+        scratch.clear();
+        // Serialising our own answer types cannot fail (no maps with non-string keys).
+        serde_json::to_writer(&mut *scratch, value).expect("answer types serialise");
+        Bytes::copy_from_slice(scratch)
+    });
+    let mut res = Response::new(Full::new(body));
     *res.status_mut() = status;
     res.headers_mut()
         .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
@@ -205,5 +240,35 @@ where
 
     fn call(&mut self, req: Request<B>) -> Self::Future {
         hyper::service::Service::call(self, req)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use http_body::Frame;
+    use http_body_util::StreamBody;
+
+    use super::*;
+
+    fn streamed(parts: &[&'static str]) -> impl Body<Data = Bytes, Error = Infallible> {
+        let frames: Vec<Result<Frame<Bytes>, Infallible>> = parts
+            .iter()
+            .map(|p| Ok(Frame::data(Bytes::from_static(p.as_bytes()))))
+            .collect();
+        StreamBody::new(futures::stream::iter(frames))
+    }
+
+    #[tokio::test]
+    async fn body_chunks_are_joined_in_order() {
+        let body = read_body(streamed(&[r#"{"a":"#, "", "1,", r#""b":2}"#]))
+            .await
+            .unwrap();
+        assert_eq!(&body[..], br#"{"a":1,"b":2}"#);
+    }
+
+    #[tokio::test]
+    async fn one_chunk_and_no_chunk() {
+        assert_eq!(&read_body(streamed(&["{}"])).await.unwrap()[..], b"{}");
+        assert!(read_body(streamed(&[])).await.unwrap().is_empty());
     }
 }
