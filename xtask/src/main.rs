@@ -11,7 +11,7 @@ usage: cargo xtask <command>
 
 commands:
   ci        fmt check, clippy -D warnings, every test (doctests and contract suites included),
-            loom models, smoke S1-S6, benches built (not run)
+            loom models, smoke S1-S6, benches compiled (not run)
   contract  the store and lease contract suites against every in-tree backend
   loom      the loom models of the memory store's fenced write
   smoke     S1-S6 with the server binary and client processes over loopback HTTP
@@ -76,9 +76,19 @@ fn ci(run: &mut Run) {
     );
     loom(run);
     smoke(run);
+    // Compiles every criterion bench; the dev profile reuses the test step's build
+    // (a second, optimised build of the workspace would double CI time). `cargo xtask
+    // bench` and `cargo bench` build them optimised to measure.
     run.step(
         "bench build",
-        cargo(&["bench", "--workspace", "--benches", "--no-run"]),
+        cargo(&[
+            "bench",
+            "--workspace",
+            "--benches",
+            "--no-run",
+            "--profile",
+            "dev",
+        ]),
     );
 }
 
