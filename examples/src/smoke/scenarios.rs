@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 use unique_client::Transport;
 use unique_core::{ClaimInput, Key, Owner};
 
-use crate::events::Line;
+use crate::events::{Line, now_micros};
 use crate::smoke::harness::{Harness, WAIT};
 
 /// The key of the S1–S4, S6 story.
@@ -133,7 +133,7 @@ pub(crate) async fn s2_second_node_kicks_the_first(h: &mut Harness) -> Result<St
     })?;
     Ok(format!(
         "B gen 2 kicked = true; A got the kick (gen 2) and destroyed gen 1 {} µs before B's claim returned",
-        b.t_micros - destroyed.t_micros
+        b.t_micros.saturating_sub(destroyed.t_micros)
     ))
 }
 
@@ -222,6 +222,8 @@ pub(crate) async fn s4_unreachable_old_node(h: &mut Harness) -> Result<String, S
     client.send("close-receiver")?;
     client.expect("RECEIVER_CLOSED", WAIT).await?;
     h.spawn_client("D", &key).await?;
+    // D's claim commits after this instant: the reference for C's eviction.
+    let sent = now_micros();
     let d = login(h, "D", "login").await?;
     want(
         &d,
@@ -241,22 +243,23 @@ pub(crate) async fn s4_unreachable_old_node(h: &mut Harness) -> Result<String, S
         "C",
         &[("local_gen", "3"), ("reason", "gen-mismatch")],
     )?;
-    // "Within one interval", counted rather than timed: after D's login returned, C's
-    // heartbeat completes at most the check that was already in flight and the next one,
-    // and that one evicts.
+    // "Within one interval", counted rather than timed: from D's login on, C's heartbeat
+    // reads at most one answer from before D's commit (a check in flight), and the next
+    // answer it reads evicts. Failed checks (no `gen`) do not count: errors never evict.
+    let window = sent..=evicted.t_micros;
     let checks: Vec<&Line> = client
         .history()
         .iter()
-        .filter(|l| l.name == "CHECK" && l.t_micros > d.t_micros && l.t_micros <= evicted.t_micros)
+        .filter(|l| l.name == "CHECK" && l.get("gen").is_some() && window.contains(&l.t_micros))
         .collect();
     ensure(!checks.is_empty() && checks.len() <= 2, || {
         format!(
-            "C needed {} heartbeat checks after D's login to evict (expected 1 or 2)",
+            "C read {} heartbeat answers from D's login to its eviction (expected 1 or 2)",
             checks.len()
         )
     })?;
     want(checks[checks.len() - 1], "C", &[("gen", "4")])?;
-    let millis = (evicted.t_micros - d.t_micros) / 1000;
+    let millis = evicted.t_micros.saturating_sub(sent) / 1000;
     Ok(format!(
         "killed B: C gen 3 connect-error; C's receiver closed: D gen 4 connect-error, C evicted gen-mismatch after {} check(s), {millis} ms (interval {:?})",
         checks.len(),
