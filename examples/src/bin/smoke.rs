@@ -1,9 +1,10 @@
 //! The smoke runner: S1–S6 of the specification with `unique-server` and `smoke-client`
 //! as real processes on loopback ports. `cargo xtask smoke` runs it.
 //!
-//! Run: `cargo run --release -p unique-examples --bin smoke [-- --store memory --verbose]`
+//! Run: `cargo run -p unique-examples --bin smoke [-- --store memory --verbose]` (add
+//! `--release` for optimised processes)
 //!
-//! It first builds `unique-server` and this package in release mode through cargo (the
+//! It first builds `unique-server` and this package with its own profile through cargo (the
 //! `CARGO` variable cargo sets, else `cargo`), then finds both binaries next to its own.
 
 use std::path::PathBuf;
@@ -93,18 +94,16 @@ fn main() -> ExitCode {
     }
 }
 
-/// Builds the server and the clients in release mode, next to this binary.
+/// Builds the server and the clients with this runner's own profile (release or
+/// dev), so they land next to this binary.
 fn build() -> Result<(), String> {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let status = Command::new(&cargo)
-        .args([
-            "build",
-            "--release",
-            "-p",
-            "unique-server",
-            "-p",
-            "unique-examples",
-        ])
+    let mut command = Command::new(&cargo);
+    command.args(["build", "-p", "unique-server", "-p", "unique-examples"]);
+    if !cfg!(debug_assertions) {
+        command.arg("--release");
+    }
+    let status = command
         .status()
         .map_err(|e| format!("cannot run cargo: {e}"))?;
     if status.success() {
