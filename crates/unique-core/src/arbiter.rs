@@ -221,7 +221,7 @@ impl<S: Store> Arbiter<S> {
                     Err(e) => return (Err(store_fault(e)), attempt),
                 },
             };
-            match self.attempt(input, &snap).await {
+            match self.attempt(input, snap).await {
                 Ok(outcome) => return (Ok(outcome), attempt),
                 Err(Error::CasFailed { current }) => carried = current.map(|b| *b),
                 Err(e) => return (Err(e), attempt),
@@ -235,8 +235,9 @@ impl<S: Store> Arbiter<S> {
     }
 
     /// Steps 2–4 of one attempt. `CasFailed` is returned as is for the retry loop;
-    /// every other store error is already classified.
-    async fn attempt(&self, input: &ClaimInput, snap: &OwnerState) -> Result<ClaimOutcome, Error> {
+    /// every other store error is already classified. Takes the snapshot by value
+    /// so the winning outcome moves the previous owner out instead of cloning it.
+    async fn attempt(&self, input: &ClaimInput, snap: OwnerState) -> Result<ClaimOutcome, Error> {
         if snap.owner.is_some() && snap.claim_id.as_deref() == Some(input.claim_id.as_str()) {
             return Ok(ClaimOutcome {
                 generation: snap.generation,
@@ -253,7 +254,7 @@ impl<S: Store> Arbiter<S> {
             return Err(Error::unavailable("gen exhausted for this key"));
         }
         let (kicked, kick_detail) = if snap.holds_session() {
-            match self.kick_old_session(input, snap).await {
+            match self.kick_old_session(input, &snap).await {
                 KickOutcome::Confirmed => (true, None),
                 KickOutcome::Failed(detail) => (false, Some(detail)),
             }
@@ -262,14 +263,14 @@ impl<S: Store> Arbiter<S> {
         };
         let store = &self.inner.store;
         match store
-            .claim_cas(&input.key, &input.owner, &input.claim_id, snap)
+            .claim_cas(&input.key, &input.owner, &input.claim_id, &snap)
             .await
         {
             Ok(generation) => Ok(ClaimOutcome {
                 generation,
                 prev_generation: if snap.exists { snap.generation } else { 0 },
                 has_prev: snap.holds_session(),
-                prev_owner: snap.owner.clone(),
+                prev_owner: snap.owner,
                 kicked,
                 kick_detail,
                 replayed: false,
