@@ -94,7 +94,7 @@ impl Store for MemoryStore {
             return Err(Error::invalid("owner.endpoint must not be empty"));
         }
         self.table
-            .claim(key, Fence::from_snapshot(snap), owner.clone(), claim_id)
+            .claim(key, Fence::from_snapshot(snap), owner, claim_id)
     }
 
     async fn current(&self, key: &Key) -> Result<CurrentView, Error> {

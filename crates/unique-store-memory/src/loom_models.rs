@@ -73,7 +73,7 @@ fn claimers_from_one_snapshot(n: usize, initial: Option<Record>, expected: i64) 
                 let result = table.claim(
                     &key(),
                     Fence::from_snapshot(&snap),
-                    owner(&claim_id),
+                    &owner(&claim_id),
                     &claim_id,
                 );
                 (claim_id, result)
@@ -145,7 +145,9 @@ fn loom_claim_races_release() {
         };
         let claim_thread = {
             let table = Arc::clone(&table);
-            thread::spawn(move || table.claim(&key(), Fence::from_snapshot(&snap), owner("b"), "b"))
+            thread::spawn(move || {
+                table.claim(&key(), Fence::from_snapshot(&snap), &owner("b"), "b")
+            })
         };
         let released = release_thread.join().unwrap();
         let claimed = claim_thread.join().unwrap();
@@ -185,13 +187,15 @@ fn loom_replay_races_new_claim() {
                 }
                 (
                     false,
-                    table.claim(&key(), Fence::from_snapshot(&seen), owner("a"), "a"),
+                    table.claim(&key(), Fence::from_snapshot(&seen), &owner("a"), "a"),
                 )
             })
         };
         let newcomer = {
             let table = Arc::clone(&table);
-            thread::spawn(move || table.claim(&key(), Fence::from_snapshot(&snap), owner("b"), "b"))
+            thread::spawn(move || {
+                table.claim(&key(), Fence::from_snapshot(&snap), &owner("b"), "b")
+            })
         };
         let (replayed, retried) = retry.join().unwrap();
         let claimed = newcomer.join().unwrap();

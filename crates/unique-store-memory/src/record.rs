@@ -36,6 +36,26 @@ pub(crate) struct Record {
 }
 
 impl Record {
+    /// Writes a claim over this record: `gen`, `owner` and `cid` together (C4).
+    ///
+    /// Copies into the strings the record already holds, so replacing a session
+    /// (the common write) allocates nothing once the strings are long enough.
+    pub(crate) fn overwrite(&mut self, generation: i64, owner: &Owner, claim_id: &str) {
+        self.generation = generation;
+        match &mut self.owner {
+            OwnerAttr::Valid(stored) => {
+                stored.region.clone_from(&owner.region);
+                stored.cluster.clone_from(&owner.cluster);
+                stored.endpoint.clone_from(&owner.endpoint);
+            }
+            other => *other = OwnerAttr::Valid(owner.clone()),
+        }
+        match &mut self.claim_id {
+            Some(stored) => claim_id.clone_into(stored),
+            None => self.claim_id = Some(claim_id.to_owned()),
+        }
+    }
+
     /// The snapshot `read_owner` reports for this record (C6, C7 soft path).
     pub(crate) fn state(&self) -> OwnerState {
         let (owner, owner_corrupt) = match &self.owner {
@@ -85,6 +105,38 @@ mod tests {
             OwnerAttr::from_raw(Some(r#"{"endpoint":"http://h","x":1}"#)),
             OwnerAttr::Valid(Owner::new("", "", "http://h"))
         );
+    }
+
+    #[test]
+    fn overwrite_replaces_every_attribute() {
+        let mut record = Record {
+            generation: 3,
+            owner: OwnerAttr::Valid(Owner::new("a-long-region", "c", "http://old/kick")),
+            claim_id: Some("an-older-and-longer-claim-id".to_owned()),
+        };
+        record.overwrite(4, &Owner::new("", "c2", "http://new"), "n");
+        assert_eq!(
+            record,
+            Record {
+                generation: 4,
+                owner: OwnerAttr::Valid(Owner::new("", "c2", "http://new")),
+                claim_id: Some("n".to_owned()),
+            }
+        );
+        for owner in [OwnerAttr::Empty, OwnerAttr::Corrupt] {
+            let mut record = Record {
+                generation: 7,
+                owner,
+                claim_id: None,
+            };
+            record.overwrite(8, &Owner::new("r", "", "http://h"), "");
+            assert_eq!(
+                record.owner,
+                OwnerAttr::Valid(Owner::new("r", "", "http://h"))
+            );
+            assert_eq!(record.claim_id.as_deref(), Some(""));
+            assert_eq!(record.generation, 8);
+        }
     }
 
     #[test]

@@ -73,20 +73,24 @@ impl Table {
         &self,
         key: &Key,
         fence: Fence<'_>,
-        owner: Owner,
+        owner: &Owner,
         claim_id: &str,
     ) -> Result<i64, Error> {
         let generation = fence.next_generation()?;
-        let written = Record {
-            generation,
-            owner: OwnerAttr::Valid(owner),
-            claim_id: Some(claim_id.to_owned()),
-        };
         let mut map = lock(self.shard(key));
         match map.get_mut(key) {
-            Some(record) if fence.holds(Some(record)) => *record = written,
+            Some(record) if fence.holds(Some(record)) => {
+                record.overwrite(generation, owner, claim_id);
+            }
             None if fence.holds(None) => {
-                map.insert(key.clone(), written);
+                map.insert(
+                    key.clone(),
+                    Record {
+                        generation,
+                        owner: OwnerAttr::Valid(owner.clone()),
+                        claim_id: Some(claim_id.to_owned()),
+                    },
+                );
             }
             current => return Err(Error::cas_failed_with(state_of(current.as_deref()))),
         }
