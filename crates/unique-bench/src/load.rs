@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 
+use crate::cpu::CpuTimes;
 use crate::keys::KeyChoice;
 
 /// What one run does, identical for every target.
@@ -91,6 +92,11 @@ pub(crate) struct Measurement {
     pub(crate) errors: BTreeMap<String, u64>,
     /// The measured window.
     pub(crate) window: Duration,
+    /// Requests sent in all, warm-up included.
+    pub(crate) sent: u64,
+    /// CPU time of the whole run, warm-up included (filled in by the caller,
+    /// which owns the server process).
+    pub(crate) cpu: Option<CpuTimes>,
 }
 
 impl Measurement {
@@ -102,6 +108,13 @@ impl Measurement {
     /// Failed requests in the measured window.
     pub(crate) fn error_count(&self) -> u64 {
         self.errors.values().sum()
+    }
+
+    /// Microseconds of CPU per request sent, `(client, server)`.
+    pub(crate) fn cpu_per_request(&self) -> Option<(f64, f64)> {
+        let cpu = self.cpu?;
+        let per = |d: Duration| d.as_secs_f64() * 1e6 / self.sent.max(1) as f64;
+        Some((per(cpu.own), per(cpu.children)))
     }
 }
 
@@ -143,6 +156,8 @@ pub(crate) async fn run<C: Connector>(label: &str, connector: &C, plan: &LoadPla
         latency: new_histogram(),
         errors: BTreeMap::new(),
         window: plan.duration,
+        sent: 0,
+        cpu: None,
     };
     for worker in workers {
         let part = worker.await.expect("load worker panicked");
@@ -156,10 +171,12 @@ pub(crate) async fn run<C: Connector>(label: &str, connector: &C, plan: &LoadPla
     }
     progress.abort();
     let _ = progress.await;
+    measurement.sent = done.load(Ordering::Relaxed);
     eprintln!(
-        "\r{label:<22} done: {:.0} ok/s, {} errors{:30}",
+        "\r{label:<22} done: {:.0} ok/s, {} errors; {} requests sent in all (warm-up included){:10}",
         measurement.throughput(),
         measurement.error_count(),
+        measurement.sent,
         ""
     );
     measurement
@@ -181,6 +198,8 @@ impl<C: Connector> Worker<C> {
             latency: new_histogram(),
             errors: BTreeMap::new(),
             window: self.plan.duration,
+            sent: 0,
+            cpu: None,
         };
         let mut client: Option<C::Client> = None;
         let mut claim_id = String::new();

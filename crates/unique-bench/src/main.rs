@@ -4,6 +4,7 @@
 // Request counts and nanosecond latencies stay far below 2^52, where u64 → f64 is exact.
 #![allow(clippy::cast_precision_loss)]
 
+mod cpu;
 mod http_client;
 mod keys;
 mod load;
@@ -16,6 +17,7 @@ use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
 
+use crate::cpu::CpuTimes;
 use crate::keys::KeyChoice;
 use crate::load::{LoadPlan, Measurement};
 use crate::server::{DbSync, ServerStore};
@@ -176,11 +178,12 @@ fn measure(
     args: &Args,
 ) -> Result<Measurement, String> {
     let label = target.label();
-    match target {
+    let before = CpuTimes::now();
+    let mut measurement = match target {
         Target::Redis => {
             let server = unique_testsupport::redis::RedisServer::start();
             let connector = redis_client::RedisConnector::new(&server.url())?;
-            Ok(runtime.block_on(load::run(label, &connector, plan)))
+            runtime.block_on(load::run(label, &connector, plan))
         }
         Target::Memory | Target::SqliteFull | Target::SqliteNormal => {
             let store = match target {
@@ -191,9 +194,11 @@ fn measure(
             let bin = server_bin.ok_or("no unique-server binary")?;
             let server = server::UniqueServer::start(bin, store, args.server_workers)?;
             let connector = http_client::HttpConnector::new(server.addr());
-            let measurement = runtime.block_on(load::run(label, &connector, plan));
-            drop(server);
-            Ok(measurement)
+            runtime.block_on(load::run(label, &connector, plan))
         }
-    }
+    };
+    // Both arms have dropped (killed and reaped) their server by now, so its CPU
+    // time is in the children's counters.
+    measurement.cpu = before.zip(CpuTimes::now()).map(|(b, a)| a.since(b));
+    Ok(measurement)
 }

@@ -28,8 +28,8 @@ pub(crate) fn table(rows: &[(&str, bool, Measurement)]) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "{:<22} {:>10} {:>11} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9}",
-        "target", "ok", "ok/s", "p50", "p90", "p99", "max", "errors", "vs redis"
+        "{:<22} {:>10} {:>9} {:>8} {:>8} {:>8} {:>8} {:>7} {:>9} {:>14}",
+        "target", "ok", "ok/s", "p50", "p90", "p99", "max", "errors", "vs redis", "cpu µs/req c+s"
     );
     for (label, _, m) in rows {
         let h = &m.latency;
@@ -37,9 +37,12 @@ pub(crate) fn table(rows: &[(&str, bool, Measurement)]) -> String {
             Some(base) if base > 0.0 => format!("{:.2}x", m.throughput() / base),
             _ => "-".to_owned(),
         };
+        let cpu = m
+            .cpu_per_request()
+            .map_or_else(|| "-".to_owned(), |(c, s)| format!("{c:.1}+{s:.1}"));
         let _ = writeln!(
             out,
-            "{label:<22} {:>10} {:>11.0} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9}",
+            "{label:<22} {:>10} {:>9.0} {:>8} {:>8} {:>8} {:>8} {:>7} {:>9} {:>14}",
             h.len(),
             m.throughput(),
             millis(h.value_at_quantile(0.50)),
@@ -47,9 +50,14 @@ pub(crate) fn table(rows: &[(&str, bool, Measurement)]) -> String {
             millis(h.value_at_quantile(0.99)),
             millis(h.max()),
             m.error_count(),
-            ratio
+            ratio,
+            cpu
         );
     }
+    out.push_str(
+        "cpu µs/req c+s: CPU time per request sent (warm-up included) of the client \
+         (this process) + the server; less sensitive to other load on the machine than ok/s\n",
+    );
     let errors: Vec<_> = rows
         .iter()
         .flat_map(|(label, _, m)| m.errors.iter().map(move |(kind, n)| (label, kind, n)))
@@ -78,6 +86,7 @@ mod tests {
     use hdrhistogram::Histogram;
 
     use super::*;
+    use crate::cpu::CpuTimes;
 
     fn measurement(latencies_us: &[u64], errors: &[(&str, u64)]) -> Measurement {
         let mut latency = Histogram::new_with_bounds(1, 60_000_000_000, 3).unwrap();
@@ -91,6 +100,11 @@ mod tests {
                 .map(|(k, n)| ((*k).to_owned(), *n))
                 .collect::<BTreeMap<_, _>>(),
             window: Duration::from_secs(1),
+            sent: 10,
+            cpu: Some(CpuTimes {
+                own: Duration::from_micros(150),
+                children: Duration::from_micros(200),
+            }),
         }
     }
 
@@ -107,13 +121,14 @@ mod tests {
         let text = table(&rows);
         let lines: Vec<_> = text.lines().collect();
         assert!(
-            lines[1].starts_with("redis") && lines[1].ends_with("1.00x"),
+            lines[1].starts_with("redis ") && lines[1].contains(" 1.00x "),
             "{text}"
         );
         assert!(
-            lines[2].contains("0.100ms") && lines[2].ends_with("2.00x"),
+            lines[2].contains(" 0.100ms ") && lines[2].contains(" 2.00x "),
             "{text}"
         );
+        assert!(lines[2].ends_with(" 15.0+20.0"), "{text}");
         assert!(
             text.contains("memory                 http 503 unavailable: 2"),
             "{text}"
