@@ -127,6 +127,7 @@ async fn run(args: Args) -> Result<(), String> {
         .kick_timeout(args.kick_timeout)
         .max_claim_attempts(args.max_claim_attempts)
         .build();
+    let shutdown = shutdown_signal()?;
     let listener = TcpListener::bind(args.listen)
         .await
         .map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
@@ -136,7 +137,7 @@ async fn run(args: Args) -> Result<(), String> {
     // The smoke runner and scripts read this line to find the port.
     println!("unique-server listening on http://{bound}");
     tracing::info!(%bound, store = ?args.store, "listening");
-    serve(listener, ArbiterService::new(arbiter), shutdown_signal()).await;
+    serve(listener, ArbiterService::new(arbiter), shutdown).await;
     tracing::info!("stopped");
     Ok(())
 }
@@ -221,25 +222,29 @@ fn init_logging(format: LogFormat) {
     }
 }
 
-/// Resolves on SIGINT or SIGTERM.
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
+/// Registers SIGINT and SIGTERM handlers now (before the address is announced, so
+/// an early signal is never missed) and returns a future that resolves on either.
+fn shutdown_signal() -> Result<impl std::future::Future<Output = ()>, String> {
     #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let register =
+            |kind| signal(kind).map_err(|e| format!("cannot install a signal handler: {e}"));
+        let mut interrupt = register(SignalKind::interrupt())?;
+        let mut terminate = register(SignalKind::terminate())?;
+        Ok(async move {
+            tokio::select! {
+                _ = interrupt.recv() => {},
+                _ = terminate.recv() => {},
             }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => {},
-        () = term => {},
+            tracing::info!("shutdown requested");
+        })
     }
-    tracing::info!("shutdown requested");
+    #[cfg(not(unix))]
+    {
+        Ok(async {
+            let _ = tokio::signal::ctrl_c().await;
+            tracing::info!("shutdown requested");
+        })
+    }
 }
