@@ -1,5 +1,4 @@
 #![doc = include_str!("../README.md")]
-
 // Request counts and nanosecond latencies stay far below 2^52, where u64 → f64 is exact.
 #![allow(clippy::cast_precision_loss)]
 
