@@ -80,6 +80,11 @@ fn check_len(field: &str, value: &str, min: usize, max: usize) -> Result<(), Err
 }
 
 fn check_no_control(field: &str, value: &str) -> Result<(), Error> {
+    // Fast path: printable ASCII (nearly every real value) has no control character,
+    // and a byte scan is far cheaper than decoding chars.
+    if value.bytes().all(|b| (0x20..0x7f).contains(&b)) {
+        return Ok(());
+    }
     if value.chars().any(char::is_control) {
         return Err(Error::invalid(format!(
             "{field} must not contain control characters"
@@ -91,9 +96,12 @@ fn check_no_control(field: &str, value: &str) -> Result<(), Error> {
 /// An absolute URL with scheme `http` or `https` (ASCII case-insensitive) and a
 /// non-empty host. Deliberately small: the kicker's HTTP client does the full parse.
 fn check_endpoint(endpoint: &str) -> Result<(), Error> {
-    if endpoint
-        .chars()
-        .any(|c| c.is_control() || c.is_whitespace())
+    // Visible ASCII (0x21..0x7f) has neither; only other bytes need the char walk.
+    let visible_ascii = endpoint.bytes().all(|b| (0x21..0x7f).contains(&b));
+    if !visible_ascii
+        && endpoint
+            .chars()
+            .any(|c| c.is_control() || c.is_whitespace())
     {
         return Err(Error::invalid(
             "owner.endpoint must not contain control characters or whitespace",
