@@ -1,31 +1,22 @@
-//! The HTTP/1.1 client of `unique-server`: one hyper connection per worker,
-//! keep-alive, one request in flight.
+//! The HTTP/1.1 client of `unique-server`: one keep-alive connection per worker,
+//! one request in flight, the request written by hand and the answer framed
+//! with `httparse` (see [`crate::conn`] for why it is this lean).
 
 use std::fmt::Write as _;
 use std::net::SocketAddr;
 
-use bytes::Bytes;
-use http::header::{CONTENT_TYPE, HOST, HeaderValue};
-use http::{Method, Request, StatusCode};
-use http_body_util::{BodyExt, Full};
-use hyper::client::conn::http1::{self, SendRequest};
-use hyper_util::rt::TokioIo;
-use tokio::net::TcpStream;
-
+use crate::conn::Conn;
 use crate::load::{Claim, Client, Connector, Failure, OWNER};
 
 /// Opens connections to one `unique-server`.
 #[derive(Debug, Clone)]
 pub(crate) struct HttpConnector {
     addr: SocketAddr,
-    host: HeaderValue,
 }
 
 impl HttpConnector {
     pub(crate) fn new(addr: SocketAddr) -> Self {
-        let host =
-            HeaderValue::from_str(&addr.to_string()).expect("a socket address is a valid host");
-        Self { addr, host }
+        Self { addr }
     }
 }
 
@@ -33,21 +24,9 @@ impl Connector for HttpConnector {
     type Client = HttpClient;
 
     async fn connect(&self) -> Result<HttpClient, Failure> {
-        let stream = TcpStream::connect(self.addr)
-            .await
-            .map_err(|e| Failure::broken(format!("connect: {}", e.kind())))?;
-        let _ = stream.set_nodelay(true);
-        let (sender, connection) = http1::handshake(TokioIo::new(stream))
-            .await
-            .map_err(|e| Failure::broken(format!("handshake: {e}")))?;
-        tokio::spawn(async move {
-            // Ends when the sender is dropped or the server closes the connection;
-            // a failure shows up on the next request.
-            let _ = connection.await;
-        });
         Ok(HttpClient {
-            sender,
-            host: self.host.clone(),
+            conn: Conn::connect(self.addr).await?,
+            host: self.addr.to_string(),
             body: String::with_capacity(256),
         })
     }
@@ -55,8 +34,8 @@ impl Connector for HttpConnector {
 
 /// One keep-alive connection.
 pub(crate) struct HttpClient {
-    sender: SendRequest<Full<Bytes>>,
-    host: HeaderValue,
+    conn: Conn,
+    host: String,
     body: String,
 }
 
@@ -68,45 +47,75 @@ impl Client for HttpClient {
             r#"{{"project":"bench","env":"prod","uid":{},"owner":{OWNER},"claim_id":"{}"}}"#,
             claim.uid, claim.claim_id
         );
-        let request = Request::builder()
-            .method(Method::POST)
-            .uri("/v1/claim")
-            .header(HOST, self.host.clone())
-            .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
-            .body(Full::new(Bytes::copy_from_slice(self.body.as_bytes())))
-            .expect("a valid request");
-        self.sender
-            .ready()
-            .await
-            .map_err(|e| Failure::broken(format!("connection: {e}")))?;
-        let response = self
-            .sender
-            .send_request(request)
-            .await
-            .map_err(|e| Failure::broken(format!("request: {e}")))?;
-        let status = response.status();
-        let body = response
-            .into_body()
-            .collect()
-            .await
-            .map_err(|e| Failure::broken(format!("response body: {e}")))?
-            .to_bytes();
-        if status == StatusCode::OK && body.starts_with(br#"{"gen":"#) {
+        write_request(&mut self.conn.request, &self.host, &self.body);
+        let (answer, head) = self.conn.exchange(frame_response).await?;
+        let body = &answer[head.body_start..];
+        if head.status == 200 && body.starts_with(br#"{"gen":"#) {
             Ok(())
         } else {
-            Err(Failure::answer(classify(status, &body)))
+            Err(Failure::answer(classify(head.status, body)))
         }
     }
 }
 
+fn write_request(out: &mut Vec<u8>, host: &str, body: &str) {
+    use std::io::Write as _;
+    let _ = write!(
+        out,
+        "POST /v1/claim HTTP/1.1\r\nhost: {host}\r\ncontent-type: application/json\r\n\
+         content-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+}
+
+/// What framing learned about one response.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ResponseHead {
+    status: u16,
+    body_start: usize,
+}
+
+/// Frames one response: head plus a `content-length` body. unique-server always
+/// sends a length (its bodies are whole buffers), so anything else is refused.
+fn frame_response(input: &[u8]) -> Result<Option<(usize, ResponseHead)>, Failure> {
+    let mut headers = [httparse::EMPTY_HEADER; 16];
+    let mut response = httparse::Response::new(&mut headers);
+    let head_length = match response.parse(input) {
+        Ok(httparse::Status::Complete(length)) => length,
+        Ok(httparse::Status::Partial) => return Ok(None),
+        Err(e) => return Err(Failure::broken(format!("bad response: {e}"))),
+    };
+    let status = response.code.unwrap_or_default();
+    let content_length = response
+        .headers
+        .iter()
+        .find(|h| h.name.eq_ignore_ascii_case("content-length"))
+        .and_then(|h| {
+            std::str::from_utf8(h.value)
+                .ok()?
+                .trim()
+                .parse::<usize>()
+                .ok()
+        })
+        .ok_or_else(|| Failure::broken("response without a valid content-length"))?;
+    let length = head_length + content_length;
+    Ok((input.len() >= length).then_some((
+        length,
+        ResponseHead {
+            status,
+            body_start: head_length,
+        },
+    )))
+}
+
 /// `http 503 unavailable`: the status and the wire error code, when the body has one.
-fn classify(status: StatusCode, body: &[u8]) -> String {
+fn classify(status: u16, body: &[u8]) -> String {
     let code = std::str::from_utf8(body)
         .ok()
         .and_then(|text| text.split(r#""error":""#).nth(1))
         .and_then(|rest| rest.split('"').next())
         .unwrap_or("unexpected body");
-    format!("http {} {code}", status.as_u16())
+    format!("http {status} {code}")
 }
 
 #[cfg(test)]
@@ -114,14 +123,83 @@ mod tests {
     use super::*;
 
     #[test]
+    fn request_has_length_and_body() {
+        let mut out = Vec::new();
+        write_request(&mut out, "127.0.0.1:1", "{}");
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "POST /v1/claim HTTP/1.1\r\nhost: 127.0.0.1:1\r\ncontent-type: application/json\r\n\
+             content-length: 2\r\n\r\n{}"
+        );
+    }
+
+    #[test]
+    fn responses_are_framed_by_content_length() {
+        let whole = b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\n{\"gen\":1}";
+        let head = ResponseHead {
+            status: 200,
+            body_start: whole.len() - 9,
+        };
+        assert_eq!(frame_response(whole).unwrap(), Some((whole.len(), head)));
+        // Partial head, partial body: not yet.
+        assert_eq!(frame_response(&whole[..10]).unwrap(), None);
+        assert_eq!(frame_response(&whole[..whole.len() - 1]).unwrap(), None);
+        // Extra bytes after the answer are not part of it.
+        let mut more = whole.to_vec();
+        more.extend_from_slice(b"HTTP/1.1");
+        assert_eq!(frame_response(&more).unwrap(), Some((whole.len(), head)));
+        // No length, or garbage: the connection is broken.
+        assert!(
+            frame_response(b"HTTP/1.1 200 OK\r\n\r\n")
+                .unwrap_err()
+                .broken
+        );
+        assert!(frame_response(b"SSH-2.0\r\n\r\n").unwrap_err().broken);
+    }
+
+    /// The client against a real unique-server (in process, memory store): a
+    /// claim succeeds, and an answer that is not a claim is an error kind.
+    #[tokio::test]
+    async fn claims_against_a_real_server() {
+        let arbiter =
+            unique_core::Arbiter::builder(unique_store_memory::MemoryStore::new()).build();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let service = unique_server::ArbiterService::new(arbiter);
+        tokio::spawn(unique_server::serve(
+            listener,
+            service,
+            std::future::pending(),
+        ));
+        let mut client = HttpConnector::new(addr).connect().await.unwrap();
+        for claim_id in ["a", "a", "b"] {
+            client.claim(Claim { uid: 7, claim_id }).await.unwrap();
+        }
+        let refused = client
+            .claim(Claim {
+                uid: 0,
+                claim_id: "c",
+            })
+            .await
+            .expect_err("uid 0 is invalid");
+        assert_eq!(refused.kind, "http 400 invalid_params");
+        assert!(!refused.broken);
+        // The connection is still good after the refusal.
+        client
+            .claim(Claim {
+                uid: 8,
+                claim_id: "d",
+            })
+            .await
+            .unwrap();
+    }
+
+    #[test]
     fn error_kinds_name_status_and_code() {
         assert_eq!(
-            classify(
-                StatusCode::SERVICE_UNAVAILABLE,
-                br#"{"error":"unavailable","message":"x"}"#
-            ),
+            classify(503, br#"{"error":"unavailable","message":"x"}"#),
             "http 503 unavailable"
         );
-        assert_eq!(classify(StatusCode::OK, b"{}"), "http 200 unexpected body");
+        assert_eq!(classify(200, b"{}"), "http 200 unexpected body");
     }
 }

@@ -11,7 +11,6 @@ use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 
-use crate::cpu::CpuTimes;
 use crate::keys::KeyChoice;
 
 /// What one run does, identical for every target.
@@ -83,7 +82,7 @@ pub(crate) trait Client: Send + 'static {
     fn claim(&mut self, claim: Claim<'_>) -> impl Future<Output = Result<(), Failure>> + Send;
 }
 
-/// The result of measuring one target.
+/// The result of measuring one target, for one round or several summed.
 #[derive(Debug)]
 pub(crate) struct Measurement {
     /// Latency of the successful requests of the measured window, in nanoseconds.
@@ -94,12 +93,50 @@ pub(crate) struct Measurement {
     pub(crate) window: Duration,
     /// Requests sent in all, warm-up included.
     pub(crate) sent: u64,
-    /// CPU time of the whole run, warm-up included (filled in by the caller,
-    /// which owns the server process).
-    pub(crate) cpu: Option<CpuTimes>,
+    /// CPU time `(client, server)` over the whole round, warm-up included
+    /// (filled in by the caller, which knows the server process).
+    pub(crate) cpu: Option<(Duration, Duration)>,
 }
 
 impl Measurement {
+    /// Nothing measured yet, over a window of `window`.
+    pub(crate) fn empty(window: Duration) -> Self {
+        Self {
+            latency: new_histogram(),
+            errors: BTreeMap::new(),
+            window,
+            sent: 0,
+            cpu: None,
+        }
+    }
+
+    /// The rounds of one target as one measurement: latencies, errors, requests,
+    /// windows and CPU time added up.
+    pub(crate) fn sum(rounds: &[Measurement]) -> Self {
+        let mut total = Self::empty(Duration::ZERO);
+        total.cpu = Some((Duration::ZERO, Duration::ZERO));
+        for round in rounds {
+            total.add_requests(round);
+            total.window += round.window;
+            total.sent += round.sent;
+            total.cpu = total
+                .cpu
+                .zip(round.cpu)
+                .map(|((c, s), (rc, rs))| (c + rc, s + rs));
+        }
+        total
+    }
+
+    /// Adds `other`'s latencies and errors (same window: another connection).
+    fn add_requests(&mut self, other: &Measurement) {
+        self.latency
+            .add(&other.latency)
+            .expect("histograms with equal bounds merge");
+        for (kind, count) in &other.errors {
+            *self.errors.entry(kind.clone()).or_default() += count;
+        }
+    }
+
     /// Successful requests per second in the measured window.
     pub(crate) fn throughput(&self) -> f64 {
         self.latency.len() as f64 / self.window.as_secs_f64()
@@ -112,9 +149,9 @@ impl Measurement {
 
     /// Microseconds of CPU per request sent, `(client, server)`.
     pub(crate) fn cpu_per_request(&self) -> Option<(f64, f64)> {
-        let cpu = self.cpu?;
+        let (client, server) = self.cpu?;
         let per = |d: Duration| d.as_secs_f64() * 1e6 / self.sent.max(1) as f64;
-        Some((per(cpu.own), per(cpu.children)))
+        Some((per(client), per(server)))
     }
 }
 
@@ -152,28 +189,15 @@ pub(crate) async fn run<C: Connector>(label: &str, connector: &C, plan: &LoadPla
         .collect();
     let progress = tokio::spawn(progress(label.to_owned(), start, phases, Arc::clone(&done)));
 
-    let mut measurement = Measurement {
-        latency: new_histogram(),
-        errors: BTreeMap::new(),
-        window: plan.duration,
-        sent: 0,
-        cpu: None,
-    };
+    let mut measurement = Measurement::empty(plan.duration);
     for worker in workers {
-        let part = worker.await.expect("load worker panicked");
-        measurement
-            .latency
-            .add(&part.latency)
-            .expect("histograms with equal bounds merge");
-        for (kind, count) in part.errors {
-            *measurement.errors.entry(kind).or_default() += count;
-        }
+        measurement.add_requests(&worker.await.expect("load worker panicked"));
     }
     progress.abort();
     let _ = progress.await;
     measurement.sent = done.load(Ordering::Relaxed);
     eprintln!(
-        "\r{label:<22} done: {:.0} ok/s, {} errors; {} requests sent in all (warm-up included){:10}",
+        "\r{label:<26} done: {:.0} ok/s, {} errors; {} requests sent in all (warm-up included){:10}",
         measurement.throughput(),
         measurement.error_count(),
         measurement.sent,
@@ -194,13 +218,7 @@ impl<C: Connector> Worker<C> {
     async fn run(self) -> Measurement {
         // Seeded per connection, so every target sees the same key sequence.
         let mut rng = fastrand::Rng::with_seed(self.id as u64 + 1);
-        let mut part = Measurement {
-            latency: new_histogram(),
-            errors: BTreeMap::new(),
-            window: self.plan.duration,
-            sent: 0,
-            cpu: None,
-        };
+        let mut part = Measurement::empty(self.plan.duration);
         let mut client: Option<C::Client> = None;
         let mut claim_id = String::new();
         let mut uid = 0;
@@ -284,7 +302,7 @@ async fn progress(label: String, start: Instant, phases: Phases, done: Arc<Atomi
             "measure"
         };
         let line = format!(
-            "{label:<22} {} {phase} {:>5.1}/{:.1} s {:>9.0} req/s",
+            "{label:<26} {} {phase} {:>5.1}/{:.1} s {:>9.0} req/s",
             bar(elapsed.as_secs_f64() / total.as_secs_f64(), 30),
             elapsed.as_secs_f64(),
             total.as_secs_f64(),

@@ -2,6 +2,7 @@
 // Request counts and nanosecond latencies stay far below 2^52, where u64 → f64 is exact.
 #![allow(clippy::cast_precision_loss)]
 
+mod conn;
 mod cpu;
 mod http_client;
 mod keys;
@@ -15,10 +16,14 @@ use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
 
-use crate::cpu::CpuTimes;
+use crate::cpu::Process;
+use crate::http_client::HttpConnector;
 use crate::keys::KeyChoice;
 use crate::load::{LoadPlan, Measurement};
-use crate::server::{DbSync, ServerStore};
+use crate::redis_client::RedisConnector;
+use crate::report::Row;
+use crate::server::{DbSync, ServerStore, UniqueServer};
+use unique_testsupport::redis::RedisServer;
 
 /// Measures unique-server (memory and durable sqlite stores) and a redis-server claim
 /// script side by side: the same closed-loop client, connections and key sequence.
@@ -29,13 +34,20 @@ struct Args {
     #[arg(long, default_value_t = 64)]
     connections: usize,
 
-    /// Measured time per target (after the warm-up).
-    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    /// Measured time per target in each round (after the warm-up).
+    #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
     duration: Duration,
 
-    /// Unmeasured load before each measurement (fills the keys, warms caches).
-    #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
+    /// Unmeasured load before each measurement (opens the connections, fills the
+    /// keys, warms caches).
+    #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
     warmup: Duration,
+
+    /// Rounds: each measures every target once, in order, so a change in the
+    /// machine's load hits all targets alike. The table sums the rounds; the ratio
+    /// to Redis is the median of the per-round ratios, with their range.
+    #[arg(long, default_value_t = 3)]
+    rounds: usize,
 
     /// Number of distinct keys (uids 1..=keys).
     #[arg(long, default_value_t = 10_000)]
@@ -63,12 +75,14 @@ struct Args {
     targets: Vec<Target>,
 
     /// Worker threads of the client's runtime (the client shares the machine with the server).
-    #[arg(long, default_value_t = 2)]
+    #[arg(long, default_value_t = 1)]
     client_threads: usize,
 
-    /// Worker threads of unique-server's runtime (default: the server's own, one per core).
-    #[arg(long)]
-    server_workers: Option<usize>,
+    /// Worker threads of unique-server's runtime (`--workers`). The default, 1,
+    /// gives the server one core as redis-server (single-threaded) has, and leaves
+    /// the other to the client; 0 means the server's own default, one per core.
+    #[arg(long, default_value_t = 1)]
+    server_workers: usize,
 
     /// A prebuilt unique-server binary; without it the bench runs
     /// `cargo build --release -p unique-server` and uses target/release/unique-server.
@@ -137,6 +151,9 @@ fn run(args: &Args) -> Result<(), String> {
     if args.connections == 0 {
         return Err("--connections must be at least 1".into());
     }
+    if args.rounds == 0 {
+        return Err("--rounds must be at least 1".into());
+    }
     let plan = LoadPlan {
         connections: args.connections,
         warmup: args.warmup,
@@ -156,47 +173,103 @@ fn run(args: &Args) -> Result<(), String> {
         .build()
         .map_err(|e| format!("cannot start the client runtime: {e}"))?;
 
-    eprintln!("{}", report::plan_line(&plan, args.client_threads));
-    let mut rows = Vec::new();
-    for &target in &args.targets {
-        let measurement = measure(&runtime, target, &plan, server_bin.as_deref(), args)?;
-        rows.push((target.label(), target == Target::Redis, measurement));
+    let describe = report::plan_line(&plan, args.rounds, args.client_threads, args.server_workers);
+    eprintln!("{describe}");
+    // Every server runs for the whole bench; the ones not being measured sit idle.
+    let running = args
+        .targets
+        .iter()
+        .map(|&target| Running::start(target, server_bin.as_deref(), args.server_workers))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut rounds: Vec<Vec<Measurement>> = running.iter().map(|_| Vec::new()).collect();
+    for round in 1..=args.rounds {
+        for (target, measured) in running.iter().zip(&mut rounds) {
+            let label = format!("{} {round}/{}", target.target.label(), args.rounds);
+            measured.push(target.measure(&runtime, &label, &plan));
+        }
     }
+    let rows: Vec<Row> = running
+        .iter()
+        .zip(rounds)
+        .map(|(target, rounds)| Row {
+            label: target.target.label(),
+            baseline: target.target == Target::Redis,
+            rounds,
+        })
+        .collect();
     println!();
-    println!("{}", report::plan_line(&plan, args.client_threads));
+    println!("{describe}");
     print!("{}", report::table(&rows));
     Ok(())
 }
 
-fn measure(
-    runtime: &tokio::runtime::Runtime,
+/// A target whose server runs until this is dropped.
+struct Running {
     target: Target,
-    plan: &LoadPlan,
-    server_bin: Option<&std::path::Path>,
-    args: &Args,
-) -> Result<Measurement, String> {
-    let label = target.label();
-    let before = CpuTimes::now();
-    let mut measurement = match target {
-        Target::Redis => {
-            let server = unique_testsupport::redis::RedisServer::start();
-            let connector = redis_client::RedisConnector::new(&server.url())?;
-            runtime.block_on(load::run(label, &connector, plan))
-        }
-        Target::Memory | Target::SqliteFull | Target::SqliteNormal => {
-            let store = match target {
-                Target::Memory => ServerStore::Memory,
-                Target::SqliteFull => ServerStore::Sqlite(DbSync::Full),
-                _ => ServerStore::Sqlite(DbSync::Normal),
-            };
-            let bin = server_bin.ok_or("no unique-server binary")?;
-            let server = server::UniqueServer::start(bin, store, args.server_workers)?;
-            let connector = http_client::HttpConnector::new(server.addr());
-            runtime.block_on(load::run(label, &connector, plan))
-        }
-    };
-    // Both arms have dropped (killed and reaped) their server by now, so its CPU
-    // time is in the children's counters.
-    measurement.cpu = before.zip(CpuTimes::now()).map(|(b, a)| a.since(b));
-    Ok(measurement)
+    connector: Connector,
+    pid: u32,
+    /// Held only so the server lives; dropping it kills the process.
+    _server: Box<dyn std::any::Any>,
+}
+
+enum Connector {
+    Redis(RedisConnector),
+    Http(HttpConnector),
+}
+
+impl Running {
+    fn start(
+        target: Target,
+        server_bin: Option<&std::path::Path>,
+        server_workers: usize,
+    ) -> Result<Self, String> {
+        let store = match target {
+            Target::Redis => {
+                let server = RedisServer::start();
+                return Ok(Self {
+                    target,
+                    connector: Connector::Redis(RedisConnector::new(server.addr())),
+                    pid: server.pid(),
+                    _server: Box::new(server),
+                });
+            }
+            Target::Memory => ServerStore::Memory,
+            Target::SqliteFull => ServerStore::Sqlite(DbSync::Full),
+            Target::SqliteNormal => ServerStore::Sqlite(DbSync::Normal),
+        };
+        let bin = server_bin.ok_or("no unique-server binary")?;
+        let workers = (server_workers > 0).then_some(server_workers);
+        let server = UniqueServer::start(bin, store, workers)?;
+        Ok(Self {
+            target,
+            connector: Connector::Http(HttpConnector::new(server.addr())),
+            pid: server.pid(),
+            _server: Box::new(server),
+        })
+    }
+
+    /// One round: warm-up and measured window, with both processes' CPU time.
+    fn measure(
+        &self,
+        runtime: &tokio::runtime::Runtime,
+        label: &str,
+        plan: &LoadPlan,
+    ) -> Measurement {
+        let server = Process::Pid(self.pid);
+        let before = cpu::used(Process::This).zip(cpu::used(server));
+        let mut measurement = match &self.connector {
+            Connector::Redis(connector) => runtime.block_on(load::run(label, connector, plan)),
+            Connector::Http(connector) => runtime.block_on(load::run(label, connector, plan)),
+        };
+        let after = cpu::used(Process::This).zip(cpu::used(server));
+        measurement.cpu = before
+            .zip(after)
+            .map(|((client0, server0), (client1, server1))| {
+                (
+                    client1.saturating_sub(client0),
+                    server1.saturating_sub(server0),
+                )
+            });
+        measurement
+    }
 }

@@ -5,11 +5,22 @@ use std::fmt::Write as _;
 use crate::load::{LoadPlan, Measurement};
 
 /// One line describing the run, printed above the table.
-pub(crate) fn plan_line(plan: &LoadPlan, client_threads: usize) -> String {
+pub(crate) fn plan_line(
+    plan: &LoadPlan,
+    rounds: usize,
+    client_threads: usize,
+    server_workers: usize,
+) -> String {
     let cores = std::thread::available_parallelism().map_or(0, std::num::NonZero::get);
+    let workers = if server_workers == 0 {
+        "one per core".to_owned()
+    } else {
+        server_workers.to_string()
+    };
     format!(
-        "{} connections (one request in flight each), {:?} measured after {:?} warm-up, {}, \
-         {:.0}% replays; client {client_threads} threads; {cores} cores shared by client and server",
+        "{} connections (one request in flight each), {rounds} rounds of {:?} measured after \
+         {:?} warm-up per target, {}, {:.0}% replays; client {client_threads} threads, \
+         unique-server {workers} workers; {cores} cores shared by client and server",
         plan.connections,
         plan.duration,
         plan.warmup,
@@ -18,38 +29,52 @@ pub(crate) fn plan_line(plan: &LoadPlan, client_threads: usize) -> String {
     )
 }
 
-/// The table: one row per target, then the errors by kind. `rows` holds
-/// `(label, is the baseline, measurement)`; ratios are to the first baseline.
-pub(crate) fn table(rows: &[(&str, bool, Measurement)]) -> String {
-    let baseline = rows
-        .iter()
-        .find(|(_, is_baseline, _)| *is_baseline)
-        .map(|(_, _, m)| m.throughput());
+/// One target's rounds.
+pub(crate) struct Row {
+    pub(crate) label: &'static str,
+    /// Whether this is the baseline the ratios are taken to.
+    pub(crate) baseline: bool,
+    pub(crate) rounds: Vec<Measurement>,
+}
+
+/// The table: one row per target with its rounds summed, then the errors by
+/// kind. The ratio to the baseline is the median of the per-round ratios (each
+/// round measures the targets seconds apart), with their range.
+pub(crate) fn table(rows: &[Row]) -> String {
+    let baseline = rows.iter().find(|row| row.baseline);
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "{:<22} {:>10} {:>9} {:>8} {:>8} {:>8} {:>8} {:>7} {:>9} {:>14}",
-        "target", "ok", "ok/s", "p50", "p90", "p99", "max", "errors", "vs redis", "cpu µs/req c+s"
+        "{:<22} {:>10} {:>9} {:>8} {:>8} {:>8} {:>8} {:>7} {:>20} {:>14}",
+        "target",
+        "ok",
+        "ok/s",
+        "p50",
+        "p90",
+        "p99",
+        "max",
+        "errors",
+        "vs redis (range)",
+        "cpu µs/req c+s"
     );
-    for (label, _, m) in rows {
-        let h = &m.latency;
-        let ratio = match baseline {
-            Some(base) if base > 0.0 => format!("{:.2}x", m.throughput() / base),
-            _ => "-".to_owned(),
-        };
-        let cpu = m
+    for row in rows {
+        let total = Measurement::sum(&row.rounds);
+        let h = &total.latency;
+        let ratio = baseline.map_or_else(|| "-".to_owned(), |base| ratio_text(row, base));
+        let cpu = total
             .cpu_per_request()
             .map_or_else(|| "-".to_owned(), |(c, s)| format!("{c:.1}+{s:.1}"));
         let _ = writeln!(
             out,
-            "{label:<22} {:>10} {:>9.0} {:>8} {:>8} {:>8} {:>8} {:>7} {:>9} {:>14}",
+            "{:<22} {:>10} {:>9.0} {:>8} {:>8} {:>8} {:>8} {:>7} {:>20} {:>14}",
+            row.label,
             h.len(),
-            m.throughput(),
+            total.throughput(),
             millis(h.value_at_quantile(0.50)),
             millis(h.value_at_quantile(0.90)),
             millis(h.value_at_quantile(0.99)),
             millis(h.max()),
-            m.error_count(),
+            total.error_count(),
             ratio,
             cpu
         );
@@ -60,7 +85,12 @@ pub(crate) fn table(rows: &[(&str, bool, Measurement)]) -> String {
     );
     let errors: Vec<_> = rows
         .iter()
-        .flat_map(|(label, _, m)| m.errors.iter().map(move |(kind, n)| (label, kind, n)))
+        .flat_map(|row| {
+            Measurement::sum(&row.rounds)
+                .errors
+                .into_iter()
+                .map(move |(kind, n)| (row.label, kind, n))
+        })
         .collect();
     if errors.is_empty() {
         out.push_str("errors by kind: none\n");
@@ -73,6 +103,36 @@ pub(crate) fn table(rows: &[(&str, bool, Measurement)]) -> String {
     out
 }
 
+/// `1.21x (1.10-1.30)`: the median of the per-round throughput ratios to `base`.
+fn ratio_text(row: &Row, base: &Row) -> String {
+    let mut ratios: Vec<f64> = row
+        .rounds
+        .iter()
+        .zip(&base.rounds)
+        .filter(|(_, b)| b.throughput() > 0.0)
+        .map(|(m, b)| m.throughput() / b.throughput())
+        .collect();
+    if ratios.is_empty() {
+        return "-".to_owned();
+    }
+    ratios.sort_by(f64::total_cmp);
+    let middle = ratios.len() / 2;
+    let median = if ratios.len() % 2 == 1 {
+        ratios[middle]
+    } else {
+        f64::midpoint(ratios[middle - 1], ratios[middle])
+    };
+    if ratios.len() == 1 {
+        format!("{median:.2}x")
+    } else {
+        format!(
+            "{median:.2}x ({:.2}-{:.2})",
+            ratios[0],
+            ratios[ratios.len() - 1]
+        )
+    }
+}
+
 /// Nanoseconds as milliseconds with three decimals (`0.512ms`).
 fn millis(nanos: u64) -> String {
     format!("{:.3}ms", nanos as f64 / 1e6)
@@ -80,59 +140,81 @@ fn millis(nanos: u64) -> String {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
     use std::time::Duration;
 
-    use hdrhistogram::Histogram;
-
     use super::*;
-    use crate::cpu::CpuTimes;
 
-    fn measurement(latencies_us: &[u64], errors: &[(&str, u64)]) -> Measurement {
-        let mut latency = Histogram::new_with_bounds(1, 60_000_000_000, 3).unwrap();
+    fn round(latencies_us: &[u64], errors: &[(&str, u64)]) -> Measurement {
+        let mut m = Measurement::empty(Duration::from_secs(1));
         for us in latencies_us {
-            latency.record(us * 1000).unwrap();
+            m.latency.record(us * 1000).unwrap();
         }
-        Measurement {
-            latency,
-            errors: errors
-                .iter()
-                .map(|(k, n)| ((*k).to_owned(), *n))
-                .collect::<BTreeMap<_, _>>(),
-            window: Duration::from_secs(1),
-            sent: 10,
-            cpu: Some(CpuTimes {
-                own: Duration::from_micros(150),
-                children: Duration::from_micros(200),
-            }),
-        }
+        m.errors = errors.iter().map(|(k, n)| ((*k).to_owned(), *n)).collect();
+        m.sent = 10;
+        m.cpu = Some((Duration::from_micros(150), Duration::from_micros(200)));
+        m
     }
 
     #[test]
-    fn table_has_ratio_to_the_baseline_and_lists_errors() {
+    fn table_sums_rounds_and_takes_the_median_ratio() {
         let rows = [
-            ("redis", true, measurement(&[100, 200, 300, 400], &[])),
-            (
-                "memory",
-                false,
-                measurement(&[100; 8], &[("http 503 unavailable", 2)]),
-            ),
+            Row {
+                label: "redis",
+                baseline: true,
+                rounds: vec![
+                    round(&[100; 4], &[]),
+                    round(&[100; 4], &[]),
+                    round(&[100; 4], &[]),
+                ],
+            },
+            Row {
+                label: "memory",
+                baseline: false,
+                // Per-round ratios 2, 1 and 3: median 2.
+                rounds: vec![
+                    round(&[100; 8], &[("http 503 unavailable", 2)]),
+                    round(&[100; 4], &[]),
+                    round(&[100; 12], &[("http 503 unavailable", 1)]),
+                ],
+            },
         ];
         let text = table(&rows);
         let lines: Vec<_> = text.lines().collect();
         assert!(
-            lines[1].starts_with("redis ") && lines[1].contains(" 1.00x "),
+            lines[1].starts_with("redis ")
+                && lines[1].contains(" 12 ")
+                && lines[1].contains(" 1.00x (1.00-1.00) "),
             "{text}"
         );
         assert!(
-            lines[2].contains(" 0.100ms ") && lines[2].contains(" 2.00x "),
+            lines[2].contains(" 24 ")
+                && lines[2].contains(" 8 ")
+                && lines[2].contains(" 0.100ms ")
+                && lines[2].contains(" 2.00x (1.00-3.00) "),
             "{text}"
         );
         assert!(lines[2].ends_with(" 15.0+20.0"), "{text}");
         assert!(
-            text.contains("memory                 http 503 unavailable: 2"),
+            text.contains("memory                 http 503 unavailable: 3"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn one_round_has_no_range_and_no_baseline_no_ratio() {
+        let base = Row {
+            label: "redis",
+            baseline: true,
+            rounds: vec![round(&[100; 4], &[])],
+        };
+        let row = Row {
+            label: "memory",
+            baseline: false,
+            rounds: vec![round(&[100; 6], &[])],
+        };
+        assert_eq!(ratio_text(&row, &base), "1.50x");
+        let text = table(&[row]);
+        assert!(text.lines().nth(1).unwrap().contains(" - "), "{text}");
     }
 
     #[test]

@@ -60,7 +60,7 @@ pub(crate) fn build_release() -> Result<PathBuf, String> {
 pub(crate) struct UniqueServer {
     addr: SocketAddr,
     // Field order is drop order: the process dies before its files go.
-    _guard: ChildGuard,
+    guard: ChildGuard,
     _stdout: BufReader<ChildStdout>,
     _dir: Option<TempDir>,
 }
@@ -115,7 +115,7 @@ impl UniqueServer {
         let (addr, stdout) = read_listen_line(stdout)?;
         Ok(Self {
             addr,
-            _guard: guard,
+            guard,
             _stdout: stdout,
             _dir: dir,
         })
@@ -124,6 +124,11 @@ impl UniqueServer {
     /// The address the server listens on.
     pub(crate) fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// The server's process id.
+    pub(crate) fn pid(&self) -> u32 {
+        self.guard.id()
     }
 }
 

@@ -59,6 +59,11 @@ impl RedisServer {
         self.addr
     }
 
+    /// The server's process id (e.g. to read its CPU time).
+    pub fn pid(&self) -> u32 {
+        self.guard.id()
+    }
+
     /// The server's port.
     pub fn port(&self) -> u16 {
         self.addr.port()
