@@ -292,6 +292,18 @@ async fn malformed_json_is_400() {
         "invalid_params",
         "malformed json",
     );
+    // A byte that is not UTF-8 inside a string value: refused, nothing claimed.
+    let mut not_utf8 = serde_json::to_vec(&claim_body(5, "http://h/k", "cid")).unwrap();
+    let at = not_utf8.windows(3).position(|w| w == b"cid").unwrap();
+    not_utf8[at] = 0xff;
+    post(addr, "/v1/claim", not_utf8).await.assert_error(
+        StatusCode::BAD_REQUEST,
+        "invalid_params",
+        "malformed json",
+    );
+    let key = json!({"project": "wire", "env": "test", "uid": 5});
+    let current = post_json(addr, "/v1/current", &key).await;
+    assert_eq!(current.json()["exists"], false, "{:?}", current.json());
 }
 
 #[tokio::test]
