@@ -11,6 +11,12 @@ use unique_core::{Arbiter, Store, TracingObserver};
 use unique_kick_http::HttpKicker;
 use unique_server::{ArbiterService, serve};
 
+// mimalloc: about half the instructions of glibc's malloc and free on the claim
+// path, which allocates a few times per request (see BENCHMARKS.md).
+#[cfg(feature = "mimalloc")]
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Single-session arbitration over HTTP: one online session per (project, env, uid).
 ///
 /// Every flag can also be set with the UNIQUE_* environment variable named in its help.
