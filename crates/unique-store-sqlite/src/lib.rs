@@ -9,6 +9,7 @@ mod store;
 mod writer;
 
 pub use options::{
-    DEFAULT_BUSY_TIMEOUT, DEFAULT_MAX_BATCH, DEFAULT_READERS, SqliteStoreBuilder, Synchronous,
+    DEFAULT_BUSY_TIMEOUT, DEFAULT_MAX_BATCH, DEFAULT_READERS, ReadsOn, SqliteStoreBuilder,
+    Synchronous,
 };
 pub use store::SqliteStore;

@@ -43,6 +43,19 @@ impl Synchronous {
     }
 }
 
+/// Where a read runs (see [`SqliteStoreBuilder::reads_on`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum ReadsOn {
+    /// On the task that asked, without a thread hand-off: a primary-key lookup
+    /// on cached pages takes microseconds, less than waking another thread. The
+    /// default.
+    #[default]
+    CallingTask,
+    /// On tokio's blocking pool: for files much larger than memory on slow disks,
+    /// where a read may wait for the disk and should not hold up an async worker.
+    BlockingPool,
+}
+
 /// Configures and opens a [`SqliteStore`]. Start from [`SqliteStore::builder`].
 #[derive(Debug, Clone)]
 pub struct SqliteStoreBuilder {
@@ -51,6 +64,7 @@ pub struct SqliteStoreBuilder {
     pub(crate) busy_timeout: Duration,
     pub(crate) readers: usize,
     pub(crate) max_batch: usize,
+    pub(crate) reads_on: ReadsOn,
 }
 
 impl SqliteStoreBuilder {
@@ -61,6 +75,7 @@ impl SqliteStoreBuilder {
             busy_timeout: DEFAULT_BUSY_TIMEOUT,
             readers: DEFAULT_READERS,
             max_batch: DEFAULT_MAX_BATCH,
+            reads_on: ReadsOn::CallingTask,
         }
     }
 
@@ -86,6 +101,13 @@ impl SqliteStoreBuilder {
     #[must_use]
     pub fn readers(mut self, readers: usize) -> Self {
         self.readers = readers.max(1);
+        self
+    }
+
+    /// Where reads run; [`ReadsOn::CallingTask`] by default.
+    #[must_use]
+    pub fn reads_on(mut self, reads_on: ReadsOn) -> Self {
+        self.reads_on = reads_on;
         self
     }
 

@@ -54,7 +54,7 @@ impl SqliteStore {
             .map(|_| open_reader(&options))
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Self {
-            readers: Readers::new(readers),
+            readers: Readers::new(readers, options.reads_on),
             writer: Writer::spawn(writer_conn, options.max_batch)?,
             path: options.path,
             synchronous: options.synchronous,

@@ -1,6 +1,9 @@
 //! The store contract suite (`unique-store-contract`, C1–C8 and the traps) run
 //! against `SqliteStore`: every case on a fresh database file in its own
 //! temporary directory (on disk, so WAL and the fsync path are the real ones).
+//! One test per case with the default reads (on the calling task); the single
+//! entry point runs every case again with reads on the blocking pool, so both
+//! read modes pass the whole suite.
 
 mod common;
 
@@ -12,4 +15,10 @@ store_contract_tests!(common::subject);
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn run_all_passes() {
     unique_store_contract::run_all(common::subject).await;
+}
+
+/// The whole suite again with `ReadsOn::BlockingPool`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn run_all_passes_with_reads_on_the_blocking_pool() {
+    unique_store_contract::run_all(common::subject_reading_on_blocking_pool).await;
 }

@@ -15,7 +15,7 @@ use rusqlite::{Connection, params};
 use tempfile::TempDir;
 use unique_core::{Error, Key, async_trait};
 use unique_store_contract::{RawRecord, RawWriter, Subject};
-use unique_store_sqlite::{SqliteStore, Synchronous};
+use unique_store_sqlite::{ReadsOn, SqliteStore, Synchronous};
 
 /// A store on a file in its own temporary directory (on disk, so WAL is real).
 pub struct Fixture {
@@ -29,10 +29,15 @@ impl Fixture {
     }
 
     pub fn with(synchronous: Synchronous) -> Self {
+        Self::with_options(synchronous, ReadsOn::default())
+    }
+
+    pub fn with_options(synchronous: Synchronous, reads_on: ReadsOn) -> Self {
         let dir = tempfile::tempdir().expect("create a temporary directory");
         let path = dir.path().join("unique.db");
         let store = SqliteStore::builder(&path)
             .synchronous(synchronous)
+            .reads_on(reads_on)
             .open()
             .expect("open the store");
         let raw = SqliteRaw::open(dir, path);
@@ -54,6 +59,14 @@ impl Fixture {
 /// I/O, fsync), so it runs off the async workers, as a server should do it.
 pub async fn subject() -> Subject {
     tokio::task::spawn_blocking(Fixture::new)
+        .await
+        .expect("open the store")
+        .subject()
+}
+
+/// As [`subject`], with reads on tokio's blocking pool instead of the calling task.
+pub async fn subject_reading_on_blocking_pool() -> Subject {
+    tokio::task::spawn_blocking(|| Fixture::with_options(Synchronous::Full, ReadsOn::BlockingPool))
         .await
         .expect("open the store")
         .subject()
