@@ -21,7 +21,7 @@ use crate::http_client::HttpConnector;
 use crate::keys::KeyChoice;
 use crate::load::{LoadPlan, Measurement};
 use crate::redis_client::RedisConnector;
-use crate::report::Row;
+use crate::report::{Role, Row};
 use crate::server::{DbSync, ServerStore, UniqueServer};
 use unique_testsupport::redis::RedisServer;
 
@@ -35,7 +35,7 @@ struct Args {
     connections: usize,
 
     /// Measured time per target in each round (after the warm-up).
-    #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "4s", value_parser = humantime::parse_duration)]
     duration: Duration,
 
     /// Unmeasured load before each measurement (opens the connections, fills the
@@ -46,7 +46,7 @@ struct Args {
     /// Rounds: each measures every target once, in order, so a change in the
     /// machine's load hits all targets alike. The table sums the rounds; the ratio
     /// to Redis is the median of the per-round ratios, with their range.
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = 5)]
     rounds: usize,
 
     /// Number of distinct keys (uids 1..=keys).
@@ -193,7 +193,11 @@ fn run(args: &Args) -> Result<(), String> {
         .zip(rounds)
         .map(|(target, rounds)| Row {
             label: target.target.label(),
-            baseline: target.target == Target::Redis,
+            role: match target.target {
+                Target::Redis => Role::Baseline,
+                Target::Memory => Role::Memory,
+                Target::SqliteFull | Target::SqliteNormal => Role::Other,
+            },
             rounds,
         })
         .collect();

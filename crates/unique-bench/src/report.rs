@@ -32,20 +32,32 @@ pub(crate) fn plan_line(
 /// One target's rounds.
 pub(crate) struct Row {
     pub(crate) label: &'static str,
-    /// Whether this is the baseline the ratios are taken to.
-    pub(crate) baseline: bool,
+    pub(crate) role: Role,
     pub(crate) rounds: Vec<Measurement>,
 }
 
+/// What a row's throughput is compared with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Role {
+    /// The Redis script: every row's `vs redis` ratio is to this one.
+    Baseline,
+    /// unique on the memory store: every row's `vs memory` ratio is to this one.
+    Memory,
+    /// Any other target.
+    Other,
+}
+
 /// The table: one row per target with its rounds summed, then the errors by
-/// kind. The ratio to the baseline is the median of the per-round ratios (each
-/// round measures the targets seconds apart), with their range.
+/// kind. Each ratio (to Redis, to the memory store) is the median of the
+/// per-round ratios (each round measures the targets seconds apart), with their
+/// range.
 pub(crate) fn table(rows: &[Row]) -> String {
-    let baseline = rows.iter().find(|row| row.baseline);
+    let find = |role| rows.iter().find(|row| row.role == role);
+    let (baseline, memory) = (find(Role::Baseline), find(Role::Memory));
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "{:<22} {:>10} {:>9} {:>8} {:>8} {:>8} {:>8} {:>7} {:>20} {:>14}",
+        "{:<22} {:>10} {:>9} {:>8} {:>8} {:>8} {:>8} {:>7} {:>20} {:>20} {:>14}",
         "target",
         "ok",
         "ok/s",
@@ -55,18 +67,20 @@ pub(crate) fn table(rows: &[Row]) -> String {
         "max",
         "errors",
         "vs redis (range)",
+        "vs memory (range)",
         "cpu µs/req c+s"
     );
     for row in rows {
         let total = Measurement::sum(&row.rounds);
         let h = &total.latency;
-        let ratio = baseline.map_or_else(|| "-".to_owned(), |base| ratio_text(row, base));
+        let ratio =
+            |base: Option<&Row>| base.map_or_else(|| "-".to_owned(), |b| ratio_text(row, b));
         let cpu = total
             .cpu_per_request()
             .map_or_else(|| "-".to_owned(), |(c, s)| format!("{c:.1}+{s:.1}"));
         let _ = writeln!(
             out,
-            "{:<22} {:>10} {:>9.0} {:>8} {:>8} {:>8} {:>8} {:>7} {:>20} {:>14}",
+            "{:<22} {:>10} {:>9.0} {:>8} {:>8} {:>8} {:>8} {:>7} {:>20} {:>20} {:>14}",
             row.label,
             h.len(),
             total.throughput(),
@@ -75,7 +89,8 @@ pub(crate) fn table(rows: &[Row]) -> String {
             millis(h.value_at_quantile(0.99)),
             millis(h.max()),
             total.error_count(),
-            ratio,
+            ratio(baseline),
+            ratio(memory),
             cpu
         );
     }
@@ -160,7 +175,7 @@ mod tests {
         let rows = [
             Row {
                 label: "redis",
-                baseline: true,
+                role: Role::Baseline,
                 rounds: vec![
                     round(&[100; 4], &[]),
                     round(&[100; 4], &[]),
@@ -169,7 +184,7 @@ mod tests {
             },
             Row {
                 label: "memory",
-                baseline: false,
+                role: Role::Memory,
                 // Per-round ratios 2, 1 and 3: median 2.
                 rounds: vec![
                     round(&[100; 8], &[("http 503 unavailable", 2)]),
@@ -204,17 +219,23 @@ mod tests {
     fn one_round_has_no_range_and_no_baseline_no_ratio() {
         let base = Row {
             label: "redis",
-            baseline: true,
+            role: Role::Baseline,
             rounds: vec![round(&[100; 4], &[])],
         };
         let row = Row {
-            label: "memory",
-            baseline: false,
+            label: "sqlite",
+            role: Role::Other,
             rounds: vec![round(&[100; 6], &[])],
         };
         assert_eq!(ratio_text(&row, &base), "1.50x");
         let text = table(&[row]);
-        assert!(text.lines().nth(1).unwrap().contains(" - "), "{text}");
+        // Neither Redis nor memory measured: both ratio columns are "-".
+        let cells: Vec<_> = text.lines().nth(1).unwrap().split_whitespace().collect();
+        assert_eq!(
+            cells[cells.len() - 3..cells.len() - 1],
+            ["-", "-"],
+            "{text}"
+        );
     }
 
     #[test]
