@@ -3,15 +3,17 @@
 
 use std::env;
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitCode};
+use std::process::{Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
 const USAGE: &str = "\
 usage: cargo xtask <command>
 
 commands:
-  ci        fmt check, clippy -D warnings, every test (doctests and contract suites included),
-            loom models, smoke S1-S6, benches compiled (not run)
+  ci        fmt check, clippy -D warnings, cargo-deny (bans, licenses, sources), every test
+            (doctests and contract suites included), loom models, smoke S1-S6, benches
+            compiled (not run)
+  deny      cargo-deny's offline checks (installs cargo-deny when missing)
   contract  the store and lease contract suites against every in-tree backend
   loom      the loom models of the memory store's fenced write
   smoke     S1-S6 with the server binary and client processes over loopback HTTP
@@ -43,6 +45,7 @@ fn main() -> ExitCode {
         "ci" => ci(&mut run),
         "contract" => contract(&mut run),
         "loom" => loom(&mut run),
+        "deny" => deny(&mut run),
         "smoke" => smoke(&mut run),
         "bench" => bench(&mut run, &args[1..]),
         "-h" | "--help" | "help" => {
@@ -70,6 +73,7 @@ fn ci(run: &mut Run) {
             "warnings",
         ]),
     );
+    deny(run);
     run.step(
         "test (workspace: unit, integration, doctests, contract suites)",
         cargo(&["test", "--workspace"]),
@@ -89,6 +93,30 @@ fn ci(run: &mut Run) {
             "--profile",
             "dev",
         ]),
+    );
+}
+
+/// The cargo-deny release `deny` installs when the machine has none (pinned, so a
+/// fresh machine checks with the same rules as this one).
+const CARGO_DENY: &str = "cargo-deny@0.20.2";
+
+/// cargo-deny's offline checks against `deny.toml`: bans, licenses, sources.
+/// (`advisories` needs a network database, which CI cannot reach.)
+fn deny(run: &mut Run) {
+    let installed = cargo(&["deny", "--version"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|status| status.success());
+    if !installed {
+        run.step(
+            "install cargo-deny",
+            cargo(&["install", "--locked", CARGO_DENY]),
+        );
+    }
+    run.step(
+        "deny (bans, licenses, sources)",
+        cargo(&["deny", "check", "bans", "licenses", "sources"]),
     );
 }
 
