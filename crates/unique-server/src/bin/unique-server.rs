@@ -11,7 +11,7 @@ use unique_core::{Arbiter, Store, TracingObserver};
 use unique_kick_http::HttpKicker;
 use unique_server::{ArbiterService, serve};
 
-// mimalloc: about half the instructions of glibc's malloc and free on the claim
+// mimalloc: about 40 % of the instructions of glibc's malloc and free on the claim
 // path, which allocates a few times per request (see BENCHMARKS.md).
 #[cfg(feature = "mimalloc")]
 #[global_allocator]
