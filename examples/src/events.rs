@@ -56,7 +56,7 @@ pub enum NodeEvent {
         /// The receiver's ack (`destroyed`, `no-session`, `not-older`), or `-` on an error.
         ack: String,
     },
-    /// A kick destroyed the local session.
+    /// A kick destroyed the local session, or had replaced it before it went online.
     Destroyed {
         /// The gen of the destroyed session.
         local_generation: i64,

@@ -43,6 +43,9 @@ type HeartbeatSlot = Arc<Mutex<Option<(i64, HeartbeatHandle)>>>;
 ///
 /// - A kick whose gen is above the local session's destroys it: the session leaves the
 ///   table and its heartbeat is stopped, before the receiver answers 200.
+/// - A login goes online through [`KickHandler::admit`]: if a newer gen's kick came while
+///   its claim was in flight, it never goes online (reported as
+///   [`NodeEvent::Destroyed`] right after its `LoggedIn`).
 /// - A heartbeat eviction removes the session from the table.
 /// - [`logout`](Self::logout) releases but leaves the heartbeat running, so it can be seen
 ///   evicting on the tombstone (`owner-empty`); an application would stop it instead.
@@ -51,6 +54,7 @@ pub struct Node {
     transport: HttpTransport,
     claimer: Claimer<HttpTransport>,
     sessions: Sessions,
+    kicks: KickHandler,
     heartbeat: HeartbeatSlot,
     receiver: Option<Receiver>,
     endpoint: String,
@@ -68,7 +72,7 @@ impl Node {
         let sessions = Sessions::new();
         let heartbeat: HeartbeatSlot = Arc::default();
         let handler = kick_handler(&sessions, &heartbeat, &sink);
-        let receiver = Receiver::bind(config.kick_listen, handler, sink.clone())
+        let receiver = Receiver::bind(config.kick_listen, handler.clone(), sink.clone())
             .await
             .map_err(|e| format!("cannot listen for kicks on {}: {e}", config.kick_listen))?;
         let endpoint = format!("http://{}/kick", receiver.addr());
@@ -81,6 +85,7 @@ impl Node {
             config,
             transport,
             sessions,
+            kicks: handler,
             heartbeat,
             receiver: Some(receiver),
             endpoint,
@@ -189,10 +194,16 @@ impl Node {
         match &result {
             Ok(login) => {
                 let generation = login.generation();
-                // A kick for a newer gen may already have come and found no session (the
-                // claim was still in flight): the heartbeat then evicts this one.
-                self.sessions.insert(self.config.key.clone(), generation);
-                self.watch(generation);
+                // A kick for a newer gen may already have come while the claim was in
+                // flight and found no session: then this one was replaced before it
+                // started, and never goes online.
+                let (key, sessions) = (&self.config.key, &self.sessions);
+                let online = self.kicks.admit(key, generation, || {
+                    sessions.insert(key.clone(), generation);
+                });
+                if online {
+                    self.watch(generation);
+                }
                 let o = &login.outcome;
                 (self.sink)(NodeEvent::LoggedIn {
                     generation,
@@ -205,6 +216,11 @@ impl Node {
                     attempts: login.attempts,
                 });
                 self.last_login = Some(login.clone());
+                if !online {
+                    (self.sink)(NodeEvent::Destroyed {
+                        local_generation: generation,
+                    });
+                }
             }
             Err(e) => (self.sink)(NodeEvent::LoginFailed {
                 claim_id: e.claim_id.clone(),

@@ -8,22 +8,27 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use tokio::sync::watch;
-use tokio::time::timeout;
+use tokio::time::{Instant, timeout};
 use unique_core::{Key, KickPayload};
 
-/// Kick handling settings. Default: `destroy_timeout` 2 s.
+/// Kick handling settings. Default: `destroy_timeout` 2 s, `early_kick_memory` 60 s.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct KickOptions {
     /// How long one kick waits for `destroy` before answering
     /// [`KickAck::TimedOut`]. The destroy itself keeps running.
     pub destroy_timeout: Duration,
+    /// How long a kick that found no session here is remembered for
+    /// [`KickHandler::admit`]. Longer than a login's retry budget (25 s by default),
+    /// so a login whose answer was still on its way when the kick came is refused.
+    pub early_kick_memory: Duration,
 }
 
 impl Default for KickOptions {
     fn default() -> Self {
         Self {
             destroy_timeout: Duration::from_secs(2),
+            early_kick_memory: Duration::from_mins(1),
         }
     }
 }
@@ -33,6 +38,13 @@ impl KickOptions {
     #[must_use]
     pub fn destroy_timeout(mut self, timeout: Duration) -> Self {
         self.destroy_timeout = timeout;
+        self
+    }
+
+    /// Sets [`early_kick_memory`](Self::early_kick_memory).
+    #[must_use]
+    pub fn early_kick_memory(mut self, memory: Duration) -> Self {
+        self.early_kick_memory = memory;
         self
     }
 }
@@ -126,6 +138,14 @@ enum Flight {
 /// created meanwhile), so that afterwards `get_local_generation` no longer reports it; then
 /// each session is destroyed exactly once however many kicks race. `get_local_generation`
 /// runs under the handler's internal lock: keep it quick and never call the handler from it.
+///
+/// **A kick can arrive before the login it targets has finished here**: the claim was
+/// written, a newer login read it and kicked, and the first login's answer is still on
+/// its way. There is no session to destroy yet, so the kick is answered
+/// [`IgnoreReason::NoSession`] (200: nothing older is online), and the handler remembers
+/// its gen for [`KickOptions::early_kick_memory`]. Bring every new session online through
+/// [`admit`](Self::admit), which refuses a session such a kick already replaced; without
+/// it the late session stays online until its heartbeat sees the newer gen (I5b).
 #[derive(Clone)]
 pub struct KickHandler {
     inner: Arc<Inner>,
@@ -135,7 +155,28 @@ struct Inner {
     get_local_generation: Box<GetGeneration>,
     destroy: Box<Destroy>,
     options: KickOptions,
-    flights: Mutex<HashMap<(Key, i64), watch::Receiver<Flight>>>,
+    table: Mutex<Table>,
+}
+
+/// Everything kicks and admissions decide on, under one lock.
+#[derive(Default)]
+struct Table {
+    /// Destroys in progress, by session.
+    flights: HashMap<(Key, i64), watch::Receiver<Flight>>,
+    /// Kicks that found no session: the newest gen per key, and when it came.
+    early_kicks: HashMap<Key, (i64, Instant)>,
+}
+
+impl Table {
+    fn remember_early_kick(&mut self, key: Key, generation: i64, memory: Duration) {
+        // Rare (a kick racing a login), so a sweep here keeps the map small.
+        self.early_kicks.retain(|_, (_, at)| at.elapsed() < memory);
+        let newest = self
+            .early_kicks
+            .get(&key)
+            .map_or(generation, |&(known, _)| known.max(generation));
+        self.early_kicks.insert(key, (newest, Instant::now()));
+    }
 }
 
 impl KickHandler {
@@ -152,7 +193,7 @@ impl KickHandler {
                 get_local_generation: Box::new(get_local_generation),
                 destroy: Box::new(move |key, generation| Box::pin(destroy(key, generation))),
                 options,
-                flights: Mutex::new(HashMap::new()),
+                table: Mutex::new(Table::default()),
             }),
         }
     }
@@ -160,6 +201,29 @@ impl KickHandler {
     /// Its settings.
     pub fn options(&self) -> &KickOptions {
         &self.inner.options
+    }
+
+    /// Brings a session that just logged in at `generation` online by running
+    /// `go_online` (e.g. inserting it into [`Sessions`](crate::Sessions)), unless a kick
+    /// for a newer gen of `key` already came while no session was here: then that
+    /// session has been replaced before it started, `go_online` does not run, and the
+    /// result is `false` (end the login as if it had been kicked).
+    ///
+    /// `go_online` runs under the same lock as the kick decision, so a kick either
+    /// comes first and is seen here, or comes after and finds the session to destroy.
+    /// Keep it quick and never call the handler from it.
+    pub fn admit(&self, key: &Key, generation: i64, go_online: impl FnOnce()) -> bool {
+        let memory = self.inner.options.early_kick_memory;
+        let mut table = self.inner.table();
+        if let Some(&(kicked, at)) = table.early_kicks.get(key) {
+            if kicked > generation && at.elapsed() < memory {
+                return false;
+            }
+            // Older or forgotten: it can never refuse this key's later, newer logins.
+            table.early_kicks.remove(key);
+        }
+        go_online();
+        true
     }
 
     /// Handles one kick. Must run inside a tokio runtime (`destroy` is spawned on it).
@@ -188,20 +252,22 @@ impl KickHandler {
     /// destroy or sees the session already gone. One session is destroyed exactly once.
     fn decide(&self, kick: &KickPayload) -> Result<(i64, watch::Receiver<Flight>), IgnoreReason> {
         let key = kick.key();
-        let mut flights = self.inner.flights();
+        let mut table = self.inner.table();
         let Some(local_generation) = (self.inner.get_local_generation)(&key) else {
+            let memory = self.inner.options.early_kick_memory;
+            table.remember_early_kick(key, kick.generation, memory);
             return Err(IgnoreReason::NoSession);
         };
         if local_generation >= kick.generation {
             return Err(IgnoreReason::NotOlder { local_generation });
         }
         let slot = (key, local_generation);
-        if let Some(running) = flights.get(&slot) {
+        if let Some(running) = table.flights.get(&slot) {
             return Ok((local_generation, running.clone()));
         }
         let (tx, rx) = watch::channel(Flight::Running);
-        flights.insert(slot.clone(), rx.clone());
-        drop(flights);
+        table.flights.insert(slot.clone(), rx.clone());
+        drop(table);
         let landing = Landing {
             inner: Arc::clone(&self.inner),
             slot: Some(slot),
@@ -214,10 +280,10 @@ impl KickHandler {
 }
 
 impl Inner {
-    fn flights(&self) -> std::sync::MutexGuard<'_, HashMap<(Key, i64), watch::Receiver<Flight>>> {
-        // The map stays consistent even if a holder panicked: every update is one insert
-        // or one remove.
-        self.flights.lock().unwrap_or_else(PoisonError::into_inner)
+    fn table(&self) -> std::sync::MutexGuard<'_, Table> {
+        // The maps stay consistent even if a holder panicked: every update is one insert,
+        // one remove or one retain.
+        self.table.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
@@ -241,7 +307,7 @@ impl Landing {
 impl Drop for Landing {
     fn drop(&mut self) {
         if let Some(slot) = self.slot.take() {
-            self.inner.flights().remove(&slot);
+            self.inner.table().flights.remove(&slot);
         }
         self.tx.send_replace(self.state);
     }
@@ -251,7 +317,7 @@ impl fmt::Debug for KickHandler {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("KickHandler")
             .field("options", &self.inner.options)
-            .field("in_flight", &self.inner.flights().len())
+            .field("in_flight", &self.inner.table().flights.len())
             .finish_non_exhaustive()
     }
 }

@@ -290,3 +290,88 @@ async fn a_panicking_destroy_fails_the_kick_and_frees_the_slot() {
     );
     assert_eq!(calls.load(Ordering::SeqCst), 2);
 }
+
+/// The race of a kick and the login it targets: the newer login's kick arrives before the
+/// older login's answer. The kick finds nothing (200, no-session), and `admit` then refuses
+/// the older session; a session at or above the kick's gen is admitted.
+#[tokio::test]
+async fn a_kick_before_the_login_answer_refuses_that_session() {
+    let sessions = Sessions::new();
+    let destroyed = Arc::default();
+    let h = handler(&sessions, &destroyed);
+
+    assert_eq!(
+        h.handle(&kick(8)).await,
+        KickAck::Ignored(IgnoreReason::NoSession)
+    );
+    // An older kick later does not lower what was remembered.
+    h.handle(&kick(6)).await;
+    let admitted = h.admit(&key(), 7, || {
+        sessions.insert(key(), 7);
+    });
+    assert!(
+        !admitted,
+        "gen 7 was replaced by gen 8 before it went online"
+    );
+    assert_eq!(sessions.generation(&key()), None);
+
+    // Another tenant's key is not affected.
+    let other = Key::new("game", "staging", 42);
+    assert!(h.admit(&other, 1, || {
+        sessions.insert(other.clone(), 1);
+    }));
+
+    // The newer session itself (gen 8) and anything after it go online.
+    assert!(h.admit(&key(), 8, || {
+        sessions.insert(key(), 8);
+    }));
+    assert_eq!(sessions.generation(&key()), Some(8));
+    // Once a session is online, kicks go the usual way: gen 9 destroys gen 8.
+    assert_eq!(
+        h.handle(&kick(9)).await,
+        KickAck::Destroyed {
+            local_generation: 8
+        }
+    );
+    assert!(destroyed.lock().unwrap().contains(&(key(), 8)));
+}
+
+/// Without an early kick every login is admitted, and a kick after admission destroys.
+#[tokio::test]
+async fn admit_without_an_early_kick_goes_online() {
+    let sessions = Sessions::new();
+    let destroyed = Arc::default();
+    let h = handler(&sessions, &destroyed);
+    assert!(h.admit(&key(), 3, || {
+        sessions.insert(key(), 3);
+    }));
+    assert_eq!(
+        h.handle(&kick(4)).await,
+        KickAck::Destroyed {
+            local_generation: 3
+        }
+    );
+    assert_eq!(sessions.generation(&key()), None);
+}
+
+/// An early kick is forgotten after `early_kick_memory`: by then the heartbeat (I5b)
+/// is what removes a stale session.
+#[tokio::test(start_paused = true)]
+async fn early_kicks_are_forgotten_after_their_memory() {
+    let sessions = Sessions::new();
+    let read = sessions.clone();
+    let h = KickHandler::new(
+        move |k| read.generation(k),
+        |_, _| async {},
+        KickOptions::default().early_kick_memory(Duration::from_secs(30)),
+    );
+    h.handle(&kick(5)).await;
+    tokio::time::advance(Duration::from_secs(29)).await;
+    assert!(!h.admit(&key(), 4, || {}), "still remembered at 29 s");
+    tokio::time::advance(Duration::from_secs(2)).await;
+    assert!(h.admit(&key(), 4, || {}), "forgotten after 30 s");
+    assert_eq!(
+        KickOptions::default().early_kick_memory,
+        Duration::from_secs(60)
+    );
+}
