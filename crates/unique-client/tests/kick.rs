@@ -372,6 +372,6 @@ async fn early_kicks_are_forgotten_after_their_memory() {
     assert!(h.admit(&key(), 4, || {}), "forgotten after 30 s");
     assert_eq!(
         KickOptions::default().early_kick_memory,
-        Duration::from_secs(60)
+        Duration::from_mins(1)
     );
 }
