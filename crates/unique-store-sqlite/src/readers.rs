@@ -16,7 +16,7 @@
 use std::sync::{Arc, Mutex, PoisonError};
 
 use rusqlite::Connection;
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use unique_core::Error;
 
 use crate::error::read_task_failed;
@@ -51,24 +51,26 @@ impl Readers {
             .await
             .map_err(|_| Error::unavailable("sqlite read pool is closed"))?;
         if self.reads_on == ReadsOn::CallingTask {
-            let lease = Lease::take(self);
-            let result = read(lease.conn());
-            // The permit goes back only after the connection did.
-            drop(lease);
-            drop(permit);
-            return result;
+            return self.read_leased(permit, read);
         }
         let pool = Arc::clone(self);
-        tokio::task::spawn_blocking(move || {
-            let lease = Lease::take(&pool);
-            let result = read(lease.conn());
-            drop(lease);
-            // The permit goes back only after the connection did.
-            drop(permit);
-            result
-        })
-        .await
-        .map_err(read_task_failed)?
+        tokio::task::spawn_blocking(move || pool.read_leased(permit, read))
+            .await
+            .map_err(read_task_failed)?
+    }
+
+    /// Runs `read` on an idle connection; `permit` guarantees there is one.
+    fn read_leased<T>(
+        &self,
+        permit: OwnedSemaphorePermit,
+        read: impl FnOnce(&Connection) -> Result<T, Error>,
+    ) -> Result<T, Error> {
+        let lease = Lease::take(self);
+        let result = read(lease.conn());
+        // The permit goes back only after the connection did.
+        drop(lease);
+        drop(permit);
+        result
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Connection>> {
