@@ -65,29 +65,16 @@ impl<T: Transport + ?Sized> Transport for Box<T> {
 
 /// An in-process [`Arbiter`] is a transport too: single-process deployments and tests
 /// can drive the client side against it without any network.
-///
-/// `CasFailed` never leaves an `Arbiter` (it consumes it); should one ever escape, it is
-/// reported as `Unavailable` so the client backs off instead of seeing a store detail.
 #[async_trait]
 impl<S: Store> Transport for Arbiter<S> {
     async fn claim(&self, request: &ClaimRequest) -> Result<ClaimResponse, Error> {
-        Arbiter::claim(self, request).await.map_err(hide_cas)
+        Arbiter::claim(self, request).await
     }
     async fn current(&self, key: &Key) -> Result<CurrentView, Error> {
-        Arbiter::current(self, key).await.map_err(hide_cas)
+        Arbiter::current(self, key).await
     }
     async fn release(&self, key: &Key, generation: i64) -> Result<bool, Error> {
-        Arbiter::release(self, key, generation)
-            .await
-            .map_err(hide_cas)
-    }
-}
-
-fn hide_cas(error: Error) -> Error {
-    if error.is_cas_failed() {
-        Error::unavailable("fence condition failed")
-    } else {
-        error
+        Arbiter::release(self, key, generation).await
     }
 }
 
@@ -96,11 +83,4 @@ mod tests {
     use super::*;
 
     fn _object_safe(_: Box<dyn Transport>) {}
-
-    #[test]
-    fn cas_failed_is_hidden_as_unavailable() {
-        assert!(hide_cas(Error::cas_failed()).is_unavailable());
-        assert!(hide_cas(Error::Throttled).is_throttled());
-        assert!(hide_cas(Error::invalid("x")).is_invalid_params());
-    }
 }

@@ -4,6 +4,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::error::Error;
+use crate::fence::{CasOutcome, Fence};
 use crate::kicker::{KickOutcome, Kicker};
 use crate::observer::{NoopObserver, Observer};
 use crate::store::Store;
@@ -149,8 +150,8 @@ impl<S: Store> Arbiter<S> {
     /// claim_id with an owner, return it as a replay (no kick, no write, I4);
     /// (3) if the record holds a session, kick it and wait for confirmation or
     /// failure (bounded by the kick timeout); (4) fenced CAS from the snapshot.
-    /// A lost race (`CasFailed`) starts the next attempt, from the record the
-    /// store returned with the failure when it did, else from a fresh read.
+    /// A lost race starts the next attempt, from the record the store returned
+    /// with it when it did, else from a fresh read.
     ///
     /// # Errors
     ///
@@ -211,7 +212,7 @@ impl<S: Store> Arbiter<S> {
 
     async fn claim_attempts(&self, input: &ClaimInput) -> (Result<ClaimOutcome, Error>, u32) {
         let inner = &*self.inner;
-        // A snapshot handed back by a failed CAS saves the next attempt's read.
+        // A snapshot handed back by a lost race saves the next attempt's read.
         let mut carried: Option<OwnerState> = None;
         for attempt in 1..=inner.max_claim_attempts {
             let snap = match carried.take() {
@@ -222,8 +223,8 @@ impl<S: Store> Arbiter<S> {
                 },
             };
             match self.attempt(input, snap).await {
-                Ok(outcome) => return (Ok(outcome), attempt),
-                Err(Error::CasFailed { current }) => carried = current.map(|b| *b),
+                Ok(Attempt::Won(outcome)) => return (Ok(outcome), attempt),
+                Ok(Attempt::LostRace(current)) => carried = current,
                 Err(e) => return (Err(e), attempt),
             }
         }
@@ -234,12 +235,11 @@ impl<S: Store> Arbiter<S> {
         (Err(exhausted), inner.max_claim_attempts)
     }
 
-    /// Steps 2–4 of one attempt. `CasFailed` is returned as is for the retry loop;
-    /// every other store error is already classified. Takes the snapshot by value
-    /// so the winning outcome moves the previous owner out instead of cloning it.
-    async fn attempt(&self, input: &ClaimInput, snap: OwnerState) -> Result<ClaimOutcome, Error> {
+    /// Steps 2–4 of one attempt. Takes the snapshot by value so the winning
+    /// outcome moves the previous owner out instead of cloning it.
+    async fn attempt(&self, input: &ClaimInput, snap: OwnerState) -> Result<Attempt, Error> {
         if snap.owner.is_some() && snap.claim_id.as_deref() == Some(input.claim_id.as_str()) {
-            return Ok(ClaimOutcome {
+            return Ok(Attempt::Won(ClaimOutcome {
                 generation: snap.generation,
                 prev_generation: 0,
                 has_prev: false,
@@ -247,12 +247,11 @@ impl<S: Store> Arbiter<S> {
                 kicked: false,
                 kick_detail: None,
                 replayed: true,
-            });
+            }));
         }
-        // Refuse before kicking: a session we cannot replace must not be kicked.
-        if snap.generation >= i64::MAX - 1 {
-            return Err(Error::unavailable("gen exhausted for this key"));
-        }
+        // Refuse an exhausted gen before kicking: a session we cannot replace
+        // must not be kicked.
+        Fence::for_snapshot(&snap)?;
         let (kicked, kick_detail) = if snap.holds_session() {
             match self.kick_old_session(input, &snap).await {
                 KickOutcome::Confirmed => (true, None),
@@ -261,12 +260,14 @@ impl<S: Store> Arbiter<S> {
         } else {
             (false, None)
         };
-        let store = &self.inner.store;
-        match store
+        let written = self
+            .inner
+            .store
             .claim_cas(&input.key, &input.owner, &input.claim_id, &snap)
             .await
-        {
-            Ok(generation) => Ok(ClaimOutcome {
+            .map_err(store_fault)?;
+        Ok(match written {
+            CasOutcome::Written { generation } => Attempt::Won(ClaimOutcome {
                 generation,
                 prev_generation: if snap.exists { snap.generation } else { 0 },
                 has_prev: snap.holds_session(),
@@ -275,9 +276,8 @@ impl<S: Store> Arbiter<S> {
                 kick_detail,
                 replayed: false,
             }),
-            Err(e @ Error::CasFailed { .. }) => Err(e),
-            Err(e) => Err(store_fault(e)),
-        }
+            CasOutcome::LostRace { current } => Attempt::LostRace(current),
+        })
     }
 
     async fn kick_old_session(&self, input: &ClaimInput, snap: &OwnerState) -> KickOutcome {
@@ -312,12 +312,22 @@ impl<S: Store> Arbiter<S> {
     }
 }
 
-/// Classifies a store error for callers: `Throttled` and `Unavailable` pass through;
-/// anything else (a stray `CasFailed` or `InvalidParams`) is a store fault.
+/// How one attempt ended, when it did not fail.
+enum Attempt {
+    /// The claim is decided (written or replayed).
+    Won(ClaimOutcome),
+    /// Another write came first; the next attempt starts from this record when
+    /// the store returned it, else from a fresh read.
+    LostRace(Option<OwnerState>),
+}
+
+/// Classifies a store error for callers: `Throttled` and `Unavailable` pass
+/// through; `InvalidParams` from a store, after the Arbiter validated the input,
+/// is a store fault (fail-closed).
 fn store_fault(e: Error) -> Error {
     match e {
         Error::Throttled | Error::Unavailable { .. } => e,
-        other => Error::unavailable_with("store returned an unexpected error", other),
+        Error::InvalidParams(_) => Error::unavailable_with("store returned an unexpected error", e),
     }
 }
 

@@ -1,7 +1,5 @@
 //! The one error type of the workspace and its classification helpers.
 
-use crate::types::OwnerState;
-
 /// A boxed error source kept for diagnostics (never shown to remote callers).
 pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
@@ -25,18 +23,6 @@ pub enum Error {
         /// The underlying error, when there is one.
         #[source]
         source: Option<BoxError>,
-    },
-    /// The fence condition of a conditional write failed: a normal concurrent race,
-    /// not a fault. Only a [`Store`](crate::Store) returns it and only the
-    /// [`Arbiter`](crate::Arbiter) sees it.
-    ///
-    /// `current` may carry the record as it stood when the condition failed
-    /// (e.g. DynamoDB's `ALL_OLD`); the Arbiter then uses it as the next
-    /// attempt's snapshot instead of reading again.
-    #[error("fence condition failed")]
-    CasFailed {
-        /// The record that made the condition fail, when the backend returned it.
-        current: Option<Box<OwnerState>>,
     },
 }
 
@@ -62,18 +48,6 @@ impl Error {
         }
     }
 
-    /// `CasFailed` without a snapshot: the Arbiter's next attempt reads.
-    pub fn cas_failed() -> Self {
-        Self::CasFailed { current: None }
-    }
-
-    /// `CasFailed` carrying the record that made the condition fail.
-    pub fn cas_failed_with(current: OwnerState) -> Self {
-        Self::CasFailed {
-            current: Some(Box::new(current)),
-        }
-    }
-
     /// Bad input.
     pub fn is_invalid_params(&self) -> bool {
         matches!(self, Self::InvalidParams(_))
@@ -89,23 +63,17 @@ impl Error {
         matches!(self, Self::Unavailable { .. })
     }
 
-    /// A fence condition failed.
-    pub fn is_cas_failed(&self) -> bool {
-        matches!(self, Self::CasFailed { .. })
-    }
-
     /// Worth retrying with the same claim_id after a backoff (`Throttled`, `Unavailable`).
     pub fn is_retryable(&self) -> bool {
         self.is_throttled() || self.is_unavailable()
     }
 
-    /// The stable wire code: `invalid_params`, `throttled`, `unavailable`
-    /// (`CasFailed` never crosses the wire; it reads as `unavailable`).
+    /// The stable wire code: `invalid_params`, `throttled`, `unavailable`.
     pub fn code(&self) -> &'static str {
         match self {
             Self::InvalidParams(_) => "invalid_params",
             Self::Throttled => "throttled",
-            Self::Unavailable { .. } | Self::CasFailed { .. } => "unavailable",
+            Self::Unavailable { .. } => "unavailable",
         }
     }
 }
@@ -117,16 +85,14 @@ mod tests {
     #[test]
     fn classification_helpers() {
         let cases = [
-            (Error::invalid("x"), [true, false, false, false, false]),
-            (Error::Throttled, [false, true, false, false, true]),
-            (Error::unavailable("x"), [false, false, true, false, true]),
-            (Error::cas_failed(), [false, false, false, true, false]),
+            (Error::invalid("x"), [true, false, false, false]),
+            (Error::Throttled, [false, true, false, true]),
+            (Error::unavailable("x"), [false, false, true, true]),
         ];
-        for (e, [inv, thr, una, cas, retry]) in cases {
+        for (e, [inv, thr, una, retry]) in cases {
             assert_eq!(e.is_invalid_params(), inv, "{e}");
             assert_eq!(e.is_throttled(), thr, "{e}");
             assert_eq!(e.is_unavailable(), una, "{e}");
-            assert_eq!(e.is_cas_failed(), cas, "{e}");
             assert_eq!(e.is_retryable(), retry, "{e}");
         }
     }
@@ -140,9 +106,6 @@ mod tests {
             Error::invalid("uid must be >= 1").to_string(),
             "invalid params: uid must be >= 1"
         );
-        assert_eq!(
-            Error::cas_failed_with(OwnerState::absent()).code(),
-            "unavailable"
-        );
+        assert_eq!(Error::unavailable("x").code(), "unavailable");
     }
 }

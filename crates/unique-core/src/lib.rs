@@ -3,6 +3,7 @@
 mod arbiter;
 mod error;
 mod evict;
+mod fence;
 mod kicker;
 mod observer;
 mod store;
@@ -12,6 +13,7 @@ mod validate;
 pub use arbiter::{Arbiter, ArbiterBuilder, DEFAULT_KICK_TIMEOUT, DEFAULT_MAX_CLAIM_ATTEMPTS};
 pub use error::{BoxError, Error};
 pub use evict::decide_evict;
+pub use fence::{CasOutcome, Fence, Pins};
 pub use kicker::{KickOutcome, Kicker};
 pub use observer::{NoopObserver, Observer, TracingObserver};
 pub use store::{Store, decode_owner, encode_owner};

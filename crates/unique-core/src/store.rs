@@ -5,6 +5,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 use crate::error::Error;
+use crate::fence::CasOutcome;
 use crate::types::{CurrentView, Key, Owner, OwnerState};
 
 /// A linearizable per-key record store.
@@ -25,15 +26,18 @@ use crate::types::{CurrentView, Key, Owner, OwnerState};
 ///   MUST NOT need cross-key transactions or a global lock.
 /// - **C2** [`read_owner`](Store::read_owner) and [`current`](Store::current) MUST
 ///   read the latest committed write, never a stale replica or cache.
-/// - **C3** [`claim_cas`](Store::claim_cas) MUST pick its condition from
-///   `snap.claim_id`, never from `snap.owner`:
-///   `!snap.exists` → the record must still not exist (first login);
-///   `snap.claim_id.is_some()` → `gen == snap.gen && cid == snap.claim_id` (double pin);
-///   otherwise → `gen == snap.gen && cid absent` (tombstone).
-/// - **C4** The condition check and the write of `gen = snap.gen + 1` (1 on first
-///   login), `owner` and `cid` MUST happen in one atomic write; the returned gen is
-///   the written value, not a re-read. At most one of concurrent claims on a key
-///   succeeds. If `snap.gen + 1` would reach `i64::MAX` the store MUST refuse with
+/// - **C3** [`claim_cas`](Store::claim_cas) MUST write under the condition of
+///   [`Fence::for_snapshot(snap)`](crate::Fence::for_snapshot), which picks it
+///   from `snap.claim_id`, never from `snap.owner`:
+///   first login → the record must still not exist;
+///   double pin → `gen == snap.gen && cid == snap.claim_id`;
+///   tombstone → `gen == snap.gen && cid absent`.
+/// - **C4** The condition check and the write of `gen =`
+///   [`Fence::next_generation`](crate::Fence::next_generation) (1 on first
+///   login, else `snap.gen + 1`), `owner` and `cid` MUST happen in one atomic
+///   write; the reported gen is the written value, not a re-read. At most one
+///   of concurrent claims on a key succeeds. When the fence refuses the
+///   snapshot (the next gen would reach `i64::MAX`) the store MUST return that
 ///   [`Error::Unavailable`] and write nothing.
 /// - **C5** [`release`](Store::release) sets `owner` to the empty string and removes
 ///   `cid`, keeping `gen`, only when the stored `gen == gen`; it returns whether the
@@ -43,24 +47,25 @@ use crate::types::{CurrentView, Key, Owner, OwnerState};
 /// - **C7** `read_owner` reports an unparseable non-empty owner as `owner = None,
 ///   owner_corrupt = true` (not an error); `current` reports the same record as
 ///   [`Error::Unavailable`]. A tombstone reads `exists = true, owner = None`.
-/// - **C8** A failed condition MUST be [`Error::CasFailed`] with nothing written
-///   (optionally carrying the record that failed it); throttling MUST be
-///   [`Error::Throttled`]; everything else [`Error::Unavailable`]. A store MUST NOT
-///   disguise another error as `CasFailed`. An owner that cannot be serialised or
-///   has an empty endpoint MUST be refused with [`Error::InvalidParams`] before any write.
+/// - **C8** A failed condition MUST be [`CasOutcome::LostRace`] with nothing
+///   written (optionally carrying the record that failed it); throttling MUST
+///   be [`Error::Throttled`]; every other failure [`Error::Unavailable`]. A
+///   store MUST NOT report another failure as a lost race, nor a lost race as
+///   an error. An owner that cannot be serialised or has an empty endpoint MUST
+///   be refused with [`Error::InvalidParams`] before any write.
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
     /// Strongly consistent snapshot of the key's record (C2, C6, C7).
     async fn read_owner(&self, key: &Key) -> Result<OwnerState, Error>;
 
-    /// Fenced claim from `snap` (C3, C4, C8); returns the written gen.
+    /// Fenced claim from `snap` (C3, C4, C8): the gen written, or a lost race.
     async fn claim_cas(
         &self,
         key: &Key,
         owner: &Owner,
         claim_id: &str,
         snap: &OwnerState,
-    ) -> Result<i64, Error>;
+    ) -> Result<CasOutcome, Error>;
 
     /// The self-eviction baseline (C2, C7: a corrupt owner is `Unavailable`).
     async fn current(&self, key: &Key) -> Result<CurrentView, Error>;
@@ -82,7 +87,7 @@ macro_rules! forward_store {
                 owner: &Owner,
                 claim_id: &str,
                 snap: &OwnerState,
-            ) -> Result<i64, Error> {
+            ) -> Result<CasOutcome, Error> {
                 (**self).claim_cas(key, owner, claim_id, snap).await
             }
             async fn current(&self, key: &Key) -> Result<CurrentView, Error> {

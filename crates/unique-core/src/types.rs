@@ -4,6 +4,8 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+use crate::error::Error;
+
 /// The identity one session is arbitrated for: `(project, env, uid)`.
 ///
 /// Different `(project, env)` pairs never interfere for the same uid.
@@ -93,6 +95,24 @@ impl OwnerState {
     /// The snapshot holds a session that a new claim must replace (owner present or corrupt).
     pub fn holds_session(&self) -> bool {
         self.owner.is_some() || self.owner_corrupt
+    }
+
+    /// The record as `current` reports it (C7): the same record, but a corrupt
+    /// owner is a hard error, so a heartbeat keeps its session rather than
+    /// evicting on a record it cannot read.
+    ///
+    /// # Errors
+    ///
+    /// `Unavailable` when the stored owner is corrupt.
+    pub fn into_current_view(self) -> Result<CurrentView, Error> {
+        if self.owner_corrupt {
+            return Err(Error::unavailable("stored owner is corrupt"));
+        }
+        Ok(CurrentView {
+            generation: self.generation,
+            owner: self.owner,
+            exists: self.exists,
+        })
     }
 }
 

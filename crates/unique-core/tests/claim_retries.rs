@@ -35,7 +35,7 @@ fn failed(code: &'static str, attempts: u32) -> Vec<ClaimEvent> {
 async fn lost_race_rereads_rekicks_the_winner_and_wins_next_attempt() {
     let store = ScriptedStore::new()
         .read(Ok(old_session(5)))
-        .cas(Err(Error::cas_failed()))
+        .lost()
         .read(Ok(rival(6)))
         .cas(Ok(7));
     let h = Harness::new(store, confirming());
@@ -75,7 +75,7 @@ async fn outcome_describes_the_winning_attempt_only() {
     // First attempt: kick confirmed, race lost. Second: a fresh record, no kick.
     let store = ScriptedStore::new()
         .read(Ok(old_session(5)))
-        .cas(Err(Error::cas_failed()))
+        .lost()
         .read(Ok(rival(6)))
         .cas(Ok(7));
     let kicker = ScriptedKicker::sequence(
@@ -100,7 +100,7 @@ async fn lost_race_to_a_release_claims_the_tombstone_without_kicking_again() {
     let tomb = tombstone(5);
     let store = ScriptedStore::new()
         .read(Ok(old_session(5)))
-        .cas(Err(Error::cas_failed_with(tomb.clone())))
+        .lost_to(tomb.clone())
         .cas(Ok(6));
     let h = Harness::new(store, confirming());
 
@@ -125,10 +125,10 @@ async fn lost_race_to_a_release_claims_the_tombstone_without_kicking_again() {
 }
 
 #[tokio::test]
-async fn cas_failed_with_snapshot_is_used_without_a_second_read() {
+async fn lost_race_with_snapshot_is_used_without_a_second_read() {
     let store = ScriptedStore::new()
         .read(Ok(old_session(5)))
-        .cas(Err(Error::cas_failed_with(rival(6))))
+        .lost_to(rival(6))
         .cas(Ok(7));
     let h = Harness::new(store, confirming());
 
@@ -153,8 +153,8 @@ async fn cas_failed_with_snapshot_is_used_without_a_second_read() {
 async fn carried_snapshot_is_used_once_then_the_next_attempt_reads() {
     let store = ScriptedStore::new()
         .read(Ok(old_session(5)))
-        .cas(Err(Error::cas_failed_with(rival(6))))
-        .cas(Err(Error::cas_failed()))
+        .lost_to(rival(6))
+        .lost()
         .read(Ok(rival(8)))
         .cas(Ok(9));
     let h = Harness::new(store, confirming());
@@ -174,9 +174,7 @@ async fn carried_snapshot_is_used_once_then_the_next_attempt_reads() {
 async fn budget_exhausted_is_unavailable_after_the_default_three_attempts() {
     let mut store = ScriptedStore::new();
     for generation in 5..8 {
-        store = store
-            .read(Ok(old_session(generation)))
-            .cas(Err(Error::cas_failed()));
+        store = store.read(Ok(old_session(generation))).lost();
     }
     let h = Harness::new(store, confirming());
 
@@ -194,9 +192,9 @@ async fn budget_exhausted_is_unavailable_after_the_default_three_attempts() {
 async fn budget_exhausted_with_carried_snapshots_reads_once() {
     let store = ScriptedStore::new()
         .read(Ok(old_session(5)))
-        .cas(Err(Error::cas_failed_with(rival(6))))
-        .cas(Err(Error::cas_failed_with(rival(7))))
-        .cas(Err(Error::cas_failed_with(rival(8))));
+        .lost_to(rival(6))
+        .lost_to(rival(7))
+        .lost_to(rival(8));
     let h = Harness::new(store, confirming());
 
     let err = h.claim().await.unwrap_err();
@@ -208,9 +206,7 @@ async fn budget_exhausted_with_carried_snapshots_reads_once() {
 
 #[tokio::test]
 async fn max_claim_attempts_zero_behaves_as_one() {
-    let store = ScriptedStore::new()
-        .read(Ok(old_session(5)))
-        .cas(Err(Error::cas_failed()));
+    let store = ScriptedStore::new().read(Ok(old_session(5))).lost();
     let h = Harness::with(store, confirming(), |b| b.max_claim_attempts(0));
 
     let err = h.claim().await.unwrap_err();
@@ -233,9 +229,7 @@ async fn max_claim_attempts_one_wins_on_the_first_cas() {
 async fn a_larger_budget_allows_that_many_attempts() {
     let mut store = ScriptedStore::new();
     for generation in 1..5 {
-        store = store
-            .read(Ok(rival(generation)))
-            .cas(Err(Error::cas_failed()));
+        store = store.read(Ok(rival(generation))).lost();
     }
     let store = store.read(Ok(rival(5))).cas(Ok(6));
     let h = Harness::with(store, confirming(), |b| b.max_claim_attempts(5));
@@ -279,7 +273,7 @@ async fn throttled_cas_is_passed_through_without_retry() {
 async fn throttled_read_on_a_retry_is_passed_through() {
     let store = ScriptedStore::new()
         .read(Ok(old_session(5)))
-        .cas(Err(Error::cas_failed()))
+        .lost()
         .read(Err(Error::Throttled));
     let h = Harness::new(store, confirming());
 
@@ -332,24 +326,11 @@ async fn any_other_cas_error_is_unavailable_without_retry() {
 }
 
 #[tokio::test]
-async fn cas_failed_from_a_read_is_a_store_fault() {
-    // Only claim_cas may report a lost race; from a read it is a broken store.
-    let store = ScriptedStore::new().read(Err(Error::cas_failed_with(rival(3))));
-    let h = Harness::new(store, confirming());
-
-    let err = h.claim().await.unwrap_err();
-
-    assert!(err.is_unavailable(), "{err}");
-    assert_eq!(h.store().read_count(), 1);
-    assert_eq!(h.store().cas_count(), 0);
-}
-
-#[tokio::test]
 async fn ambiguous_write_ends_in_replay_with_the_written_gen_and_no_second_kick() {
     // The CAS was applied but reported as failed; the re-read shows our own claim.
     let store = ScriptedStore::new()
         .read(Ok(old_session(5)))
-        .cas(Err(Error::cas_failed()))
+        .lost()
         .read(Ok(online(6, new_owner(), CLAIM_ID)));
     let h = Harness::new(store, confirming());
 
@@ -371,9 +352,7 @@ async fn ambiguous_write_ends_in_replay_with_the_written_gen_and_no_second_kick(
 #[tokio::test]
 async fn ambiguous_write_with_carried_snapshot_replays_without_reading() {
     let mine = online(6, new_owner(), CLAIM_ID);
-    let store = ScriptedStore::new()
-        .read(Ok(old_session(5)))
-        .cas(Err(Error::cas_failed_with(mine)));
+    let store = ScriptedStore::new().read(Ok(old_session(5))).lost_to(mine);
     let h = Harness::new(store, confirming());
 
     let outcome = h.claim().await.unwrap();
@@ -388,9 +367,7 @@ async fn ambiguous_write_with_carried_snapshot_replays_without_reading() {
 async fn ambiguous_write_on_the_last_attempt_is_unavailable() {
     // With the budget spent, nobody re-reads: the caller retries with the same
     // claim_id and gets the replay then (the client's job, SPEC section 5).
-    let store = ScriptedStore::new()
-        .read(Ok(old_session(5)))
-        .cas(Err(Error::cas_failed()));
+    let store = ScriptedStore::new().read(Ok(old_session(5))).lost();
     let h = Harness::with(store, confirming(), |b| b.max_claim_attempts(1));
 
     assert!(h.claim().await.unwrap_err().is_unavailable());
@@ -400,7 +377,7 @@ async fn ambiguous_write_on_the_last_attempt_is_unavailable() {
 async fn gen_exhausted_on_a_retry_stops_before_the_second_kick() {
     let store = ScriptedStore::new()
         .read(Ok(old_session(i64::MAX - 2)))
-        .cas(Err(Error::cas_failed_with(rival(i64::MAX - 1))));
+        .lost_to(rival(i64::MAX - 1));
     let h = Harness::new(store, confirming());
 
     let err = h.claim().await.unwrap_err();

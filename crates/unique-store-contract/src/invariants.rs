@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 
-use unique_core::{Error, OwnerState};
+use unique_core::{CasOutcome, OwnerState};
 
 use crate::Subject;
 use crate::model::{ClaimVerdict, RecordModel};
@@ -115,7 +115,7 @@ impl Walk {
             .claim_cas(&key, &owner, &claim_id, &snap)
             .await;
         match (self.model(uid).claim(&owner, &claim_id, &snap), result) {
-            (ClaimVerdict::Won(expected), Ok(generation)) => {
+            (ClaimVerdict::Won(expected), Ok(CasOutcome::Written { generation })) => {
                 assert_eq!(generation, expected, "{at}: claim gen");
                 let previous = self.last_won.insert(uid, generation).unwrap_or(0);
                 assert!(
@@ -123,9 +123,9 @@ impl Walk {
                     "{at}: gen went from {previous} to {generation}"
                 );
             }
-            (ClaimVerdict::ConditionFailed, Err(Error::CasFailed { current })) => {
+            (ClaimVerdict::ConditionFailed, Ok(CasOutcome::LostRace { current })) => {
                 if let Some(carried) = current {
-                    assert_eq!(*carried, *self.model(uid).state(), "{at}: carried snapshot");
+                    assert_eq!(carried, *self.model(uid).state(), "{at}: carried snapshot");
                 }
             }
             (verdict, result) => panic!("{at}: claim {result:?}, model {verdict:?}"),

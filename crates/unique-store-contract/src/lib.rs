@@ -8,16 +8,16 @@ use std::sync::Arc;
 use unique_core::{Error, Key, Store, async_trait};
 
 pub mod arbiter;
-pub mod c1;
-pub mod c2;
-pub mod c3;
-pub mod c4;
-pub mod c5;
-pub mod c6;
-pub mod c7;
-pub mod c8;
+pub mod atomic_increment;
+pub mod cid_presence;
+pub mod corrupt_owner;
+pub mod error_classification;
+pub mod fence_forms;
+pub mod fenced_release;
 pub mod invariants;
+pub mod linearizability;
 pub mod model;
+pub mod strong_reads;
 mod support;
 pub mod traps;
 
@@ -60,7 +60,7 @@ macro_rules! __store_contract_cases {
     ($callback:ident ! $args:tt) => {
         $crate::$callback! {
             $args
-            c1 {
+            linearizability {
                 race_first_login_one_winner,
                 race_double_pin_one_winner,
                 race_tombstone_one_winner,
@@ -70,13 +70,13 @@ macro_rules! __store_contract_cases {
                 tenants_are_isolated,
                 conditions_see_latest_write,
             }
-            c2 {
+            strong_reads {
                 read_sees_committed_claim,
                 read_sees_raw_write,
                 current_agrees_with_read_owner,
                 reads_never_go_back,
             }
-            c3 {
+            fence_forms {
                 first_login_requires_absence,
                 double_pin_requires_gen,
                 double_pin_requires_cid,
@@ -86,14 +86,14 @@ macro_rules! __store_contract_cases {
                 owner_without_cid_uses_tombstone_form,
                 empty_owner_with_cid_uses_double_pin,
             }
-            c4 {
+            atomic_increment {
                 first_login_writes_gen_one,
                 returned_gen_is_written_gen,
                 no_torn_writes,
                 gen_exhausted_refused,
                 gen_below_max_claimable,
             }
-            c5 {
+            fenced_release {
                 release_tombstones_and_keeps_gen,
                 repeated_release_is_true,
                 release_gen_mismatch_is_false,
@@ -102,22 +102,22 @@ macro_rules! __store_contract_cases {
                 release_never_resets_gen,
                 stale_release_after_takeover_is_false,
             }
-            c6 {
+            cid_presence {
                 empty_cid_reads_as_empty,
                 absent_cid_reads_as_none,
                 empty_cid_uses_double_pin,
                 claim_writes_exact_cid,
             }
-            c7 {
+            corrupt_owner {
                 corrupt_owner_reads_soft,
                 corrupt_owner_is_unavailable_on_current,
                 tombstone_distinct_from_absent,
                 owner_json_round_trip,
             }
-            c8 {
+            error_classification {
                 failed_condition_writes_nothing,
-                cas_failed_only_on_condition,
-                cas_failed_snapshot_is_current_record,
+                lost_race_only_on_condition,
+                lost_race_record_is_current,
                 owner_without_endpoint_refused,
             }
             traps {

@@ -1,5 +1,8 @@
 //! A reference model of one key's record: what a correct store must answer.
 //!
+//! It decides claims on its own, without `unique_core::Fence`, on purpose: an
+//! oracle that shared the code it checks could not catch a bug in that code.
+//!
 //! The random-sequence case (`invariants::random_operations_match_model`) checks
 //! a backend against it operation by operation; it is public so a backend's own
 //! tests can use it too.
@@ -11,7 +14,7 @@ use unique_core::{CurrentView, Owner, OwnerState};
 pub enum ClaimVerdict {
     /// The condition held: the record now has this gen.
     Won(i64),
-    /// The condition failed: `CasFailed`, nothing written.
+    /// The condition failed: a lost race, nothing written.
     ConditionFailed,
     /// `snap.gen + 1` would reach `i64::MAX`: `Unavailable`, nothing written.
     GenExhausted,

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use unique_core::{CurrentView, Error, Key, Owner, OwnerState, Store};
+use unique_core::{CasOutcome, CurrentView, Error, Key, Owner, OwnerState, Store};
 
 use crate::{RawRecord, RawWriter, Subject};
 
@@ -43,15 +43,16 @@ impl Ctx {
     }
 
     /// `claim_cas` with the owner derived from `claim_id`.
-    pub(crate) async fn claim(
-        &self,
-        key: &Key,
-        claim_id: &str,
-        snap: &OwnerState,
-    ) -> Result<i64, Error> {
-        self.store
+    pub(crate) async fn claim(&self, key: &Key, claim_id: &str, snap: &OwnerState) -> Claimed {
+        match self
+            .store
             .claim_cas(key, &owner_for(claim_id), claim_id, snap)
             .await
+        {
+            Ok(CasOutcome::Written { generation }) => Ok(generation),
+            Ok(CasOutcome::LostRace { current }) => Err(NotWritten::LostRace(current)),
+            Err(e) => Err(NotWritten::Failed(e)),
+        }
     }
 
     pub(crate) async fn release(&self, key: &Key, generation: i64) -> bool {
@@ -94,31 +95,57 @@ impl Ctx {
         self.read(key).await
     }
 
-    /// Asserts `result` is `CasFailed` and that the record is still `before`;
-    /// a snapshot carried by the error must be that record too.
+    /// Asserts `result` is a lost race and that the record is still `before`;
+    /// a record carried by the lost race must be that record too.
     pub(crate) async fn assert_refused(
         &self,
         key: &Key,
-        result: Result<i64, Error>,
+        result: Claimed,
         before: &OwnerState,
         what: &str,
     ) {
         match result {
-            Err(Error::CasFailed { current }) => {
+            Err(NotWritten::LostRace(current)) => {
                 if let Some(carried) = current {
                     assert_eq!(
-                        *carried, *before,
-                        "{what}: CasFailed carried a wrong record"
+                        carried, *before,
+                        "{what}: the lost race carried a wrong record"
                     );
                 }
             }
-            other => panic!("{what}: expected CasFailed, got {other:?}"),
+            other => panic!("{what}: expected a lost race, got {other:?}"),
         }
         assert_eq!(
             self.read(key).await,
             *before,
             "{what}: a failed condition must write nothing"
         );
+    }
+}
+
+/// A claim as the cases compare it: the gen written, or why nothing was.
+pub(crate) type Claimed = Result<i64, NotWritten>;
+
+/// How a claim that wrote nothing ended.
+#[derive(Debug)]
+pub(crate) enum NotWritten {
+    /// The fence condition failed, with the record the store carried back.
+    LostRace(Option<OwnerState>),
+    /// The store answered an error.
+    Failed(Error),
+}
+
+impl NotWritten {
+    pub(crate) fn is_lost_race(&self) -> bool {
+        matches!(self, Self::LostRace(_))
+    }
+
+    /// The error, when the store answered one.
+    pub(crate) fn error(&self) -> Option<&Error> {
+        match self {
+            Self::Failed(e) => Some(e),
+            Self::LostRace(_) => None,
+        }
     }
 }
 
@@ -165,7 +192,7 @@ pub(crate) async fn race_from(
     snap: &OwnerState,
     n: usize,
     tag: &str,
-) -> Vec<(String, Result<i64, Error>)> {
+) -> Vec<(String, Claimed)> {
     let barrier = Arc::new(tokio::sync::Barrier::new(n));
     let tasks: Vec<_> = (0..n)
         .map(|i| {
@@ -191,7 +218,7 @@ pub(crate) async fn race_from(
 pub(crate) async fn assert_one_winner(
     ctx: &Ctx,
     key: &Key,
-    results: &[(String, Result<i64, Error>)],
+    results: &[(String, Claimed)],
     expected: i64,
 ) -> String {
     let winners: Vec<_> = results.iter().filter(|(_, r)| r.is_ok()).collect();
@@ -209,8 +236,8 @@ pub(crate) async fn assert_one_winner(
     for (claim_id, result) in results {
         if let Err(e) = result {
             assert!(
-                e.is_cas_failed(),
-                "loser {claim_id} must see CasFailed, got {e:?}"
+                e.is_lost_race(),
+                "loser {claim_id} must see a lost race, got {e:?}"
             );
         }
     }

@@ -8,11 +8,13 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use unique_core::{
-    CurrentView, Error, Key, Owner, OwnerState, Store, async_trait, decode_owner, encode_owner,
+    CasOutcome, CurrentView, Error, Key, Owner, OwnerState, Store, async_trait, decode_owner,
+    encode_owner,
 };
 use unique_store_contract::model::{ClaimVerdict, RecordModel};
 use unique_store_contract::{
-    RawRecord, RawWriter, Subject, c1, c2, c3, c5, c6, c8, store_contract_tests, traps,
+    RawRecord, RawWriter, Subject, cid_presence, error_classification, fence_forms, fenced_release,
+    linearizability, store_contract_tests, strong_reads, traps,
 };
 
 /// One deliberate bug per variant; `None` is the correct store.
@@ -27,8 +29,8 @@ enum Bug {
     EmptyCidAsAbsent,
     /// Resets the gen to 0 on release.
     ResetGenOnRelease,
-    /// Reports every fifth claim as `CasFailed` (as a throttle mapped wrongly would).
-    ThrottleAsCasFailed,
+    /// Reports every fifth claim as a lost race (as a throttle mapped wrongly would).
+    ThrottleAsLostRace,
     /// `read_owner` answers from a cache filled on the first read of a key.
     CachedReads,
     /// Records expire one second after their last write.
@@ -97,12 +99,12 @@ impl Store for RefStore {
         owner: &Owner,
         claim_id: &str,
         snap: &OwnerState,
-    ) -> Result<i64, Error> {
+    ) -> Result<CasOutcome, Error> {
         encode_owner(owner)?;
-        if self.bug == Bug::ThrottleAsCasFailed
+        if self.bug == Bug::ThrottleAsLostRace
             && self.claims.fetch_add(1, Ordering::Relaxed) % 5 == 4
         {
-            return Err(Error::cas_failed());
+            return Ok(CasOutcome::lost());
         }
         let mut snap = snap.clone();
         match self.bug {
@@ -112,10 +114,10 @@ impl Store for RefStore {
         }
         let verdict = self.with(key, |m| m.claim(owner, claim_id, &snap));
         match verdict {
-            ClaimVerdict::Won(generation) => Ok(generation),
-            ClaimVerdict::ConditionFailed => Err(Error::cas_failed_with(
-                self.with(key, |m| m.state().clone()),
-            )),
+            ClaimVerdict::Won(generation) => Ok(CasOutcome::Written { generation }),
+            ClaimVerdict::ConditionFailed => Ok(CasOutcome::LostRace {
+                current: Some(self.with(key, |m| m.state().clone())),
+            }),
             ClaimVerdict::GenExhausted => Err(Error::unavailable("gen exhausted for this key")),
         }
     }
@@ -194,7 +196,7 @@ where
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn catches_form_chosen_by_owner() {
-    assert_caught(c3::corrupt_record_replaceable(subject_with(
+    assert_caught(fence_forms::corrupt_record_replaceable(subject_with(
         Bug::FormByOwner,
     )))
     .await;
@@ -206,7 +208,7 @@ async fn catches_unconditional_put() {
         Bug::UnconditionalPut,
     )))
     .await;
-    assert_caught(c1::race_first_login_one_winner(subject_with(
+    assert_caught(linearizability::race_first_login_one_winner(subject_with(
         Bug::UnconditionalPut,
     )))
     .await;
@@ -214,7 +216,7 @@ async fn catches_unconditional_put() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn catches_empty_cid_read_as_absent() {
-    assert_caught(c6::empty_cid_reads_as_empty(subject_with(
+    assert_caught(cid_presence::empty_cid_reads_as_empty(subject_with(
         Bug::EmptyCidAsAbsent,
     )))
     .await;
@@ -222,23 +224,23 @@ async fn catches_empty_cid_read_as_absent() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn catches_gen_reset_on_release() {
-    assert_caught(c5::release_never_resets_gen(subject_with(
+    assert_caught(fenced_release::release_never_resets_gen(subject_with(
         Bug::ResetGenOnRelease,
     )))
     .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn catches_throttle_reported_as_cas_failed() {
-    assert_caught(c8::cas_failed_only_on_condition(subject_with(
-        Bug::ThrottleAsCasFailed,
-    )))
+async fn catches_throttle_reported_as_lost_race() {
+    assert_caught(error_classification::lost_race_only_on_condition(
+        subject_with(Bug::ThrottleAsLostRace),
+    ))
     .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn catches_cached_reads() {
-    assert_caught(c2::read_sees_committed_claim(subject_with(
+    assert_caught(strong_reads::read_sees_committed_claim(subject_with(
         Bug::CachedReads,
     )))
     .await;

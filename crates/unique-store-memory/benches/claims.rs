@@ -7,7 +7,7 @@ use std::hint::black_box;
 
 use criterion::{Criterion, criterion_main};
 use futures::executor::block_on;
-use unique_core::{Arbiter, ClaimInput, Key, Owner, Store};
+use unique_core::{Arbiter, CasOutcome, ClaimInput, Key, Owner, Store};
 use unique_store_memory::MemoryStore;
 
 fn input(uid: i64, claim_id: &str) -> ClaimInput {
@@ -46,7 +46,8 @@ fn claims(c: &mut Criterion) {
     let store = MemoryStore::new();
     let key = Key::new("bench", "prod", 1);
     let snap = block_on(store.read_owner(&key)).expect("read");
-    block_on(store.claim_cas(&key, &pair[0].owner, "a", &snap)).expect("claim");
+    let first = block_on(store.claim_cas(&key, &pair[0].owner, "a", &snap)).expect("claim");
+    assert_eq!(first, CasOutcome::Written { generation: 1 });
     group.bench_function("store_read_owner", |b| {
         b.iter(|| black_box(block_on(store.read_owner(&key)).expect("read")));
     });

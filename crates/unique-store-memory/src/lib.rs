@@ -1,6 +1,5 @@
 #![doc = include_str!("../README.md")]
 
-mod fence;
 #[cfg(all(test, loom))]
 mod loom_models;
 mod record;
@@ -10,10 +9,13 @@ mod table;
 use std::fmt;
 use std::sync::Arc;
 
-use unique_core::{CurrentView, Error, Key, Owner, OwnerState, Store, async_trait};
+use unique_core::{
+    CasOutcome, CurrentView, Error, Fence, Key, Owner, OwnerState, Store, async_trait,
+};
 
-use crate::fence::Fence;
-use crate::record::{OwnerAttr, Record, state_of};
+use crate::record::state_of;
+#[cfg(feature = "test-util")]
+use crate::record::{OwnerAttr, Record};
 use crate::table::Table;
 
 /// Shards of a store built with [`MemoryStore::new`]: enough that tasks on
@@ -44,7 +46,9 @@ impl MemoryStore {
     /// writes: corrupt owners, empty cids, tombstones, gens near `i64::MAX`.
     /// `owner` is stored as if it were the raw JSON string of another backend:
     /// empty or absent reads as a tombstone, unparseable reads as corrupt (C7).
-    /// Never use it in production code: it can move a gen backwards.
+    /// Never use it in production code: it can move a gen backwards. Compiled
+    /// only with the `test-util` feature.
+    #[cfg(feature = "test-util")]
     pub fn put_raw(&self, key: &Key, generation: i64, owner: Option<&str>, claim_id: Option<&str>) {
         self.table.put(
             key,
@@ -85,7 +89,7 @@ impl Store for MemoryStore {
         owner: &Owner,
         claim_id: &str,
         snap: &OwnerState,
-    ) -> Result<i64, Error> {
+    ) -> Result<CasOutcome, Error> {
         // C8: refuse an owner without endpoint before touching the record. An
         // `Owner` is three strings and always serialises, so the endpoint is the
         // only rule left to check; building its JSON (as `encode_owner` does)
@@ -93,14 +97,12 @@ impl Store for MemoryStore {
         if owner.endpoint.is_empty() {
             return Err(Error::invalid("owner.endpoint must not be empty"));
         }
-        self.table
-            .claim(key, Fence::from_snapshot(snap), owner, claim_id)
+        let fence = Fence::for_snapshot(snap)?;
+        Ok(self.table.claim(key, fence, owner, claim_id))
     }
 
     async fn current(&self, key: &Key) -> Result<CurrentView, Error> {
-        self.table.read_with(key, |record| {
-            record.map_or_else(|| Ok(CurrentView::default()), Record::current)
-        })
+        self.table.read_with(key, state_of).into_current_view()
     }
 
     async fn release(&self, key: &Key, generation: i64) -> Result<bool, Error> {

@@ -11,9 +11,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use loom::sync::Arc;
 use loom::thread;
-use unique_core::{Error, Key, Owner, OwnerState};
+use unique_core::{CasOutcome, Fence, Key, Owner, OwnerState};
 
-use crate::fence::Fence;
 use crate::record::{OwnerAttr, Record, state_of};
 use crate::table::Table;
 
@@ -22,6 +21,19 @@ const ONE_WINNER: &str = "invariant violated: exactly one claim from one snapsho
 
 fn key() -> Key {
     Key::new("p", "e", 1)
+}
+
+/// The fence of a claim from `snap` (no model comes near an exhausted gen).
+fn fence(snap: &OwnerState) -> Fence<'_> {
+    Fence::for_snapshot(snap).expect("gen not exhausted")
+}
+
+/// The gen a claim wrote, `None` when it lost the race.
+fn written(outcome: &CasOutcome) -> Option<i64> {
+    match outcome {
+        CasOutcome::Written { generation } => Some(*generation),
+        CasOutcome::LostRace { .. } => None,
+    }
 }
 
 fn owner(claim_id: &str) -> Owner {
@@ -70,38 +82,35 @@ fn claimers_from_one_snapshot(n: usize, initial: Option<Record>, expected: i64) 
             let snap = std::sync::Arc::clone(&snap);
             thread::spawn(move || {
                 let claim_id = format!("t{i}");
-                let result = table.claim(
-                    &key(),
-                    Fence::from_snapshot(&snap),
-                    &owner(&claim_id),
-                    &claim_id,
-                );
+                let result = table.claim(&key(), fence(&snap), &owner(&claim_id), &claim_id);
                 (claim_id, result)
             })
         })
         .collect();
-    let results: Vec<(String, Result<i64, Error>)> =
+    let results: Vec<(String, CasOutcome)> =
         handles.into_iter().map(|h| h.join().unwrap()).collect();
-    let winners: Vec<_> = results.iter().filter(|(_, r)| r.is_ok()).collect();
+    let winners: Vec<_> = results
+        .iter()
+        .filter(|(_, r)| written(r).is_some())
+        .collect();
     assert_eq!(winners.len(), 1, "{ONE_WINNER}");
     let (winner, won) = winners[0];
     assert_eq!(
-        won.as_ref().ok(),
-        Some(&expected),
+        written(won),
+        Some(expected),
         "gen must advance by exactly one"
     );
     let stored = table.read_with(&key(), state_of);
     assert_eq!(stored.generation, expected);
     assert_eq!(stored.claim_id.as_deref(), Some(winner.as_str()));
     for (_, result) in &results {
-        if let Err(e) = result {
-            // Losers fail on the condition and see the winner's record.
-            match e {
-                Error::CasFailed {
-                    current: Some(seen),
-                } => assert_eq!(**seen, stored),
-                other => panic!("a loser must see CasFailed with the record, got {other:?}"),
-            }
+        // Losers fail on the condition and see the winner's record.
+        match result {
+            CasOutcome::Written { .. } => {}
+            CasOutcome::LostRace {
+                current: Some(seen),
+            } => assert_eq!(*seen, stored),
+            other => panic!("a loser must see the lost race with the record, got {other:?}"),
         }
     }
 }
@@ -145,22 +154,20 @@ fn loom_claim_races_release() {
         };
         let claim_thread = {
             let table = Arc::clone(&table);
-            thread::spawn(move || {
-                table.claim(&key(), Fence::from_snapshot(&snap), &owner("b"), "b")
-            })
+            thread::spawn(move || written(&table.claim(&key(), fence(&snap), &owner("b"), "b")))
         };
         let released = release_thread.join().unwrap();
         let claimed = claim_thread.join().unwrap();
         let stored = table.read_with(&key(), state_of);
         // Both fences pin gen 5 and cid "a": whichever commits first voids the other.
         match (released, claimed) {
-            (true, Err(Error::CasFailed { .. })) => {
+            (true, None) => {
                 assert_eq!(
                     (stored.generation, stored.claim_id, stored.owner),
                     (5, None, None)
                 );
             }
-            (false, Ok(6)) => {
+            (false, Some(6)) => {
                 assert_eq!(
                     (stored.generation, stored.claim_id.as_deref()),
                     (6, Some("b"))
@@ -183,37 +190,31 @@ fn loom_replay_races_new_claim() {
             thread::spawn(move || {
                 let seen = table.read_with(&key(), state_of);
                 if seen.owner.is_some() && seen.claim_id.as_deref() == Some("a") {
-                    return (true, Ok(seen.generation));
+                    return (true, Some(seen.generation));
                 }
                 (
                     false,
-                    table.claim(&key(), Fence::from_snapshot(&seen), &owner("a"), "a"),
+                    written(&table.claim(&key(), fence(&seen), &owner("a"), "a")),
                 )
             })
         };
         let newcomer = {
             let table = Arc::clone(&table);
-            thread::spawn(move || {
-                table.claim(&key(), Fence::from_snapshot(&snap), &owner("b"), "b")
-            })
+            thread::spawn(move || written(&table.claim(&key(), fence(&snap), &owner("b"), "b")))
         };
         let (replayed, retried) = retry.join().unwrap();
         let claimed = newcomer.join().unwrap();
         let stored = table.read_with(&key(), state_of);
         // The replay never writes, so the newcomer's fence always holds.
-        assert_eq!(claimed.as_ref().ok(), Some(&6));
+        assert_eq!(claimed, Some(6));
         if replayed {
-            assert_eq!(retried.ok(), Some(5));
+            assert_eq!(retried, Some(5));
             assert_eq!(
                 (stored.generation, stored.claim_id.as_deref()),
                 (6, Some("b"))
             );
         } else {
-            assert_eq!(
-                retried.ok(),
-                Some(7),
-                "a retry after the takeover claims anew"
-            );
+            assert_eq!(retried, Some(7), "a retry after the takeover claims anew");
             assert_eq!(
                 (stored.generation, stored.claim_id.as_deref()),
                 (7, Some("a"))
@@ -234,11 +235,11 @@ fn broken_claimers_from_one_snapshot() {
             let table = Arc::clone(&table);
             let snap = std::sync::Arc::clone(&snap);
             thread::spawn(move || {
-                let fence = Fence::from_snapshot(&snap);
-                if !table.read_with(&key(), |record| fence.holds(record)) {
+                let fence = fence(&snap);
+                if !table.read_with(&key(), |record| fence.holds(record.map(Record::pins))) {
                     return false;
                 }
-                table.put(&key(), session(fence.next_generation().unwrap(), claim_id));
+                table.put(&key(), session(fence.next_generation(), claim_id));
                 true
             })
         })

@@ -1,6 +1,6 @@
 //! One key's stored record and how it reads back (C6, C7).
 
-use unique_core::{CurrentView, Error, Owner, OwnerState, decode_owner};
+use unique_core::{Owner, OwnerState, Pins};
 
 /// The `owner` attribute, kept decoded so reads do not parse JSON.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -9,14 +9,17 @@ pub(crate) enum OwnerAttr {
     Empty,
     /// A parseable owner.
     Valid(Owner),
-    /// Non-empty but not an `Owner` JSON object (C7).
+    /// Non-empty but not an `Owner` JSON object (C7). Only a raw write (the
+    /// `test-util` hook) can store one: this store writes valid owners only.
+    #[cfg_attr(not(any(test, feature = "test-util")), allow(dead_code))]
     Corrupt,
 }
 
 impl OwnerAttr {
     /// Decodes a raw stored string (`None` = attribute absent).
+    #[cfg(any(test, feature = "test-util"))]
     pub(crate) fn from_raw(raw: Option<&str>) -> Self {
-        match raw.map(decode_owner) {
+        match raw.map(unique_core::decode_owner) {
             None | Some(Ok(None)) => Self::Empty,
             Some(Ok(Some(owner))) => Self::Valid(owner),
             Some(Err(())) => Self::Corrupt,
@@ -72,18 +75,12 @@ impl Record {
         }
     }
 
-    /// The view `current` reports (C7 hard path: a corrupt owner is `Unavailable`).
-    pub(crate) fn current(&self) -> Result<CurrentView, Error> {
-        let owner = match &self.owner {
-            OwnerAttr::Empty => None,
-            OwnerAttr::Valid(owner) => Some(owner.clone()),
-            OwnerAttr::Corrupt => return Err(Error::unavailable("stored owner is corrupt")),
-        };
-        Ok(CurrentView {
+    /// The attributes a claim's fence compares.
+    pub(crate) fn pins(&self) -> Pins<'_> {
+        Pins {
             generation: self.generation,
-            owner,
-            exists: true,
-        })
+            claim_id: self.claim_id.as_deref(),
+        }
     }
 }
 
@@ -149,7 +146,13 @@ mod tests {
         let state = record.state();
         assert!(state.exists && state.owner_corrupt && state.owner.is_none());
         assert_eq!(state.claim_id.as_deref(), Some(""));
-        assert!(record.current().unwrap_err().is_unavailable());
+        assert!(
+            state
+                .clone()
+                .into_current_view()
+                .unwrap_err()
+                .is_unavailable()
+        );
         assert_eq!(state_of(None), OwnerState::absent());
     }
 }

@@ -8,9 +8,8 @@
 use std::collections::HashMap;
 use std::hash::{BuildHasher, RandomState};
 
-use unique_core::{Error, Key, Owner};
+use unique_core::{CasOutcome, Fence, Key, Owner};
 
-use crate::fence::Fence;
 use crate::record::{OwnerAttr, Record, state_of};
 use crate::sync::{Mutex, lock};
 
@@ -66,20 +65,19 @@ impl Table {
     /// The fenced claim: checks `fence` against the stored record and, when it
     /// holds, writes `gen`, `owner` and `cid` together, all under one lock.
     ///
-    /// Returns the written gen; `CasFailed` carrying the record as it stands when
-    /// the condition fails; `Unavailable` when the gen would reach `i64::MAX`.
-    /// Nothing is written on any error.
+    /// Returns the written gen, or the lost race carrying the record as it
+    /// stands when the condition failed (nothing written).
     pub(crate) fn claim(
         &self,
         key: &Key,
         fence: Fence<'_>,
         owner: &Owner,
         claim_id: &str,
-    ) -> Result<i64, Error> {
-        let generation = fence.next_generation()?;
+    ) -> CasOutcome {
+        let generation = fence.next_generation();
         let mut map = lock(self.shard(key));
         match map.get_mut(key) {
-            Some(record) if fence.holds(Some(record)) => {
+            Some(record) if fence.holds(Some(record.pins())) => {
                 record.overwrite(generation, owner, claim_id);
             }
             None if fence.holds(None) => {
@@ -92,9 +90,13 @@ impl Table {
                     },
                 );
             }
-            current => return Err(Error::cas_failed_with(state_of(current.as_deref()))),
+            current => {
+                return CasOutcome::LostRace {
+                    current: Some(state_of(current.as_deref())),
+                };
+            }
         }
-        Ok(generation)
+        CasOutcome::Written { generation }
     }
 
     /// The fenced tombstone: when the stored gen equals `generation`, empties the
@@ -115,6 +117,7 @@ impl Table {
     }
 
     /// Unconditional write (test hook; bypasses every fence).
+    #[cfg(any(test, feature = "test-util"))]
     pub(crate) fn put(&self, key: &Key, record: Record) {
         lock(self.shard(key)).insert(key.clone(), record);
     }

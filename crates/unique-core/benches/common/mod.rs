@@ -5,8 +5,8 @@
 use std::time::Duration;
 
 use unique_core::{
-    Arbiter, ClaimInput, DEFAULT_MAX_CLAIM_ATTEMPTS, Error, Key, KickOutcome, KickPayload, Kicker,
-    Owner, OwnerState, Store, async_trait,
+    Arbiter, CasOutcome, ClaimInput, DEFAULT_MAX_CLAIM_ATTEMPTS, Error, Key, KickOutcome,
+    KickPayload, Kicker, Owner, OwnerState, Store, async_trait,
 };
 use unique_store_memory::MemoryStore;
 
@@ -61,10 +61,10 @@ pub(crate) async fn raw_claim(store: &MemoryStore, input: &ClaimInput) -> Result
         }
         match store
             .claim_cas(&input.key, &input.owner, &input.claim_id, &snap)
-            .await
+            .await?
         {
-            Err(Error::CasFailed { current }) => carried = current.map(|b| *b),
-            other => return other,
+            CasOutcome::Written { generation } => return Ok(generation),
+            CasOutcome::LostRace { current } => carried = current,
         }
     }
     Err(Error::unavailable("attempt budget exhausted"))

@@ -13,8 +13,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use unique_core::{
-    Arbiter, ArbiterBuilder, ClaimInput, ClaimOutcome, CurrentView, Error, Key, KickDetail,
-    KickOutcome, KickPayload, Kicker, Observer, Owner, OwnerState, Store, async_trait,
+    Arbiter, ArbiterBuilder, CasOutcome, ClaimInput, ClaimOutcome, CurrentView, Error, Key,
+    KickDetail, KickOutcome, KickPayload, Kicker, Observer, Owner, OwnerState, Store, async_trait,
 };
 
 /// The endpoint of the session being replaced in most tests.
@@ -106,7 +106,7 @@ pub(crate) enum StoreCall {
 #[derive(Default)]
 struct StoreScript {
     reads: VecDeque<Result<OwnerState, Error>>,
-    cas: VecDeque<Result<i64, Error>>,
+    cas: VecDeque<Result<CasOutcome, Error>>,
     currents: VecDeque<Result<CurrentView, Error>>,
     releases: VecDeque<Result<bool, Error>>,
     calls: Vec<StoreCall>,
@@ -129,9 +129,25 @@ impl ScriptedStore {
         self
     }
 
-    /// Queues the answer of the next `claim_cas`.
+    /// Queues the answer of the next `claim_cas`: `Ok(gen)` is a write at that gen.
     pub(crate) fn cas(self, answer: Result<i64, Error>) -> Self {
+        let answer = answer.map(|generation| CasOutcome::Written { generation });
         lock(&self.script).cas.push_back(answer);
+        self
+    }
+
+    /// Queues a lost race without the record as the next `claim_cas` answer.
+    pub(crate) fn lost(self) -> Self {
+        lock(&self.script).cas.push_back(Ok(CasOutcome::lost()));
+        self
+    }
+
+    /// Queues a lost race carrying `current` as the next `claim_cas` answer.
+    pub(crate) fn lost_to(self, current: OwnerState) -> Self {
+        let lost = CasOutcome::LostRace {
+            current: Some(current),
+        };
+        lock(&self.script).cas.push_back(Ok(lost));
         self
     }
 
@@ -201,7 +217,7 @@ impl Store for ScriptedStore {
         owner: &Owner,
         claim_id: &str,
         snap: &OwnerState,
-    ) -> Result<i64, Error> {
+    ) -> Result<CasOutcome, Error> {
         let call = StoreCall::ClaimCas {
             key: key.clone(),
             owner: owner.clone(),

@@ -5,7 +5,7 @@ use crate::support::{Ctx, claimed, owner_json};
 
 /// C6 (trap: treating `cid == ""` as absent): an empty cid reads as `Some("")`.
 pub async fn empty_cid_reads_as_empty(subject: Subject) {
-    let ctx = Ctx::new(subject, "c6::empty_cid_reads_as_empty");
+    let ctx = Ctx::new(subject, "cid_presence::empty_cid_reads_as_empty");
     let key = ctx.key(1);
     ctx.put(&key, 2, Some(&owner_json("x")), Some("")).await;
     assert_eq!(ctx.read(&key).await.claim_id.as_deref(), Some(""));
@@ -13,7 +13,7 @@ pub async fn empty_cid_reads_as_empty(subject: Subject) {
 
 /// C6: an absent cid reads as `None`, with an owner or without.
 pub async fn absent_cid_reads_as_none(subject: Subject) {
-    let ctx = Ctx::new(subject, "c6::absent_cid_reads_as_none");
+    let ctx = Ctx::new(subject, "cid_presence::absent_cid_reads_as_none");
     let key = ctx.key(1);
     ctx.put(&key, 2, Some(&owner_json("x")), None).await;
     assert_eq!(ctx.read(&key).await.claim_id, None);
@@ -25,7 +25,7 @@ pub async fn absent_cid_reads_as_none(subject: Subject) {
 /// uses the double pin on the empty cid: it fails when the stored cid is
 /// absent, and succeeds when it is empty; a tombstone-form snapshot fails on an empty cid.
 pub async fn empty_cid_uses_double_pin(subject: Subject) {
-    let ctx = Ctx::new(subject, "c6::empty_cid_uses_double_pin");
+    let ctx = Ctx::new(subject, "cid_presence::empty_cid_uses_double_pin");
     let key = ctx.key(1);
     let owner = owner_json("x");
     ctx.put(&key, 4, Some(&owner), Some("")).await;
@@ -48,7 +48,7 @@ pub async fn empty_cid_uses_double_pin(subject: Subject) {
 /// C6/C4: every claim writes its cid exactly (long and non-ASCII ones too),
 /// so its retry can be recognised.
 pub async fn claim_writes_exact_cid(subject: Subject) {
-    let ctx = Ctx::new(subject, "c6::claim_writes_exact_cid");
+    let ctx = Ctx::new(subject, "cid_presence::claim_writes_exact_cid");
     let key = ctx.key(1);
     let long = "c".repeat(128);
     for (generation, claim_id) in (1..).zip(["plain", "ünï-cødé ✓", long.as_str(), "a b"]) {

@@ -7,7 +7,7 @@ use crate::support::{Ctx, claimed, owner_for};
 
 /// C4: a first login writes gen 1, the owner and the cid.
 pub async fn first_login_writes_gen_one(subject: Subject) {
-    let ctx = Ctx::new(subject, "c4::first_login_writes_gen_one");
+    let ctx = Ctx::new(subject, "atomic_increment::first_login_writes_gen_one");
     let key = ctx.key(1);
     let snap = ctx.read(&key).await;
     assert!(!snap.exists);
@@ -20,7 +20,7 @@ pub async fn first_login_writes_gen_one(subject: Subject) {
 /// tasks write right after it (a store that reads the gen back after writing
 /// would sometimes return theirs). Winning gens are distinct.
 pub async fn returned_gen_is_written_gen(subject: Subject) {
-    let ctx = Ctx::new(subject, "c4::returned_gen_is_written_gen");
+    let ctx = Ctx::new(subject, "atomic_increment::returned_gen_is_written_gen");
     let key = ctx.key(1);
     let tasks: Vec<_> = (0..8)
         .map(|t| {
@@ -35,7 +35,7 @@ pub async fn returned_gen_is_written_gen(subject: Subject) {
                             assert_eq!(generation, expected, "claim returned another gen");
                             won.push(generation);
                         }
-                        Err(e) => assert!(e.is_cas_failed(), "{e:?}"),
+                        Err(e) => assert!(e.is_lost_race(), "{e:?}"),
                     }
                 }
                 won
@@ -58,7 +58,7 @@ pub async fn returned_gen_is_written_gen(subject: Subject) {
 /// cid and owner name the gen they would write, a reader never sees a gen with
 /// another claim's cid or owner.
 pub async fn no_torn_writes(subject: Subject) {
-    let ctx = Ctx::new(subject, "c4::no_torn_writes");
+    let ctx = Ctx::new(subject, "atomic_increment::no_torn_writes");
     let key = ctx.key(1);
     let (done_tx, done_rx) = tokio::sync::watch::channel(false);
     let reader = {
@@ -110,7 +110,7 @@ pub async fn no_torn_writes(subject: Subject) {
 /// `Unavailable` and writes nothing (double-pin and tombstone forms, and a
 /// record already at `i64::MAX`).
 pub async fn gen_exhausted_refused(subject: Subject) {
-    let ctx = Ctx::new(subject, "c4::gen_exhausted_refused");
+    let ctx = Ctx::new(subject, "atomic_increment::gen_exhausted_refused");
     let cases = [
         ctx.session(&ctx.key(1), i64::MAX - 1, "old").await,
         ctx.tombstone(&ctx.key(2), i64::MAX - 1).await,
@@ -120,7 +120,7 @@ pub async fn gen_exhausted_refused(subject: Subject) {
         let key = ctx.key(uid);
         let result = ctx.claim(&key, "new", snap).await;
         assert!(
-            matches!(&result, Err(e) if e.is_unavailable()),
+            matches!(&result, Err(e) if e.error().is_some_and(unique_core::Error::is_unavailable)),
             "gen {} must be refused with Unavailable, got {result:?}",
             snap.generation
         );
@@ -134,7 +134,7 @@ pub async fn gen_exhausted_refused(subject: Subject) {
 
 /// C4: the last usable gen, `i64::MAX - 1`, can still be written.
 pub async fn gen_below_max_claimable(subject: Subject) {
-    let ctx = Ctx::new(subject, "c4::gen_below_max_claimable");
+    let ctx = Ctx::new(subject, "atomic_increment::gen_below_max_claimable");
     let key = ctx.key(1);
     let snap = ctx.session(&key, i64::MAX - 2, "old").await;
     assert_eq!(

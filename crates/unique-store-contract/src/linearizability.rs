@@ -14,7 +14,7 @@ const RACERS: usize = 32;
 /// C1/C4/I3 (trap: read-modify-write in two requests): 32 tasks claim an absent
 /// key from the same snapshot; exactly one wins with gen 1.
 pub async fn race_first_login_one_winner(subject: Subject) {
-    let ctx = Ctx::new(subject, "c1::race_first_login_one_winner");
+    let ctx = Ctx::new(subject, "linearizability::race_first_login_one_winner");
     let key = ctx.key(1);
     let snap = ctx.read(&key).await;
     let results = race_from(&ctx, &key, &snap, RACERS, "first").await;
@@ -24,7 +24,7 @@ pub async fn race_first_login_one_winner(subject: Subject) {
 /// C1/C4/I3: 32 tasks replace one online session from the same double-pin
 /// snapshot; exactly one wins, gen + 1 exactly once.
 pub async fn race_double_pin_one_winner(subject: Subject) {
-    let ctx = Ctx::new(subject, "c1::race_double_pin_one_winner");
+    let ctx = Ctx::new(subject, "linearizability::race_double_pin_one_winner");
     let key = ctx.key(1);
     let snap = ctx.session(&key, 7, "old").await;
     let results = race_from(&ctx, &key, &snap, RACERS, "pin").await;
@@ -33,7 +33,7 @@ pub async fn race_double_pin_one_winner(subject: Subject) {
 
 /// C1/C4/I3: 32 tasks claim a tombstone from the same snapshot; exactly one wins.
 pub async fn race_tombstone_one_winner(subject: Subject) {
-    let ctx = Ctx::new(subject, "c1::race_tombstone_one_winner");
+    let ctx = Ctx::new(subject, "linearizability::race_tombstone_one_winner");
     let key = ctx.key(1);
     let snap = ctx.tombstone(&key, 7).await;
     let results = race_from(&ctx, &key, &snap, RACERS, "tomb").await;
@@ -44,7 +44,7 @@ pub async fn race_tombstone_one_winner(subject: Subject) {
 /// the same session snapshot. Both are fenced on that gen and cid, so exactly
 /// one takes effect, and the record shows which.
 pub async fn race_claim_against_release(subject: Subject) {
-    let ctx = Ctx::new(subject, "c1::race_claim_against_release");
+    let ctx = Ctx::new(subject, "linearizability::race_claim_against_release");
     let key = ctx.key(1);
     let mut snap = ctx.read(&key).await;
     let mut expected = 1;
@@ -72,7 +72,7 @@ pub async fn race_claim_against_release(subject: Subject) {
         let claim = claim.await.expect("claim task");
         let now = ctx.read(&key).await;
         match (released, claim) {
-            (true, Err(e)) if e.is_cas_failed() => {
+            (true, Err(e)) if e.is_lost_race() => {
                 assert_eq!(now, tombstoned(expected), "round {round}: release won");
                 // Reopen the key from the tombstone for the next round.
                 expected += 1;
@@ -96,7 +96,7 @@ pub async fn race_claim_against_release(subject: Subject) {
 /// `1..=final gen` (each win advanced the gen by one), and the record belongs
 /// to the last winner (or is its tombstone).
 pub async fn interleaved_claims_and_releases(subject: Subject) {
-    let ctx = Ctx::new(subject, "c1::interleaved_claims_and_releases");
+    let ctx = Ctx::new(subject, "linearizability::interleaved_claims_and_releases");
     let key = ctx.key(1);
     let tasks: Vec<_> = (0..8)
         .map(|t| {
@@ -113,7 +113,7 @@ pub async fn interleaved_claims_and_releases(subject: Subject) {
                                 ctx.release(&key, generation).await;
                             }
                         }
-                        Err(e) => assert!(e.is_cas_failed(), "only races may fail: {e:?}"),
+                        Err(e) => assert!(e.is_lost_race(), "only races may fail: {e:?}"),
                     }
                     tokio::task::yield_now().await;
                 }
@@ -148,7 +148,10 @@ pub async fn interleaved_claims_and_releases(subject: Subject) {
 /// C1 (no global lock): first logins on 16 different keys at once all succeed;
 /// a race on one key never fails a claim on another.
 pub async fn independent_keys_do_not_interfere(subject: Subject) {
-    let ctx = Ctx::new(subject, "c1::independent_keys_do_not_interfere");
+    let ctx = Ctx::new(
+        subject,
+        "linearizability::independent_keys_do_not_interfere",
+    );
     let barrier = Arc::new(tokio::sync::Barrier::new(16));
     let tasks: Vec<_> = (1..=16)
         .map(|uid| {
@@ -176,7 +179,7 @@ pub async fn independent_keys_do_not_interfere(subject: Subject) {
 /// (`"{p}xy" + "{e}"` and `"{p}x" + "y{e}"`): claims, releases and raw writes
 /// on one never show on another.
 pub async fn tenants_are_isolated(subject: Subject) {
-    let ctx = Ctx::new(subject, "c1::tenants_are_isolated");
+    let ctx = Ctx::new(subject, "linearizability::tenants_are_isolated");
     let base = ctx.key(7);
     let keys = [
         Key::new(format!("{}xy", base.project), base.env.clone(), 7),
@@ -205,7 +208,7 @@ pub async fn tenants_are_isolated(subject: Subject) {
 /// C1: every condition sees the latest committed write: snapshots taken before
 /// each of a chain of claims are all refused afterwards.
 pub async fn conditions_see_latest_write(subject: Subject) {
-    let ctx = Ctx::new(subject, "c1::conditions_see_latest_write");
+    let ctx = Ctx::new(subject, "linearizability::conditions_see_latest_write");
     let key = ctx.key(1);
     let mut stale = vec![ctx.read(&key).await];
     for generation in 1..=5 {

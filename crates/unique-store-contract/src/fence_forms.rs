@@ -8,7 +8,7 @@ use crate::support::{Ctx, claimed, owner_json};
 /// C3 first-login form: a snapshot of an absent key is refused once any record
 /// exists (a tombstone, a session, a record with a gen of 0).
 pub async fn first_login_requires_absence(subject: Subject) {
-    let ctx = Ctx::new(subject, "c3::first_login_requires_absence");
+    let ctx = Ctx::new(subject, "fence_forms::first_login_requires_absence");
     let absent = OwnerState::absent();
     let key = ctx.key(1);
     let before = ctx.tombstone(&key, 3).await;
@@ -32,7 +32,7 @@ pub async fn first_login_requires_absence(subject: Subject) {
 /// C3 double-pin form: refused when the stored gen differs from the snapshot's,
 /// in either direction.
 pub async fn double_pin_requires_gen(subject: Subject) {
-    let ctx = Ctx::new(subject, "c3::double_pin_requires_gen");
+    let ctx = Ctx::new(subject, "fence_forms::double_pin_requires_gen");
     let key = ctx.key(1);
     let snap = ctx.session(&key, 5, "same").await;
     for stored in [4, 6] {
@@ -50,7 +50,7 @@ pub async fn double_pin_requires_gen(subject: Subject) {
 
 /// C3 double-pin form: refused when the stored cid differs, is empty, or is absent.
 pub async fn double_pin_requires_cid(subject: Subject) {
-    let ctx = Ctx::new(subject, "c3::double_pin_requires_cid");
+    let ctx = Ctx::new(subject, "fence_forms::double_pin_requires_cid");
     let key = ctx.key(1);
     let snap = ctx.session(&key, 5, "mine").await;
     let owner = owner_json("mine");
@@ -65,7 +65,7 @@ pub async fn double_pin_requires_cid(subject: Subject) {
 
 /// C3/C4: the double pin replaces an online session with gen + 1, the new owner and cid.
 pub async fn double_pin_replaces_session(subject: Subject) {
-    let ctx = Ctx::new(subject, "c3::double_pin_replaces_session");
+    let ctx = Ctx::new(subject, "fence_forms::double_pin_replaces_session");
     let key = ctx.key(1);
     let snap = ctx.session(&key, 41, "old").await;
     assert_eq!(ctx.claim(&key, "new", &snap).await.ok(), Some(42));
@@ -75,7 +75,7 @@ pub async fn double_pin_replaces_session(subject: Subject) {
 /// C3 tombstone form: refused when the stored record has a cid (even an empty
 /// one) or another gen; succeeds on the matching tombstone.
 pub async fn tombstone_form_requires_absent_cid(subject: Subject) {
-    let ctx = Ctx::new(subject, "c3::tombstone_form_requires_absent_cid");
+    let ctx = Ctx::new(subject, "fence_forms::tombstone_form_requires_absent_cid");
     let key = ctx.key(1);
     let snap = ctx.tombstone(&key, 8).await;
     assert_eq!(snap.claim_id, None);
@@ -99,7 +99,7 @@ pub async fn tombstone_form_requires_absent_cid(subject: Subject) {
 /// C3/C7 (trap: choosing the form by owner): a corrupt record has no owner but
 /// a cid, and must be replaceable through the double pin, or the key is locked forever.
 pub async fn corrupt_record_replaceable(subject: Subject) {
-    let ctx = Ctx::new(subject, "c3::corrupt_record_replaceable");
+    let ctx = Ctx::new(subject, "fence_forms::corrupt_record_replaceable");
     let key = ctx.key(1);
     ctx.put(&key, 5, Some("{not json"), Some("old")).await;
     let snap = ctx.read(&key).await;
@@ -111,7 +111,10 @@ pub async fn corrupt_record_replaceable(subject: Subject) {
 /// C3 (trap: choosing the form by owner): a record with a valid owner but no
 /// cid (written by an older writer) is claimed through the tombstone form.
 pub async fn owner_without_cid_uses_tombstone_form(subject: Subject) {
-    let ctx = Ctx::new(subject, "c3::owner_without_cid_uses_tombstone_form");
+    let ctx = Ctx::new(
+        subject,
+        "fence_forms::owner_without_cid_uses_tombstone_form",
+    );
     let key = ctx.key(1);
     ctx.put(&key, 3, Some(&owner_json("legacy")), None).await;
     let snap = ctx.read(&key).await;
@@ -123,7 +126,7 @@ pub async fn owner_without_cid_uses_tombstone_form(subject: Subject) {
 /// C3 (trap: choosing the form by owner): a record with an empty owner but a
 /// cid is claimed through the double pin.
 pub async fn empty_owner_with_cid_uses_double_pin(subject: Subject) {
-    let ctx = Ctx::new(subject, "c3::empty_owner_with_cid_uses_double_pin");
+    let ctx = Ctx::new(subject, "fence_forms::empty_owner_with_cid_uses_double_pin");
     let key = ctx.key(1);
     ctx.put(&key, 3, Some(""), Some("half")).await;
     let snap = ctx.read(&key).await;

@@ -1,4 +1,4 @@
-//! C8 error classification: `CasFailed` exactly for failed conditions, nothing
+//! C8 error classification: a lost race exactly for failed conditions, nothing
 //! written on any refusal, an owner without endpoint refused before any write.
 
 use unique_core::{Owner, OwnerState};
@@ -8,7 +8,10 @@ use crate::support::{Ctx, claimed};
 
 /// C8: a failed condition writes nothing, whatever the form and the stored record.
 pub async fn failed_condition_writes_nothing(subject: Subject) {
-    let ctx = Ctx::new(subject, "c8::failed_condition_writes_nothing");
+    let ctx = Ctx::new(
+        subject,
+        "error_classification::failed_condition_writes_nothing",
+    );
     let key = ctx.key(1);
     let stale_absent = ctx.read(&key).await;
     let stale_session = ctx.session(&key, 3, "a").await;
@@ -24,12 +27,12 @@ pub async fn failed_condition_writes_nothing(subject: Subject) {
     }
 }
 
-/// C8 (trap: reporting a throttle as `CasFailed`): 100 claims in a row, each
-/// from a fresh snapshot, all succeed: `CasFailed` never appears without a
-/// lost condition. (A store that maps a throttle or a fault to `CasFailed`
+/// C8 (trap: reporting a throttle as a lost race): 100 claims in a row, each
+/// from a fresh snapshot, all succeed: a lost race never appears without a
+/// failed condition. (A store that maps a throttle or a fault to a lost race
 /// would have the Arbiter retry a fault as if it were a race.)
-pub async fn cas_failed_only_on_condition(subject: Subject) {
-    let ctx = Ctx::new(subject, "c8::cas_failed_only_on_condition");
+pub async fn lost_race_only_on_condition(subject: Subject) {
+    let ctx = Ctx::new(subject, "error_classification::lost_race_only_on_condition");
     let key = ctx.key(1);
     for generation in 1..=100 {
         let snap = ctx.read(&key).await;
@@ -45,10 +48,10 @@ pub async fn cas_failed_only_on_condition(subject: Subject) {
     }
 }
 
-/// C8: when `CasFailed` carries a snapshot, it is the record as it stands, so
+/// C8: when a lost race carries a record, it is the record as it stands, so
 /// the Arbiter's next attempt decides from the truth.
-pub async fn cas_failed_snapshot_is_current_record(subject: Subject) {
-    let ctx = Ctx::new(subject, "c8::cas_failed_snapshot_is_current_record");
+pub async fn lost_race_record_is_current(subject: Subject) {
+    let ctx = Ctx::new(subject, "error_classification::lost_race_record_is_current");
     let key = ctx.key(1);
     let stale = ctx.read(&key).await;
     for claim_id in ["a", "b"] {
@@ -76,7 +79,10 @@ pub async fn cas_failed_snapshot_is_current_record(subject: Subject) {
 /// C8: an owner without endpoint is refused with `InvalidParams` before any
 /// write: an absent key stays absent and a session stays as it was.
 pub async fn owner_without_endpoint_refused(subject: Subject) {
-    let ctx = Ctx::new(subject, "c8::owner_without_endpoint_refused");
+    let ctx = Ctx::new(
+        subject,
+        "error_classification::owner_without_endpoint_refused",
+    );
     let empty = Owner::new("r", "c", "");
     let key = ctx.key(1);
     let snap = ctx.read(&key).await;

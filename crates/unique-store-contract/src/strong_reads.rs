@@ -6,7 +6,7 @@ use crate::support::{Ctx, claimed, owner_for, tombstoned};
 /// C2 (trap: eventual read): 60 times, a claim committed on one task is read
 /// at once on another task (by `read_owner` and by `current`) with its gen.
 pub async fn read_sees_committed_claim(subject: Subject) {
-    let ctx = Ctx::new(subject, "c2::read_sees_committed_claim");
+    let ctx = Ctx::new(subject, "strong_reads::read_sees_committed_claim");
     let key = ctx.key(1);
     for generation in 1..=60 {
         let writer = {
@@ -36,7 +36,7 @@ pub async fn read_sees_committed_claim(subject: Subject) {
 /// C2: a record written through the other handle (the raw hook) is visible to
 /// the next read, including one that moves the gen backwards.
 pub async fn read_sees_raw_write(subject: Subject) {
-    let ctx = Ctx::new(subject, "c2::read_sees_raw_write");
+    let ctx = Ctx::new(subject, "strong_reads::read_sees_raw_write");
     let key = ctx.key(1);
     for generation in [5, 9, 3, 1_000_000, 2] {
         let state = ctx.tombstone(&key, generation).await;
@@ -48,7 +48,7 @@ pub async fn read_sees_raw_write(subject: Subject) {
 
 /// C2: `current` agrees with `read_owner` on absent, online and tombstoned records.
 pub async fn current_agrees_with_read_owner(subject: Subject) {
-    let ctx = Ctx::new(subject, "c2::current_agrees_with_read_owner");
+    let ctx = Ctx::new(subject, "strong_reads::current_agrees_with_read_owner");
     let key = ctx.key(1);
     let absent = ctx.current(&key).await.expect("current of absent key");
     assert_eq!(
@@ -71,7 +71,7 @@ pub async fn current_agrees_with_read_owner(subject: Subject) {
 /// C1/C2: while one task advances a key through 150 claims, a reader on
 /// another task never sees the gen go backwards.
 pub async fn reads_never_go_back(subject: Subject) {
-    let ctx = Ctx::new(subject, "c2::reads_never_go_back");
+    let ctx = Ctx::new(subject, "strong_reads::reads_never_go_back");
     let key = ctx.key(1);
     let (done_tx, mut done_rx) = tokio::sync::oneshot::channel::<()>();
     let reader = {

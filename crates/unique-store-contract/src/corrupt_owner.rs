@@ -1,6 +1,6 @@
 //! C7 corrupt owner: soft on `read_owner`, hard on `current`; tombstone ≠ absent.
 
-use unique_core::{Owner, OwnerState};
+use unique_core::{CasOutcome, Owner, OwnerState};
 
 use crate::Subject;
 use crate::support::Ctx;
@@ -19,7 +19,7 @@ const CORRUPT: [&str; 7] = [
 /// C7: `read_owner` reports a corrupt owner as `owner = None, owner_corrupt =
 /// true` with the record's gen and cid, not as an error.
 pub async fn corrupt_owner_reads_soft(subject: Subject) {
-    let ctx = Ctx::new(subject, "c7::corrupt_owner_reads_soft");
+    let ctx = Ctx::new(subject, "corrupt_owner::corrupt_owner_reads_soft");
     for (uid, raw) in (1..).zip(CORRUPT) {
         let key = ctx.key(uid);
         ctx.put(&key, 3, Some(raw), Some("c")).await;
@@ -37,7 +37,10 @@ pub async fn corrupt_owner_reads_soft(subject: Subject) {
 
 /// C7: `current` reports a corrupt owner as `Unavailable`.
 pub async fn corrupt_owner_is_unavailable_on_current(subject: Subject) {
-    let ctx = Ctx::new(subject, "c7::corrupt_owner_is_unavailable_on_current");
+    let ctx = Ctx::new(
+        subject,
+        "corrupt_owner::corrupt_owner_is_unavailable_on_current",
+    );
     for (uid, raw) in (1..).zip(CORRUPT) {
         let key = ctx.key(uid);
         ctx.put(&key, 3, Some(raw), Some("c")).await;
@@ -52,7 +55,7 @@ pub async fn corrupt_owner_is_unavailable_on_current(subject: Subject) {
 /// C7: a tombstone (owner empty or absent) reads `exists = true, owner = None`,
 /// distinguishable from a key without record (`exists = false`).
 pub async fn tombstone_distinct_from_absent(subject: Subject) {
-    let ctx = Ctx::new(subject, "c7::tombstone_distinct_from_absent");
+    let ctx = Ctx::new(subject, "corrupt_owner::tombstone_distinct_from_absent");
     let absent = ctx.key(1);
     assert_eq!(ctx.read(&absent).await, OwnerState::absent());
     assert!(!ctx.current(&absent).await.expect("current").exists);
@@ -76,7 +79,7 @@ pub async fn tombstone_distinct_from_absent(subject: Subject) {
 /// ignoring the unknown; a claimed owner reads back equal, query string and
 /// non-ASCII included.
 pub async fn owner_json_round_trip(subject: Subject) {
-    let ctx = Ctx::new(subject, "c7::owner_json_round_trip");
+    let ctx = Ctx::new(subject, "corrupt_owner::owner_json_round_trip");
     let key = ctx.key(1);
     let raw = r#"{"endpoint":"http://h:1/k","zone":"z","v":2,"cluster":"c","nested":{"a":[1]}}"#;
     ctx.put(&key, 1, Some(raw), Some("old")).await;
@@ -93,7 +96,7 @@ pub async fn owner_json_round_trip(subject: Subject) {
         .claim_cas(&key, &owner, "new", &snap)
         .await
         .expect("claim");
-    assert_eq!(generation, 2);
+    assert_eq!(generation, CasOutcome::Written { generation: 2 });
     let back = ctx.read(&key).await;
     assert_eq!(back.owner, Some(owner.clone()));
     assert_eq!(ctx.current(&key).await.expect("current").owner, Some(owner));
