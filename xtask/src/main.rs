@@ -6,13 +6,17 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
+mod tidy;
+
 const USAGE: &str = "\
 usage: cargo xtask <command>
 
 commands:
-  ci        fmt check, clippy -D warnings, cargo-deny (bans, licenses, sources), every test
+  ci        fmt check, tidy, clippy -D warnings, cargo-deny (bans, licenses, sources), every test
             (doctests and contract suites included), loom models, smoke S1-S6, benches
             compiled (not run)
+  tidy      every clause or invariant id cited in the repository names a heading of
+            docs/design.md, and nothing cites a document outside the repository
   deny      cargo-deny's offline checks (installs cargo-deny when missing)
   contract  the store and lease contract suites against every in-tree backend
   loom      the loom models of the memory store's fenced write
@@ -45,6 +49,7 @@ fn main() -> ExitCode {
         "ci" => ci(&mut run),
         "contract" => contract(&mut run),
         "loom" => loom(&mut run),
+        "tidy" => tidy(&mut run),
         "deny" => deny(&mut run),
         "smoke" => smoke(&mut run),
         "bench" => bench(&mut run, &args[1..]),
@@ -62,6 +67,7 @@ fn main() -> ExitCode {
 
 fn ci(run: &mut Run) {
     run.step("fmt", cargo(&["fmt", "--all", "--", "--check"]));
+    tidy(run);
     run.step(
         "clippy",
         cargo(&[
@@ -117,6 +123,29 @@ fn deny(run: &mut Run) {
     run.step(
         "deny (bans, licenses, sources)",
         cargo(&["deny", "check", "bans", "licenses", "sources"]),
+    );
+}
+
+fn tidy(run: &mut Run) {
+    eprintln!("\n==> xtask: tidy");
+    let started = Instant::now();
+    let ok = match tidy::check(&root()) {
+        Ok(files) => {
+            eprintln!("every citation in {files} files resolves in docs/design.md");
+            true
+        }
+        Err(dangling) => {
+            for d in &dangling {
+                eprintln!("{}:{}: {}", d.file, d.line, d.what);
+            }
+            eprintln!("{} dangling citations", dangling.len());
+            false
+        }
+    };
+    run.record(
+        "tidy (citations resolve in docs/design.md)",
+        ok,
+        started.elapsed(),
     );
 }
 
@@ -188,7 +217,11 @@ impl Run {
                 false
             }
         };
-        self.steps.push((name.to_owned(), ok, started.elapsed()));
+        self.record(name, ok, started.elapsed());
+    }
+
+    fn record(&mut self, name: &str, ok: bool, took: Duration) {
+        self.steps.push((name.to_owned(), ok, took));
     }
 
     fn summary(&self) -> ExitCode {

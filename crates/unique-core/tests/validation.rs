@@ -192,7 +192,7 @@ async fn region_and_cluster_may_be_empty() {
 
 #[tokio::test]
 async fn control_characters_are_refused_in_every_string_field() {
-    // C0 (NUL, TAB, LF, ESC, US), DEL and C1 (NEL, CSI).
+    // ASCII controls (NUL, TAB, LF, ESC, US), DEL and the U+0080–U+009F block (NEL, CSI).
     for control in [
         '\0', '\t', '\n', '\u{1b}', '\u{1f}', '\u{7f}', '\u{85}', '\u{9b}',
     ] {

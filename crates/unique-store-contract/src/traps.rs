@@ -1,4 +1,4 @@
-//! Traps from SPEC §3 that do not belong to a single clause.
+//! Backend traps (`docs/design.md#traps`) that do not belong to a single clause.
 
 use std::time::Duration;
 

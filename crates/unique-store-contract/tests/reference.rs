@@ -1,6 +1,6 @@
 //! The suite checked against itself: a reference store built on the public
 //! model passes every case (through `store_contract_tests!`), and stores with one
-//! deliberate bug each (the traps of SPEC §3) fail the case written for that bug.
+//! deliberate bug each (the traps of `docs/design.md#traps`) fail the case written for that bug.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};

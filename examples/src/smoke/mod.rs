@@ -1,4 +1,4 @@
-//! The smoke runner of SPEC §7: S1–S6 against one `unique-server` process and
+//! The smoke runner (`docs/design.md#smoke-scenarios`): S1–S6 against one `unique-server` process and
 //! `smoke-client` processes over loopback HTTP.
 //!
 //! The server runs on the embedded SQLite store by default (a file in a scratch
