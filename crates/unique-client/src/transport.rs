@@ -18,7 +18,7 @@ pub type ClaimResponse = ClaimOutcome;
 /// - Errors are [`unique_core::Error`]: `InvalidParams` for input the arbitration rejected
 ///   (retrying cannot help), `Throttled` when the store throttled, and `Unavailable` for
 ///   everything else, transport failures included (refused or reset connections,
-///   timeouts, unexpected statuses, unparseable answers). `CasFailed` never reaches a client.
+///   timeouts, unexpected statuses, unparseable answers).
 /// - A transport SHOULD bound each call by its own timeout; the [`Claimer`](crate::Claimer)
 ///   and [`Heartbeat`](crate::Heartbeat) also bound calls by their own budgets, so a
 ///   transport that hangs cannot hang them forever.
@@ -37,31 +37,26 @@ pub trait Transport: Send + Sync + 'static {
     async fn release(&self, key: &Key, generation: i64) -> Result<bool, Error>;
 }
 
-#[async_trait]
-impl<T: Transport + ?Sized> Transport for Arc<T> {
-    async fn claim(&self, request: &ClaimRequest) -> Result<ClaimResponse, Error> {
-        (**self).claim(request).await
-    }
-    async fn current(&self, key: &Key) -> Result<CurrentView, Error> {
-        (**self).current(key).await
-    }
-    async fn release(&self, key: &Key, generation: i64) -> Result<bool, Error> {
-        (**self).release(key, generation).await
-    }
+/// Pass-through impls, so a shared or boxed transport is a transport.
+macro_rules! forward_transport {
+    ($ty:ty) => {
+        #[async_trait]
+        impl<T: Transport + ?Sized> Transport for $ty {
+            async fn claim(&self, request: &ClaimRequest) -> Result<ClaimResponse, Error> {
+                (**self).claim(request).await
+            }
+            async fn current(&self, key: &Key) -> Result<CurrentView, Error> {
+                (**self).current(key).await
+            }
+            async fn release(&self, key: &Key, generation: i64) -> Result<bool, Error> {
+                (**self).release(key, generation).await
+            }
+        }
+    };
 }
 
-#[async_trait]
-impl<T: Transport + ?Sized> Transport for Box<T> {
-    async fn claim(&self, request: &ClaimRequest) -> Result<ClaimResponse, Error> {
-        (**self).claim(request).await
-    }
-    async fn current(&self, key: &Key) -> Result<CurrentView, Error> {
-        (**self).current(key).await
-    }
-    async fn release(&self, key: &Key, generation: i64) -> Result<bool, Error> {
-        (**self).release(key, generation).await
-    }
-}
+forward_transport!(Arc<T>);
+forward_transport!(Box<T>);
 
 /// An in-process [`Arbiter`] is a transport too: single-process deployments and tests
 /// can drive the client side against it without any network.
