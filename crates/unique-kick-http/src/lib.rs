@@ -4,7 +4,6 @@ mod builder;
 mod classify;
 mod kicker;
 mod pool;
-mod tls;
 
 #[cfg(feature = "contract")]
 pub mod contract;
