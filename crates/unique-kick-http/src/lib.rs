@@ -5,9 +5,6 @@ mod classify;
 mod kicker;
 mod pool;
 
-#[cfg(feature = "contract")]
-pub mod contract;
-
 pub use builder::{
     BuildError, DEFAULT_MAX_IDLE_PER_HOST, DEFAULT_MAX_RESPONSE_BODY, DEFAULT_POOL_IDLE_TIMEOUT,
     HttpKickerBuilder,
