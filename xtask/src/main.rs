@@ -18,15 +18,16 @@ commands:
   tidy      every clause or invariant id cited in the repository names a heading of
             docs/design.md, and nothing cites a document outside the repository
   deny      cargo-deny's offline checks (installs cargo-deny when missing)
-  contract  the store and lease contract suites against every in-tree backend
+  contract  the store, kicker and lease contract suites against every in-tree backend
   loom      the loom models of the memory store's fenced write
   smoke     S1-S6 with the server binary and client processes over loopback HTTP
   bench     the load generator: unique-server (memory, sqlite) side by side with a redis script
 ";
 
 /// The contract suites `contract` runs: every in-tree store backend (DynamoDB on a
-/// real dynalite), the suite's own check against deliberately broken stores, the
-/// kicker contract, and the lease backends (Redis on a real redis-server).
+/// real dynalite), the store suite's own check against deliberately broken stores,
+/// the kicker contract on `HttpKicker` and the kicker suite's own check against
+/// broken kickers, and the lease backends (Redis on a real redis-server).
 /// Each entry: (package, test target).
 const CONTRACT_SUITES: &[(&str, &str)] = &[
     ("unique-store-memory", "contract"),
@@ -34,6 +35,7 @@ const CONTRACT_SUITES: &[(&str, &str)] = &[
     ("unique-store-dynamodb", "contract"),
     ("unique-store-contract", "reference"),
     ("unique-kick-http", "contract"),
+    ("unique-kick-contract", "broken_kickers"),
     ("unique-lease", "memory_contract"),
     ("unique-lease", "redis_contract"),
 ];

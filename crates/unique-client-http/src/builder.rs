@@ -5,7 +5,6 @@ use std::time::Duration;
 
 use http::{HeaderValue, Uri};
 use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 use unique_core::Error;
 
@@ -108,20 +107,10 @@ impl HttpTransportBuilder {
             .map_err(|_| Error::invalid("user agent is not a valid header value"))?;
         let tls = match self.tls_config {
             Some(config) => config,
-            None => default_tls()?,
+            None => unique_tls::client_config(unique_tls::webpki_roots())
+                .map_err(|_| Error::invalid("tls configuration could not be built"))?,
         };
-
-        let mut http = HttpConnector::new();
-        // The TLS layer decides which schemes are allowed.
-        http.enforce_http(false);
-        // Requests are small and latency-bound; do not let Nagle hold them back.
-        http.set_nodelay(true);
-        http.set_connect_timeout(self.connect_timeout);
-        let connector = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_tls_config(tls)
-            .https_or_http()
-            .enable_http1()
-            .wrap_connector(http);
+        let connector = unique_tls::connector(tls, self.connect_timeout);
         let client = Client::builder(TokioExecutor::new())
             .pool_timer(TokioTimer::new())
             .pool_idle_timeout(self.pool_idle_timeout)
@@ -136,21 +125,6 @@ impl HttpTransportBuilder {
             max_response_body: self.max_response_body,
         })))
     }
-}
-
-/// Mozilla's roots with the ring provider named explicitly, so the build does not depend on
-/// which rustls providers other crates in the binary compiled in.
-fn default_tls() -> Result<rustls::ClientConfig, Error> {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map(|b| {
-            b.with_root_certificates(rustls::RootCertStore {
-                roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
-            })
-            .with_no_client_auth()
-        })
-        .map_err(|_| Error::invalid("tls configuration could not be built"))
 }
 
 impl Endpoints {

@@ -3,13 +3,12 @@
 use std::time::Duration;
 
 use http::HeaderValue;
-use hyper_util::client::legacy::connect::HttpConnector;
 use rustls::ClientConfig;
 use rustls::pki_types::CertificateDer;
+use rustls::pki_types::pem::PemObject;
 
 use crate::kicker::HttpKicker;
 use crate::pool::Pool;
-use crate::tls::TlsOptions;
 
 /// How long an idle pooled connection is kept by default: below the 60–75 s idle
 /// timeouts common on servers, so the pool rarely hands out a connection the peer
@@ -137,17 +136,8 @@ impl HttpKickerBuilder {
         let user_agent =
             HeaderValue::try_from(self.user_agent).map_err(|_| BuildError::InvalidUserAgent)?;
         let tls_config = self.tls.into_client_config()?;
-
-        let mut http = HttpConnector::new();
-        // The TLS layer below decides which schemes are allowed.
-        http.enforce_http(false);
-        // A kick is one small request; do not let Nagle hold it back.
-        http.set_nodelay(true);
-        let connector = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_tls_config(tls_config)
-            .https_or_http()
-            .enable_http1()
-            .wrap_connector(http);
+        // No connect timeout of its own: the kick's deadline bounds the whole exchange.
+        let connector = unique_tls::connector(tls_config, None);
 
         let pool = Pool::new(self.pool_idle_timeout, self.pool_max_idle_per_host);
 
@@ -157,5 +147,49 @@ impl HttpKickerBuilder {
             user_agent,
             self.max_response_body,
         ))
+    }
+}
+
+/// The TLS settings a builder collected.
+#[derive(Debug, Default)]
+struct TlsOptions {
+    /// Extra trust anchors added to the webpki roots.
+    extra_roots: Vec<CertificateDer<'static>>,
+    /// PEM bundles of extra trust anchors, parsed at build time.
+    extra_roots_pem: Vec<Vec<u8>>,
+    /// A complete replacement configuration (its ALPN list is replaced by
+    /// [`unique_tls::connector`]).
+    custom: Option<ClientConfig>,
+}
+
+impl TlsOptions {
+    /// The client configuration the connector uses: the custom one, or the webpki
+    /// roots plus the extra roots under [`unique_tls::client_config`].
+    fn into_client_config(self) -> Result<ClientConfig, BuildError> {
+        if let Some(custom) = self.custom {
+            if !self.extra_roots.is_empty() || !self.extra_roots_pem.is_empty() {
+                return Err(BuildError::ConflictingTlsOptions);
+            }
+            return Ok(custom);
+        }
+
+        let mut roots = unique_tls::webpki_roots();
+        let invalid = |e: &dyn std::fmt::Display| BuildError::InvalidRootCertificate(e.to_string());
+        for cert in self.extra_roots {
+            roots.add(cert).map_err(|e| invalid(&e))?;
+        }
+        for pem in &self.extra_roots_pem {
+            let mut found = false;
+            for cert in CertificateDer::pem_slice_iter(pem) {
+                roots
+                    .add(cert.map_err(|e| invalid(&e))?)
+                    .map_err(|e| invalid(&e))?;
+                found = true;
+            }
+            if !found {
+                return Err(invalid(&"no certificate in pem input"));
+            }
+        }
+        unique_tls::client_config(roots).map_err(BuildError::Tls)
     }
 }

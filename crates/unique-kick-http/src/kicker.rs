@@ -12,8 +12,6 @@ use http::uri::{Authority, Scheme};
 use http::{HeaderValue, Method, Request, StatusCode, Uri};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
-use hyper_rustls::HttpsConnector;
-use hyper_util::client::legacy::connect::HttpConnector;
 use tokio::time::{Instant, timeout_at};
 use tower_service::Service;
 use unique_core::{KickDetail, KickOutcome, KickPayload, Kicker, async_trait};
@@ -22,7 +20,7 @@ use crate::builder::HttpKickerBuilder;
 use crate::classify::status_outcome;
 use crate::pool::{Pool, PoolKey, Sender};
 
-pub(crate) type Connector = HttpsConnector<HttpConnector>;
+pub(crate) type Connector = unique_tls::Connector;
 
 /// A [`Kicker`] that POSTs the JSON [`KickPayload`] to the old session's endpoint.
 ///

@@ -4,10 +4,6 @@ mod builder;
 mod classify;
 mod kicker;
 mod pool;
-mod tls;
-
-#[cfg(feature = "contract")]
-pub mod contract;
 
 pub use builder::{
     BuildError, DEFAULT_MAX_IDLE_PER_HOST, DEFAULT_MAX_RESPONSE_BODY, DEFAULT_POOL_IDLE_TIMEOUT,

@@ -1,3 +1,3 @@
 //! The kicker contract suite against `HttpKicker` with default options.
 
-unique_kick_http::kicker_contract_tests!(unique_kick_http::HttpKicker::new());
+unique_kick_contract::kicker_contract_tests!(unique_kick_http::HttpKicker::new());

@@ -3,12 +3,15 @@
 use std::sync::Arc;
 
 use unique_core::{KickOutcome, Kicker};
-use unique_kick_http::contract::{ANSWER_DEADLINE, Behaviour, Peer, identity, timed_kick};
+use unique_kick_contract::{ANSWER_DEADLINE, Behaviour, Peer, identity, timed_kick};
 use unique_kick_http::rustls::{self, RootCertStore};
 use unique_kick_http::{BuildError, HttpKicker};
 
 async fn kick_confirms_over_tls(kicker: HttpKicker) {
-    let peer = Peer::start_tls(Behaviour::status(200)).await;
+    kick_confirms_at(kicker, Peer::start_tls(Behaviour::status(200)).await).await;
+}
+
+async fn kick_confirms_at(kicker: HttpKicker, peer: Peer) {
     let (outcome, took) = timed_kick(&kicker, &peer.https_url("/kick?t=1"), ANSWER_DEADLINE).await;
     assert_eq!(outcome, KickOutcome::Confirmed, "took {took:?}");
     let requests = peer.requests();
@@ -17,6 +20,17 @@ async fn kick_confirms_over_tls(kicker: HttpKicker) {
         (requests[0].method.as_str(), requests[0].target.as_str()),
         ("POST", "/kick?t=1")
     );
+}
+
+/// A caller's own TLS config trusting the test CA, offering `alpn`.
+fn custom_config(alpn: &[&[u8]]) -> rustls::ClientConfig {
+    let mut roots = RootCertStore::empty();
+    roots
+        .add(identity::ca_certificate())
+        .expect("test ca is a valid root");
+    let mut config = unique_tls::client_config(roots).expect("ring supports the defaults");
+    config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+    config
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -31,7 +45,7 @@ async fn a_private_ca_added_as_der_confirms_https_kicks() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_private_ca_added_as_pem_confirms_https_kicks() {
     let kicker = HttpKicker::builder()
-        .add_root_certificates_pem(identity::CA_PEM)
+        .add_root_certificates_pem(identity::ca_pem())
         .build()
         .expect("valid options");
     kick_confirms_over_tls(kicker).await;
@@ -39,23 +53,31 @@ async fn a_private_ca_added_as_pem_confirms_https_kicks() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_custom_tls_config_is_used_and_its_alpn_replaced() {
-    let mut roots = RootCertStore::empty();
-    roots
-        .add(identity::ca_certificate())
-        .expect("test ca is a valid root");
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .expect("ring supports the defaults")
-        .with_root_certificates(roots)
-        .with_no_client_auth();
     // hyper-rustls panics on a preset ALPN list; the builder must clear it.
-    config.alpn_protocols = vec![b"h2".to_vec()];
+    let config = custom_config(&[b"h2"]);
     let kicker = HttpKicker::builder()
         .tls_config(config)
         .build()
         .expect("valid options");
     kick_confirms_over_tls(kicker).await;
+}
+
+/// A config offering `h2` and `http/1.1`, against a server that would pick `h2`
+/// (and then close, as an HTTP/2 server cannot read HTTP/1.1): the kick still
+/// goes over HTTP/1.1, because the kicker offers no ALPN.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_custom_tls_config_offering_h2_kicks_over_http1() {
+    let kicker = HttpKicker::builder()
+        .tls_config(custom_config(&[b"h2", b"http/1.1"]))
+        .build()
+        .expect("valid options");
+    let mut server = identity::server_config();
+    server.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    kick_confirms_at(
+        kicker,
+        Peer::start_tls_with(Behaviour::status(200), server).await,
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -203,7 +225,7 @@ fn the_builder_refuses_bad_options() {
         .with_no_client_auth();
     let conflicting = HttpKicker::builder()
         .tls_config(custom)
-        .add_root_certificates_pem(identity::CA_PEM)
+        .add_root_certificates_pem(identity::ca_pem())
         .build();
     assert!(
         matches!(conflicting, Err(BuildError::ConflictingTlsOptions)),
@@ -225,7 +247,7 @@ fn a_kicker_built_outside_a_runtime_kicks_inside_one() {
             let outcome = kicker
                 .kick(
                     &peer.http_url("/kick"),
-                    &unique_kick_http::contract::payload(),
+                    &unique_kick_contract::payload(),
                     ANSWER_DEADLINE,
                 )
                 .await;

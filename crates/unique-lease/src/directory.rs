@@ -18,7 +18,7 @@ use crate::types::{Lease, NodeRegistration};
 ///
 /// # Contract
 ///
-/// Every clause has a case in [`contract`](crate::contract) whose doc names it.
+/// Every clause has a case in the `unique-lease-contract` crate whose doc names it.
 ///
 /// - **D1 grant.** When the room has no lease, or its lease is not
 ///   [`valid_at(now)`](Lease::valid_at) (the expiry instant itself is expired),

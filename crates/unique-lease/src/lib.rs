@@ -1,6 +1,5 @@
 #![doc = include_str!("../README.md")]
 
-pub mod contract;
 mod directory;
 mod error;
 mod memory;

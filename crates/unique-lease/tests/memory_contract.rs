@@ -2,15 +2,15 @@
 
 use std::sync::Arc;
 
-use unique_lease::contract::{self, Subject};
 use unique_lease::{ManualClock, MemoryDirectory};
+use unique_lease_contract::{self as contract, Subject};
 
 async fn memory() -> Subject {
     let clock = Arc::new(ManualClock::new(contract::start_time()));
     Subject::new(Arc::new(MemoryDirectory::with_clock(clock.clone())), clock)
 }
 
-unique_lease::lease_contract_tests!(memory);
+unique_lease_contract::lease_contract_tests!(memory);
 
 /// The single entry point runs every case too.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -4,8 +4,8 @@
 
 use std::sync::Arc;
 
-use unique_lease::contract::{self, Subject};
 use unique_lease::{ManualClock, RedisDirectory};
+use unique_lease_contract::{self as contract, Subject};
 
 async fn redis() -> Subject {
     let server = unique_testsupport::redis::shared();
@@ -21,4 +21,4 @@ async fn redis() -> Subject {
     Subject::new(Arc::new(directory), clock).keep_alive(server)
 }
 
-unique_lease::lease_contract_tests!(redis);
+unique_lease_contract::lease_contract_tests!(redis);

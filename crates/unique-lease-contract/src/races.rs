@@ -9,8 +9,7 @@ use std::time::Duration;
 use tokio::sync::Barrier;
 
 use super::{SeedReport, Subject, TTL, plus, seed, start_time, whole_ms};
-use crate::directory::Directory;
-use crate::types::Lease;
+use unique_lease::{Directory, Lease};
 
 /// Runs `op(i)` for `i in 0..n` on `n` spawned tasks that start together, and
 /// returns the results in index order.

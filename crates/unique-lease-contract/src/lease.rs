@@ -2,9 +2,8 @@
 
 use std::time::{Duration, UNIX_EPOCH};
 
-use super::{Subject, TTL, plus, start_time, whole_ms};
-use crate::time::{MAX_TIME_MILLIS, MAX_TTL};
-use crate::validate::{MAX_ID_LEN, MAX_TOKEN_LEN};
+use super::{Subject, TTL, fresh_token, plus, start_time, whole_ms};
+use unique_lease::{MAX_ID_LEN, MAX_TIME_MILLIS, MAX_TOKEN_LEN, MAX_TTL};
 
 /// D7: a room nobody ever held reads as `None`.
 pub async fn lookup_of_unknown_room_is_none(s: Subject) {
@@ -312,7 +311,7 @@ pub async fn verify_accepts_only_the_current_holding(s: Subject) {
             .await
             .unwrap()
     );
-    let forged = crate::directory::new_token();
+    let forged = fresh_token();
     assert!(
         !d.verify_owner("d5-verify", "a", &forged, now)
             .await
@@ -392,7 +391,7 @@ pub async fn verify_never_renews_or_takes_over(s: Subject) {
 
 /// D5: a room without a lease verifies as `false` (not an error).
 pub async fn verify_of_unknown_room_is_false(s: Subject) {
-    let token = crate::directory::new_token();
+    let token = fresh_token();
     assert!(
         !s.directory
             .verify_owner("d5-none", "a", &token, start_time())

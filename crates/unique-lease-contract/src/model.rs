@@ -4,8 +4,8 @@
 use std::collections::HashSet;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use super::{SeedReport, Subject, start_time, whole_ms};
-use crate::types::Lease;
+use super::{SeedReport, Subject, fresh_token, start_time, whole_ms};
+use unique_lease::Lease;
 
 const ROOMS: usize = 3;
 const NODES: [&str; 4] = ["a", "b", "c", "d"];
@@ -194,7 +194,7 @@ async fn verify(
     let token = match (rng.u8(0..4), current) {
         (0 | 1, Some(token)) => token,
         (2, _) if !old.is_empty() => old[rng.usize(0..old.len())].clone(),
-        _ => crate::directory::new_token(),
+        _ => fresh_token(),
     };
     let expected = model
         .valid(room, now)

@@ -1,44 +1,7 @@
-//! The lease contract suite: every clause of the [`Directory`] (D1–D9) and
-//! [`NodeRegistry`] (N1–N4) contracts as a `pub async fn` taking a [`Subject`], so
-//! any backend — in this crate or outside it — can prove itself.
-//!
-//! Use [`lease_contract_tests!`](crate::lease_contract_tests) to get one
-//! `#[tokio::test]` per case (a failure names its case), or [`run_all`] to run every
-//! case in order. The caller needs `tokio` with the `macros` and `rt-multi-thread`
-//! features as a dev-dependency.
-//!
-//! ```
-//! use std::sync::Arc;
-//! use unique_lease::contract::{self, Subject};
-//! use unique_lease::{ManualClock, MemoryDirectory};
-//!
-//! /// A fresh backend per case.
-//! async fn memory() -> Subject {
-//!     let clock = Arc::new(ManualClock::new(contract::start_time()));
-//!     Subject::new(Arc::new(MemoryDirectory::with_clock(clock.clone())), clock)
-//! }
-//!
-//! unique_lease::lease_contract_tests!(memory);
-//! # fn main() {}
-//! ```
-//!
-//! The suite is a public module rather than a cargo feature: a feature-gated suite
-//! is silently skipped by a plain `cargo test`, and what it needs (tokio's runtime
-//! and barrier, `fastrand`) is already in every build of this crate.
-//!
-//! Cases judge leases by the `now` they pass (a fixed logical time around 2030),
-//! never by the wall clock, so they are exact and need no sleeps. Expiry is reached
-//! by passing a later `now`; node registrations expire by advancing the subject's
-//! [`ManualClock`]. A backend that garbage-collects expired leases in real time (as
-//! Redis does after its grace period) must keep them for at least a minute.
-//!
-//! # Panics
-//!
-//! Every case panics (with the clause and the values involved) when the backend
-//! breaks the contract, as a test should.
+#![doc = include_str!("../README.md")]
 #![allow(
     clippy::missing_panics_doc,
-    reason = "every case panics on a contract violation, documented once above"
+    reason = "every case panics on a contract violation, documented once in the crate doc"
 )]
 
 mod lease;
@@ -52,8 +15,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use crate::directory::{Directory, NodeRegistry};
-use crate::time::ManualClock;
+use unique_lease::{Directory, ManualClock, NodeRegistry};
 
 pub use lease::*;
 pub use model::*;
@@ -92,6 +54,12 @@ impl Subject {
         self.keep_alive = Some(guard);
         self
     }
+}
+
+/// A random token no backend issued (a UUID v4, like the tokens backends issue), for
+/// cases that present a forged or stale token.
+fn fresh_token() -> String {
+    uuid::Uuid::new_v4().to_string()
 }
 
 /// Where factories should start the subject's clock: 2030-03-17T17:46:40.000123Z
@@ -135,7 +103,7 @@ where
 }
 
 /// The list of case names, handed to `$callback` after `$args`. One list feeds
-/// both [`CASES`] and [`lease_contract_tests!`](crate::lease_contract_tests).
+/// both [`CASES`] and [`lease_contract_tests!`].
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __unique_lease_cases {
@@ -206,7 +174,7 @@ macro_rules! __unique_lease_case_tests {
         $(
             #[::tokio::test(flavor = "multi_thread", worker_threads = 4)]
             async fn $case() {
-                $crate::contract::$case($factory().await).await;
+                $crate::$case($factory().await).await;
             }
         )*
     };

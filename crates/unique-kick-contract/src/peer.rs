@@ -116,14 +116,26 @@ impl Peer {
     }
 
     /// Starts a TLS peer whose certificate (for `127.0.0.1` and `localhost`) is
-    /// signed by the suite's private test CA, [`identity::CA_PEM`], which no
+    /// signed by the suite's private test CA, [`identity::ca_pem`], which no
     /// kicker trusts unless told to.
     ///
     /// # Panics
     ///
-    /// If no loopback port can be bound, or the built-in identity does not load.
+    /// If no loopback port can be bound, or the test identity cannot be generated.
     pub async fn start_tls(behaviour: Behaviour) -> Self {
-        Self::spawn(behaviour, Some(identity::acceptor())).await
+        Self::start_tls_with(behaviour, identity::server_config()).await
+    }
+
+    /// Starts a TLS peer on `config`, usually [`identity::server_config`] with a
+    /// change (such as an ALPN list). A connection on which the handshake selects
+    /// `h2` is closed unanswered, as an HTTP/2 server would not understand the
+    /// HTTP/1.1 this peer speaks.
+    ///
+    /// # Panics
+    ///
+    /// If no loopback port can be bound.
+    pub async fn start_tls_with(behaviour: Behaviour, config: rustls::ServerConfig) -> Self {
+        Self::spawn(behaviour, Some(identity::acceptor(config))).await
     }
 
     async fn spawn(behaviour: Behaviour, tls: Option<TlsAcceptor>) -> Self {
@@ -220,6 +232,9 @@ async fn serve(
     match tls {
         Some(acceptor) => {
             let stream = acceptor.accept(stream).await?;
+            if stream.get_ref().1.alpn_protocol() == Some(b"h2") {
+                return Ok(());
+            }
             serve_http(Reader::new(stream), id, behaviour, log).await
         }
         None if *behaviour == Behaviour::Reset => {

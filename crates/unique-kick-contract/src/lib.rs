@@ -1,32 +1,4 @@
-//! The kicker classification contract suite (feature `contract`): every clause of
-//! the [`Kicker`] contract, checked against real loopback servers that the suite
-//! starts itself.
-//!
-//! Each case is a `pub async fn(&dyn Kicker)`. Run them all with
-//! [`kicker_contract_tests!`](crate::kicker_contract_tests), which expands to one
-//! `#[tokio::test]` per case (so a failure names its case), or with [`run_all`].
-//! The kicker must not trust [`identity::CA_PEM`] (the TLS cases expect it to
-//! refuse that CA's certificate).
-//!
-//! | case | server | expected |
-//! |---|---|---|
-//! | [`confirmed_on_200`] | answers 200 | `Confirmed`; exactly one POST to the endpoint's path and query, `content-type: application/json`, body exactly the payload's JSON |
-//! | [`confirmed_on_204`] | answers 204, no body | `Confirmed` |
-//! | [`non_2xx_on_404`], [`non_2xx_on_500`], [`non_2xx_on_503`] | answers that status | `non-2xx` |
-//! | [`redirect_301_not_followed`], [`redirect_302_not_followed`], [`redirect_307_not_followed`] | redirects to a second live server | `non-2xx`; the target never sees a connection |
-//! | [`timeout_when_server_never_answers`] | accepts, reads, never answers | `timeout`, not before the deadline and within deadline + 100 ms |
-//! | [`timeout_when_body_stalls`] | sends `200` headers, then stalls the body | `timeout`, same bound |
-//! | [`timeout_when_tls_handshake_stalls`] | https endpoint; accepts TCP, never answers the handshake | `timeout`, same bound (connect is inside the deadline) |
-//! | [`connect_error_on_closed_port`] | nothing listens | `connect-error` |
-//! | [`connect_error_on_reset`] | reads the request, then RST (`SO_LINGER` 0) | `connect-error` |
-//! | [`connect_error_on_garbled_response`] | answers bytes that are not HTTP, keeps the connection open | `connect-error` |
-//! | [`connect_error_on_https_to_plain_tcp`] | https endpoint; the server speaks plain HTTP | `connect-error` |
-//! | [`connect_error_on_untrusted_certificate`] | https endpoint; certificate from an untrusted CA | `connect-error`; no request delivered |
-//! | [`connect_error_on_invalid_endpoint`] | garbage, relative, empty-host and `ftp://` endpoints | `connect-error`; nothing is contacted |
-//! | [`keep_alive_reuses_the_connection`] | answers 200 | both kicks `Confirmed` and carried by one TCP connection |
-//!
-//! The only timing assertion is the deadline bound of the three `timeout` cases,
-//! because that bound *is* the contract; it has slack only on the upper side.
+#![doc = include_str!("../README.md")]
 
 mod cases;
 mod http1;
@@ -156,7 +128,7 @@ macro_rules! __kicker_contract_emit_tests {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn $case() {
                 let kicker = $factory;
-                $crate::contract::$case(&kicker).await;
+                $crate::$case(&kicker).await;
             }
         )*
     };
@@ -169,7 +141,7 @@ macro_rules! __kicker_contract_emit_tests {
 /// crate's dev-dependencies.
 ///
 /// ```
-/// unique_kick_http::kicker_contract_tests!(unique_kick_http::HttpKicker::new());
+/// unique_kick_contract::kicker_contract_tests!(unique_kick_http::HttpKicker::new());
 /// # fn main() {}
 /// ```
 #[macro_export]

@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use unique_core::{KickDetail, KickOutcome, KickPayload, Kicker, async_trait};
+use unique_kick_contract::{self as contract, identity};
 use unique_kick_http::HttpKicker;
-use unique_kick_http::contract::{self, identity};
 
 /// Runs `case` against `kicker` and returns whether it failed (panicked).
 async fn rejects<K, F>(kicker: K, case: F) -> bool

@@ -3,8 +3,7 @@
 use std::time::Duration;
 
 use super::{Subject, whole_ms};
-use crate::time::{Clock, MAX_TTL};
-use crate::validate::{MAX_ADDR_LEN, MAX_ID_LEN};
+use unique_lease::{Clock, MAX_ADDR_LEN, MAX_ID_LEN, MAX_TTL};
 
 const TTL: Duration = Duration::from_secs(15);
 

@@ -1,0 +1,74 @@
+#![doc = include_str!("../README.md")]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper_util::client::legacy::connect::HttpConnector;
+use rustls::{ClientConfig, RootCertStore};
+
+/// The connector [`connector`] builds: TLS for `https` URLs, plain TCP for `http` ones.
+pub type Connector = hyper_rustls::HttpsConnector<HttpConnector>;
+
+/// Mozilla's root certificates (from the `webpki-roots` crate), to use as they are or to
+/// extend with private CAs before [`client_config`].
+pub fn webpki_roots() -> RootCertStore {
+    RootCertStore {
+        roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+    }
+}
+
+/// A client configuration trusting `roots`, with the ring provider and rustls' safe
+/// default protocol versions, and no client certificate.
+///
+/// The provider is named here rather than taken from the process default, so the result
+/// does not depend on which rustls providers other crates in the binary compiled in.
+///
+/// Errors: rustls refuses the protocol versions for the provider (never for ring and
+/// the safe defaults; the error is kept rather than unwrapped so a future rustls cannot
+/// turn it into a panic).
+pub fn client_config(roots: RootCertStore) -> Result<ClientConfig, rustls::Error> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    Ok(ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()?
+        .with_root_certificates(roots)
+        .with_no_client_auth())
+}
+
+/// The HTTPS-or-HTTP connector over `config`: hyper-rustls wrapping a hyper-util
+/// [`HttpConnector`] with `TCP_NODELAY` on and the TCP connect bounded by
+/// `connect_timeout` (`None`: bounded only by the caller's own deadline).
+///
+/// `config`'s ALPN list is replaced: the connector speaks HTTP/1.1 only and offers no
+/// ALPN, so a server never selects HTTP/2, even when `config` listed `h2`.
+pub fn connector(mut config: ClientConfig, connect_timeout: Option<Duration>) -> Connector {
+    // hyper-rustls writes the ALPN list itself from the enabled HTTP versions (for
+    // HTTP/1.1 alone: none) and panics on a config that already has one.
+    config.alpn_protocols.clear();
+
+    let mut http = HttpConnector::new();
+    // The TLS layer decides which schemes are allowed.
+    http.enforce_http(false);
+    // Requests are small and latency-bound; do not let Nagle hold them back.
+    http.set_nodelay(true);
+    http.set_connect_timeout(connect_timeout);
+    hyper_rustls::HttpsConnectorBuilder::new()
+        .with_tls_config(config)
+        .https_or_http()
+        .enable_http1()
+        .wrap_connector(http)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_config_trusts_the_webpki_roots_and_offers_no_alpn() {
+        let config = client_config(webpki_roots()).unwrap();
+        assert!(config.alpn_protocols.is_empty());
+        assert_eq!(
+            webpki_roots().roots.len(),
+            webpki_roots::TLS_SERVER_ROOTS.len()
+        );
+    }
+}
