@@ -22,7 +22,8 @@ pub const ANSWER_DEADLINE: Duration = Duration::from_secs(5);
 /// The deadline of the `timeout` cases.
 pub const TIMEOUT_DEADLINE: Duration = Duration::from_millis(500);
 
-/// How far past its deadline a kick may return (SPEC §5, issue 3).
+/// How far past its deadline a kick may return: a kicker respects the deadline
+/// it is given (`docs/design.md#kicker`), give or take timer resolution.
 pub const TIMEOUT_SLACK: Duration = Duration::from_millis(100);
 
 /// How long past its deadline the suite waits for a kicker that ignores it before

@@ -1,4 +1,5 @@
-//! The kick classification of SPEC §5, kept pure so every branch has a unit test.
+//! The kick classification (`docs/design.md#kicker`), kept pure so every branch
+//! has a unit test.
 
 use http::StatusCode;
 use unique_core::{KickDetail, KickOutcome};
