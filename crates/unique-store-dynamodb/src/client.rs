@@ -9,11 +9,13 @@ use aws_sdk_dynamodb::types::{
     AttributeDefinition, AttributeValue, BillingMode, KeySchemaElement, KeyType, ReturnValue,
     ReturnValuesOnConditionCheckFailure, ScalarAttributeType, TableStatus,
 };
-use unique_core::{CurrentView, Error, Key, Owner, OwnerState, Store, async_trait, encode_owner};
+use unique_core::{
+    CasOutcome, CurrentView, Error, Fence, Key, Owner, OwnerState, Store, async_trait, encode_owner,
+};
 
 use crate::builder::DynamoStoreBuilder;
 use crate::codec::{self, CLAIM_UPDATE, ClaimForm, Item};
-use crate::error::{self, Kind};
+use crate::error::{self, Kind, UpdateFailure};
 use crate::metrics::{RequestCounter, RequestCounts};
 
 /// Release keeps `gen` and turns the record into a tombstone (C5).
@@ -24,14 +26,14 @@ const RELEASE_CONDITION: &str = "#gen = :gen";
 /// still being created.
 const TABLE_POLL_INTERVAL: Duration = Duration::from_millis(100);
 
-/// A [`Store`] on one DynamoDB table (SPEC §8, C1–C8).
+/// A [`Store`] on one DynamoDB table (C1–C8).
 ///
 /// - `read_owner` / `current`: `GetItem` with `ConsistentRead = true` (C2).
-/// - `claim_cas`: one `UpdateItem` that checks the C3 condition and writes
-///   `gen`, `owner` and `cid` together (C4), returning the written gen
-///   (`ReturnValues = UPDATED_NEW`). A failed condition asks for the item
-///   (`ALL_OLD`) and hands it to the Arbiter as the next snapshot when the
-///   server returns it.
+/// - `claim_cas`: one `UpdateItem` that checks the snapshot's [`Fence`] and
+///   writes `gen`, `owner` and `cid` together (C4), returning the written gen
+///   (`ReturnValues = UPDATED_NEW`). A failed condition is a lost race that
+///   asks for the item (`ALL_OLD`) and hands it to the Arbiter as the next
+///   snapshot when the server returns it.
 /// - `release`: one `UpdateItem SET owner = "" REMOVE cid` conditioned on `gen` (C5).
 ///
 /// Cheap to clone (the SDK client is shared).
@@ -221,10 +223,10 @@ impl Store for DynamoStore {
         owner: &Owner,
         claim_id: &str,
         snap: &OwnerState,
-    ) -> Result<i64, Error> {
+    ) -> Result<CasOutcome, Error> {
         // Both refusals happen before any request (C4, C8).
         let owner_json = encode_owner(owner)?;
-        let form = ClaimForm::for_snapshot(snap)?;
+        let form = ClaimForm::from(Fence::for_snapshot(snap)?);
         let mut request = self
             .client
             .update_item()
@@ -241,13 +243,22 @@ impl Store for DynamoStore {
         for (name, value) in form.pins {
             request = request.expression_attribute_values(name, value);
         }
-        let out = request.send().await.map_err(error::claim_failed)?;
+        let out = match request.send().await {
+            Ok(out) => out,
+            Err(e) => {
+                return match error::update_failure(e) {
+                    UpdateFailure::ConditionFailed(item) => Ok(codec::lost_race(item.as_ref())),
+                    UpdateFailure::Error(e) => Err(e),
+                };
+            }
+        };
         // The gen the server reports writing; a server that returns no
         // attributes wrote exactly `next_generation`, since the condition pinned the old gen.
-        match out.attributes() {
-            Some(written) if written.contains_key(codec::GEN) => codec::generation(written),
-            _ => Ok(form.next_generation),
-        }
+        let generation = match out.attributes() {
+            Some(written) if written.contains_key(codec::GEN) => codec::generation(written)?,
+            _ => form.next_generation,
+        };
+        Ok(CasOutcome::Written { generation })
     }
 
     async fn current(&self, key: &Key) -> Result<CurrentView, Error> {
@@ -272,10 +283,10 @@ impl Store for DynamoStore {
             .await;
         match result {
             Ok(_) => Ok(true),
-            Err(e) => match error::classify("UpdateItem", e) {
+            Err(e) => match error::update_failure(e) {
                 // Gen mismatch or no record: nothing written, not an error (C5).
-                Error::CasFailed { .. } => Ok(false),
-                other => Err(other),
+                UpdateFailure::ConditionFailed(_) => Ok(false),
+                UpdateFailure::Error(e) => Err(e),
             },
         }
     }

@@ -1,4 +1,4 @@
-//! The record layout (SPEC §8) and its translation to and from DynamoDB items.
+//! The record layout and its translation to and from DynamoDB items.
 //!
 //! One item per key: `pk` (S) = `Key::to_string()`, `gen` (N), `owner` (S, the
 //! owner's JSON, empty for a tombstone), `cid` (S, absent on a tombstone).
@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use unique_core::{CurrentView, Error, Key, OwnerState, decode_owner};
+use unique_core::{CasOutcome, CurrentView, Error, Fence, Key, OwnerState, decode_owner};
 
 /// Partition key attribute.
 pub(crate) const PK: &str = "pk";
@@ -30,8 +30,8 @@ pub(crate) fn number(value: i64) -> AttributeValue {
     AttributeValue::N(value.to_string())
 }
 
-/// The condition and values of one C3 claim form, chosen from `snap.claim_id`
-/// (never from `snap.owner`, so a corrupt record stays replaceable).
+/// A claim's [`Fence`] as DynamoDB checks it: the condition expression and
+/// the values it pins.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct ClaimForm {
     /// The `ConditionExpression`.
@@ -55,37 +55,31 @@ pub(crate) fn expression_names() -> HashMap<String, String> {
         .collect()
 }
 
-impl ClaimForm {
-    /// Picks the form for `snap` (C3) and checks the gen domain (C4).
-    ///
-    /// # Errors
-    ///
-    /// `Unavailable` when `snap.generation + 1` would reach `i64::MAX`.
-    pub(crate) fn for_snapshot(snap: &OwnerState) -> Result<Self, Error> {
-        if !snap.exists {
-            return Ok(Self {
-                condition: "attribute_not_exists(pk)",
-                next_generation: 1,
-                pins: Vec::new(),
-            });
-        }
-        let next_generation = match snap.generation.checked_add(1) {
-            Some(next) if next < i64::MAX => next,
-            _ => return Err(Error::unavailable("gen exhausted for this key")),
+impl From<Fence<'_>> for ClaimForm {
+    fn from(fence: Fence<'_>) -> Self {
+        let next_generation = fence.next_generation();
+        let (condition, pins) = match fence {
+            Fence::FirstLogin => ("attribute_not_exists(pk)", Vec::new()),
+            Fence::DoublePin {
+                generation,
+                claim_id,
+            } => (
+                "#gen = :prev AND #cid = :prev_cid",
+                vec![
+                    (":prev", number(generation)),
+                    (":prev_cid", AttributeValue::S(claim_id.to_owned())),
+                ],
+            ),
+            Fence::Tombstone { generation } => (
+                "#gen = :prev AND attribute_not_exists(#cid)",
+                vec![(":prev", number(generation))],
+            ),
         };
-        let prev = (":prev", number(snap.generation));
-        Ok(match &snap.claim_id {
-            Some(cid) => Self {
-                condition: "#gen = :prev AND #cid = :prev_cid",
-                next_generation,
-                pins: vec![prev, (":prev_cid", AttributeValue::S(cid.clone()))],
-            },
-            None => Self {
-                condition: "#gen = :prev AND attribute_not_exists(#cid)",
-                next_generation,
-                pins: vec![prev],
-            },
-        })
+        Self {
+            condition,
+            next_generation,
+            pins,
+        }
     }
 }
 
@@ -140,17 +134,18 @@ pub(crate) fn owner_state(item: Option<&Item>) -> Result<OwnerState, Error> {
 ///
 /// # Errors
 ///
-/// Those of [`owner_state`], and `Unavailable` for a corrupt owner.
+/// Those of [`owner_state`] and of [`OwnerState::into_current_view`].
 pub(crate) fn current_view(item: Option<&Item>) -> Result<CurrentView, Error> {
-    let state = owner_state(item)?;
-    if state.owner_corrupt {
-        return Err(Error::unavailable("stored owner is corrupt"));
+    owner_state(item)?.into_current_view()
+}
+
+/// A claim whose condition failed: the record it lost to when the server
+/// returned it (`ALL_OLD`) and it decodes, so the Arbiter's next attempt skips
+/// its read; otherwise the Arbiter reads.
+pub(crate) fn lost_race(item: Option<&Item>) -> CasOutcome {
+    CasOutcome::LostRace {
+        current: item.and_then(|item| owner_state(Some(item)).ok()),
     }
-    Ok(CurrentView {
-        generation: state.generation,
-        owner: state.owner,
-        exists: state.exists,
-    })
 }
 
 #[cfg(test)]
@@ -170,11 +165,18 @@ mod tests {
         AttributeValue::S(v.to_owned())
     }
 
+    fn form(snap: &OwnerState) -> ClaimForm {
+        Fence::for_snapshot(snap)
+            .expect("a claimable snapshot")
+            .into()
+    }
+
     #[test]
-    fn forms_follow_claim_id_not_owner() {
-        let first = ClaimForm::for_snapshot(&OwnerState::absent()).unwrap();
+    fn each_fence_maps_to_its_condition_and_pins() {
+        let first = form(&OwnerState::absent());
         assert_eq!(first.condition, "attribute_not_exists(pk)");
         assert_eq!(first.next_generation, 1);
+        assert!(first.pins.is_empty());
 
         // Corrupt owner (owner None) with a cid: still the double-pin form.
         let corrupt = OwnerState {
@@ -184,44 +186,54 @@ mod tests {
             owner_corrupt: true,
             claim_id: Some(String::new()),
         };
-        let pin = ClaimForm::for_snapshot(&corrupt).unwrap();
+        let pin = form(&corrupt);
         assert_eq!(pin.condition, "#gen = :prev AND #cid = :prev_cid");
         assert_eq!(pin.next_generation, 5);
-        assert_eq!(pin.pins[1], (":prev_cid", s("")));
+        assert_eq!(pin.pins, vec![(":prev", number(4)), (":prev_cid", s(""))]);
 
         let tomb = OwnerState {
             exists: true,
             generation: 9,
             ..OwnerState::default()
         };
-        let tomb = ClaimForm::for_snapshot(&tomb).unwrap();
+        let tomb = form(&tomb);
         assert_eq!(
             tomb.condition,
             "#gen = :prev AND attribute_not_exists(#cid)"
         );
+        assert_eq!(tomb.next_generation, 10);
         assert_eq!(tomb.pins, vec![(":prev", number(9))]);
     }
 
     #[test]
-    fn gen_domain_ends_below_max() {
-        let at = |generation| OwnerState {
+    fn the_written_gen_is_the_fences_up_to_the_last_one() {
+        let last = OwnerState {
             exists: true,
-            generation,
+            generation: i64::MAX - 2,
             ..OwnerState::default()
         };
+        assert_eq!(form(&last).next_generation, i64::MAX - 1);
+    }
+
+    #[test]
+    fn a_lost_race_carries_the_all_old_item_when_it_decodes() {
+        assert_eq!(lost_race(None), CasOutcome::LostRace { current: None });
+        let tomb = item(&[(GEN, number(7)), (OWNER, s(""))]);
+        let CasOutcome::LostRace {
+            current: Some(state),
+        } = lost_race(Some(&tomb))
+        else {
+            panic!("expected a lost race with the record");
+        };
+        assert!(state.exists);
+        assert_eq!(state.generation, 7);
+        assert_eq!(state.claim_id, None);
+        // An item that does not decode leaves the next attempt to read.
+        let bad = item(&[(GEN, s("x"))]);
         assert_eq!(
-            ClaimForm::for_snapshot(&at(i64::MAX - 2))
-                .unwrap()
-                .next_generation,
-            i64::MAX - 1
+            lost_race(Some(&bad)),
+            CasOutcome::LostRace { current: None }
         );
-        for g in [i64::MAX - 1, i64::MAX] {
-            assert!(
-                ClaimForm::for_snapshot(&at(g))
-                    .unwrap_err()
-                    .is_unavailable()
-            );
-        }
     }
 
     #[test]

@@ -1,10 +1,13 @@
-//! C8 in one place: every SDK failure becomes exactly one `unique_core::Error`.
+//! C8 in one place: every SDK failure becomes exactly one `unique_core::Error`,
+//! except the failed condition of a conditional `UpdateItem`.
 //!
-//! A failed condition is `CasFailed` (with the record when the server returned
-//! it), throttling is `Throttled`, and everything else — timeouts, dispatch
+//! A failed condition is not an error: [`update_failure`] reports it as
+//! [`UpdateFailure::ConditionFailed`] (with the item when the server returned
+//! it), which a claim answers as a lost race and a release as `false`.
+//! Throttling is `Throttled`, and everything else — timeouts, dispatch
 //! failures, unreadable responses, other service errors — is `Unavailable`
-//! with the SDK error kept as its source. Nothing else is ever reported as
-//! `CasFailed`.
+//! with the SDK error kept as its source. Nothing else is ever reported as a
+//! failed condition.
 
 use std::fmt::Debug;
 
@@ -95,7 +98,9 @@ pub(crate) fn service_kind<E: ServiceKind, R>(err: &SdkError<E, R>) -> Option<Ki
     err.as_service_error().map(ServiceKind::kind)
 }
 
-/// Maps a failed `operation` (its DynamoDB name, e.g. `UpdateItem`) to the core error.
+/// Maps a failed `operation` (its DynamoDB name, e.g. `UpdateItem`) to the
+/// core error. A condition failure reaching here (an operation that has no
+/// condition) is a fault like any other service error.
 pub(crate) fn classify<E, R>(operation: &'static str, err: SdkError<E, R>) -> Error
 where
     E: ServiceKind + std::error::Error + Send + Sync + 'static,
@@ -103,9 +108,8 @@ where
 {
     let reason = match &err {
         SdkError::ServiceError(service) => match service.err().kind() {
-            Kind::ConditionFailed => return Error::cas_failed(),
             Kind::Throttled => return Error::Throttled,
-            Kind::NotFound | Kind::InUse | Kind::Other => format!(
+            Kind::ConditionFailed | Kind::NotFound | Kind::InUse | Kind::Other => format!(
                 "dynamodb {operation} failed: {}",
                 service.err().code().unwrap_or("unknown service error")
             ),
@@ -121,21 +125,32 @@ where
     Error::unavailable_with(reason, err)
 }
 
-/// Maps a failed claim `UpdateItem`. A failed condition that carries the item
-/// (`ReturnValuesOnConditionCheckFailure = ALL_OLD`) becomes `CasFailed` with
-/// that record, so the Arbiter's next attempt skips its read; without the item
-/// (or with one that does not decode) the Arbiter reads.
-pub(crate) fn claim_failed<R>(err: SdkError<UpdateItemError, R>) -> Error
+/// How a conditional `UpdateItem` failed.
+#[derive(Debug)]
+pub(crate) enum UpdateFailure {
+    /// `ConditionalCheckFailedException`: the condition did not hold and
+    /// nothing was written. Carries the item as it stood when the request
+    /// asked for it (`ReturnValuesOnConditionCheckFailure = ALL_OLD`) and the
+    /// server returned it.
+    ConditionFailed(Option<codec::Item>),
+    /// Any other failure, classified as [`classify`] does.
+    Error(Error),
+}
+
+/// Splits a failed conditional `UpdateItem` into its failed condition and
+/// every other failure.
+pub(crate) fn update_failure<R>(err: SdkError<UpdateItemError, R>) -> UpdateFailure
 where
     R: Debug + Send + Sync + 'static,
 {
-    if let Some(UpdateItemError::ConditionalCheckFailedException(failed)) = err.as_service_error()
-        && let Some(item) = failed.item()
-        && let Ok(state) = codec::owner_state(Some(item))
-    {
-        return Error::cas_failed_with(state);
+    if service_kind(&err) != Some(Kind::ConditionFailed) {
+        return UpdateFailure::Error(classify("UpdateItem", err));
     }
-    classify("UpdateItem", err)
+    UpdateFailure::ConditionFailed(match err.into_service_error() {
+        UpdateItemError::ConditionalCheckFailedException(failed) => failed.item,
+        // Recognised by its code only: the SDK did not parse an item.
+        _ => None,
+    })
 }
 
 #[cfg(test)]
@@ -161,50 +176,59 @@ mod tests {
         std::io::Error::other("connection reset")
     }
 
+    /// The error of an `UpdateItem` failure that is not a failed condition.
+    fn update_error(e: Sdk<UpdateItemError>) -> Error {
+        match update_failure(e) {
+            UpdateFailure::Error(e) => e,
+            other @ UpdateFailure::ConditionFailed(_) => panic!("expected an error, got {other:?}"),
+        }
+    }
+
     #[test]
-    fn condition_failure_without_item_is_cas_failed_without_state() {
+    fn condition_failure_without_item_is_a_failed_condition_without_item() {
         let e = service(UpdateItemError::ConditionalCheckFailedException(
             ConditionalCheckFailedException::builder()
                 .message("The conditional request failed")
                 .build(),
         ));
-        match claim_failed(e) {
-            Error::CasFailed { current: None } => {}
-            other => panic!("expected CasFailed without state, got {other:?}"),
+        match update_failure(e) {
+            UpdateFailure::ConditionFailed(None) => {}
+            other => panic!("expected a failed condition without item, got {other:?}"),
         }
     }
 
     #[test]
-    fn condition_failure_with_all_old_item_carries_the_record() {
+    fn condition_failure_with_all_old_item_carries_the_item() {
         let e = service(UpdateItemError::ConditionalCheckFailedException(
             ConditionalCheckFailedException::builder()
                 .item(codec::GEN, AttributeValue::N("7".into()))
                 .item(codec::OWNER, AttributeValue::S(String::new()))
                 .build(),
         ));
-        match claim_failed(e) {
-            Error::CasFailed {
-                current: Some(state),
-            } => {
-                assert!(state.exists);
-                assert_eq!(state.generation, 7);
-                assert_eq!(state.claim_id, None);
+        match update_failure(e) {
+            UpdateFailure::ConditionFailed(Some(item)) => {
+                assert_eq!(item.len(), 2);
+                assert_eq!(item[codec::GEN], AttributeValue::N("7".into()));
+                assert_eq!(item[codec::OWNER], AttributeValue::S(String::new()));
             }
-            other => panic!("expected CasFailed with state, got {other:?}"),
+            other => panic!("expected a failed condition with item, got {other:?}"),
         }
     }
 
     #[test]
-    fn condition_failure_with_undecodable_item_falls_back_to_a_read() {
-        let e = service(UpdateItemError::ConditionalCheckFailedException(
-            ConditionalCheckFailedException::builder()
-                .item(codec::GEN, AttributeValue::S("x".into()))
+    fn a_condition_failure_outside_update_item_is_unavailable() {
+        // An operation without a condition that still reports one is a fault.
+        let e = service(GetItemError::generic(
+            ErrorMetadata::builder()
+                .code("ConditionalCheckFailedException")
                 .build(),
         ));
-        assert!(matches!(
-            claim_failed(e),
-            Error::CasFailed { current: None }
-        ));
+        let mapped = classify("GetItem", e);
+        assert!(mapped.is_unavailable());
+        assert_eq!(
+            mapped.to_string(),
+            "unavailable: dynamodb GetItem failed: ConditionalCheckFailedException"
+        );
     }
 
     #[test]
@@ -212,7 +236,7 @@ mod tests {
         let e = service(UpdateItemError::ProvisionedThroughputExceededException(
             ProvisionedThroughputExceededException::builder().build(),
         ));
-        assert!(claim_failed(e).is_throttled());
+        assert!(update_error(e).is_throttled());
         let e = service(GetItemError::ProvisionedThroughputExceededException(
             ProvisionedThroughputExceededException::builder().build(),
         ));
@@ -224,7 +248,7 @@ mod tests {
         let e = service(UpdateItemError::ThrottlingException(
             ThrottlingException::builder().build(),
         ));
-        assert!(claim_failed(e).is_throttled());
+        assert!(update_error(e).is_throttled());
         let e = service(GetItemError::ThrottlingException(
             ThrottlingException::builder().build(),
         ));
@@ -236,7 +260,7 @@ mod tests {
         let e = service(UpdateItemError::RequestLimitExceeded(
             RequestLimitExceeded::builder().build(),
         ));
-        assert!(claim_failed(e).is_throttled());
+        assert!(update_error(e).is_throttled());
         let e = service(GetItemError::RequestLimitExceeded(
             RequestLimitExceeded::builder().build(),
         ));
@@ -265,7 +289,10 @@ mod tests {
                 .code("ConditionalCheckFailedException")
                 .build(),
         ));
-        assert!(claim_failed(e).is_cas_failed());
+        assert!(matches!(
+            update_failure(e),
+            UpdateFailure::ConditionFailed(None)
+        ));
         let e = generic("AccessDeniedException");
         let mapped = classify("DescribeTable", e);
         assert!(mapped.is_unavailable());
@@ -278,10 +305,10 @@ mod tests {
     #[test]
     fn other_service_errors_are_unavailable_with_source() {
         let cases: Vec<Error> = vec![
-            claim_failed(service(UpdateItemError::InternalServerError(
+            update_error(service(UpdateItemError::InternalServerError(
                 InternalServerError::builder().message("boom").build(),
             ))),
-            claim_failed(service(UpdateItemError::ResourceNotFoundException(
+            update_error(service(UpdateItemError::ResourceNotFoundException(
                 ResourceNotFoundException::builder().build(),
             ))),
             classify(
@@ -306,7 +333,7 @@ mod tests {
     #[test]
     fn timeout_is_unavailable() {
         let e: Sdk<UpdateItemError> = SdkError::timeout_error(io_error());
-        let mapped = claim_failed(e);
+        let mapped = update_error(e);
         assert!(mapped.is_unavailable());
         assert_eq!(
             mapped.to_string(),
@@ -336,7 +363,7 @@ mod tests {
     #[test]
     fn response_error_is_unavailable() {
         let e: Sdk<UpdateItemError> = SdkError::response_error(io_error(), ());
-        let mapped = claim_failed(e);
+        let mapped = update_error(e);
         assert!(mapped.is_unavailable());
         assert_eq!(
             mapped.to_string(),
@@ -347,7 +374,7 @@ mod tests {
     #[test]
     fn construction_failure_is_unavailable() {
         let e: Sdk<UpdateItemError> = SdkError::construction_failure(io_error());
-        let mapped = claim_failed(e);
+        let mapped = update_error(e);
         assert!(mapped.is_unavailable());
         assert_eq!(
             mapped.to_string(),

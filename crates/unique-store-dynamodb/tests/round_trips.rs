@@ -10,7 +10,8 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use unique_core::{
-    Arbiter, ClaimInput, Key, KickOutcome, KickPayload, Kicker, Owner, Store, async_trait,
+    Arbiter, CasOutcome, ClaimInput, Key, KickOutcome, KickPayload, Kicker, Owner, Store,
+    async_trait,
 };
 use unique_store_dynamodb::{DynamoStore, RequestCounts};
 
@@ -47,10 +48,15 @@ impl Kicker for InterferingKicker {
         if !self.interfered.swap(true, Ordering::SeqCst) {
             let snap = self.rival.read_owner(&self.key).await.expect("rival read");
             let owner = Owner::new("r", "c", "http://rival.invalid/kick");
-            self.rival
+            let rival = self
+                .rival
                 .claim_cas(&self.key, &owner, "cid-rival", &snap)
                 .await
                 .expect("rival claim");
+            assert!(
+                matches!(rival, CasOutcome::Written { .. }),
+                "the rival wins: {rival:?}"
+            );
         }
         KickOutcome::Confirmed
     }

@@ -7,7 +7,7 @@ mod common;
 use std::time::Duration;
 
 use aws_sdk_dynamodb::types::{AttributeValue, BillingMode};
-use unique_core::{Key, Owner, OwnerState, Store};
+use unique_core::{CasOutcome, Key, Owner, OwnerState, Store};
 use unique_store_dynamodb::{DynamoStore, RequestCounts};
 use unique_testsupport::dynalite::{ACCESS_KEY_ID, Dynalite, REGION, SECRET_ACCESS_KEY};
 use unique_testsupport::free_port;
@@ -263,7 +263,7 @@ async fn absent_owner_attribute_reads_as_a_tombstone_and_is_claimable() {
     let owner = Owner::new("r", "c", "http://h/k");
     assert_eq!(
         store.claim_cas(&key, &owner, "cid", &state).await.unwrap(),
-        6
+        CasOutcome::Written { generation: 6 }
     );
 }
 
@@ -287,6 +287,6 @@ async fn an_owner_of_the_wrong_type_is_corrupt() {
     let owner = Owner::new("r", "c", "http://h/k");
     assert_eq!(
         store.claim_cas(&key, &owner, "new", &state).await.unwrap(),
-        3
+        CasOutcome::Written { generation: 3 }
     );
 }

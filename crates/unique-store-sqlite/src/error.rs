@@ -5,8 +5,10 @@
 //! timeout); a lock still held when that timeout elapses means another process
 //! is stuck or running something long (a backup, a manual transaction), which is
 //! a fault the operator must see: `Unavailable`, like every other SQLite error.
-//! A failed fence condition is never an SQLite error here (the statements report
-//! it by returning no row), so nothing in this module can produce `CasFailed`.
+//! A failed fence condition is never an SQLite error here: the statements report
+//! it by returning no row, and the store answers it with
+//! [`CasOutcome::LostRace`](unique_core::CasOutcome::LostRace), never through
+//! this module.
 
 use std::fmt;
 use std::sync::Arc;
@@ -89,7 +91,7 @@ mod tests {
     fn assert_mapped(e: rusqlite::Error, reason: &str) {
         let mapped = map_sqlite("claim", e);
         assert!(mapped.is_unavailable(), "{mapped:?}");
-        assert!(!mapped.is_cas_failed() && !mapped.is_throttled());
+        assert!(!mapped.is_throttled() && !mapped.is_invalid_params());
         assert_eq!(
             mapped.to_string(),
             format!("unavailable: sqlite claim failed: {reason}")
@@ -144,9 +146,9 @@ mod tests {
     }
 
     #[test]
-    fn constraint_is_never_a_cas_failure() {
+    fn constraint_is_a_fault_not_a_lost_race() {
         // A trigger or a schema edit can raise a constraint error; it is a fault,
-        // not a lost race (C8: never disguise another error as CasFailed).
+        // not a lost race (C8: never report another failure as a lost race).
         assert_mapped(sqlite(ffi::SQLITE_CONSTRAINT), "constraint violation");
     }
 

@@ -1,54 +1,68 @@
 //! The statements on the `records` table and how a row becomes an [`OwnerState`].
 //!
 //! Each write is ONE conditional statement whose condition is the fence of C3/C5.
-//! A claim writes `gen`, `owner` and `cid` together and returns the written gen
-//! with `RETURNING` (C4); a failed condition is a statement that matched no row,
-//! never an SQL error.
+//! A claim maps the core [`Fence`] to its statement and writes `gen`, `owner` and
+//! `cid` together, returning the written gen with `RETURNING` (C4); a failed
+//! condition is a statement that matched no row, never an SQL error.
 
 use rusqlite::types::ValueRef;
-use rusqlite::{Connection, OptionalExtension, Row, params};
-use unique_core::{Error, OwnerState, decode_owner};
+use rusqlite::{Connection, OptionalExtension, Row, ToSql};
+use unique_core::{CasOutcome, Error, Fence, OwnerState, decode_owner};
 
 use crate::error::map_sqlite;
 
 /// Strong read of one record (every read is a fresh WAL snapshot, C2).
 pub(crate) const SELECT: &str = "SELECT gen, owner, cid FROM records WHERE pk = ?1";
 
+// The claim statements bind a prefix of the same parameters: ?1 pk, ?2 owner,
+// ?3 cid, ?4 the gen to write, ?5 the pinned gen, ?6 the pinned cid.
+
 /// First login: the record must still not exist.
-const CLAIM_FIRST_LOGIN: &str = "INSERT INTO records (pk, gen, owner, cid) VALUES (?1, 1, ?2, ?3)
+const CLAIM_FIRST_LOGIN: &str = "INSERT INTO records (pk, gen, owner, cid) VALUES (?1, ?4, ?2, ?3)
      ON CONFLICT (pk) DO NOTHING RETURNING gen";
+/// Tombstone: same gen and no cid.
+const CLAIM_TOMBSTONE: &str = "UPDATE records SET gen = ?4, owner = ?2, cid = ?3
+     WHERE pk = ?1 AND gen = ?5 AND cid IS NULL RETURNING gen";
 /// Double pin: same gen and the same cid (`=` never matches a NULL cid, and
 /// `''` is an ordinary value, so an empty cid is not mistaken for an absent one).
-const CLAIM_DOUBLE_PIN: &str = "UPDATE records SET gen = gen + 1, owner = ?2, cid = ?3
-     WHERE pk = ?1 AND gen = ?4 AND cid = ?5 RETURNING gen";
-/// Tombstone: same gen and no cid.
-const CLAIM_TOMBSTONE: &str = "UPDATE records SET gen = gen + 1, owner = ?2, cid = ?3
-     WHERE pk = ?1 AND gen = ?4 AND cid IS NULL RETURNING gen";
+const CLAIM_DOUBLE_PIN: &str = "UPDATE records SET gen = ?4, owner = ?2, cid = ?3
+     WHERE pk = ?1 AND gen = ?5 AND cid = ?6 RETURNING gen";
 /// Fenced tombstone (C5): keeps gen, empties owner, removes cid.
 const RELEASE: &str = "UPDATE records SET owner = '', cid = NULL WHERE pk = ?1 AND gen = ?2";
 
-/// The fence of a claim, chosen from the snapshot's claim_id, never its owner (C3).
+/// A claim's [`Fence`] as the statement that checks it and the values it pins,
+/// owned so the write can cross to the writer thread.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Fence {
-    /// The record must not exist.
-    FirstLogin,
-    /// `gen` and `cid` must equal the snapshot's.
-    DoublePin { generation: i64, claim_id: String },
-    /// `gen` must equal the snapshot's and `cid` must be absent.
-    Tombstone { generation: i64 },
+pub(crate) struct FencedClaim {
+    sql: &'static str,
+    /// `?4`: the fence's next gen.
+    next_generation: i64,
+    /// `?5`: the pinned gen (tombstone, double pin).
+    pinned_generation: Option<i64>,
+    /// `?6`: the pinned cid (double pin).
+    pinned_claim_id: Option<String>,
 }
 
-impl Fence {
-    pub(crate) fn from_snapshot(snap: &OwnerState) -> Self {
-        match (&snap.claim_id, snap.exists) {
-            (_, false) => Self::FirstLogin,
-            (Some(claim_id), true) => Self::DoublePin {
-                generation: snap.generation,
-                claim_id: claim_id.clone(),
-            },
-            (None, true) => Self::Tombstone {
-                generation: snap.generation,
-            },
+impl From<Fence<'_>> for FencedClaim {
+    fn from(fence: Fence<'_>) -> Self {
+        let next_generation = fence.next_generation();
+        let (sql, pinned_generation, pinned_claim_id) = match fence {
+            Fence::FirstLogin => (CLAIM_FIRST_LOGIN, None, None),
+            Fence::Tombstone { generation } => (CLAIM_TOMBSTONE, Some(generation), None),
+            Fence::DoublePin {
+                generation,
+                claim_id,
+            } => (
+                CLAIM_DOUBLE_PIN,
+                Some(generation),
+                Some(claim_id.to_owned()),
+            ),
+        };
+        Self {
+            sql,
+            next_generation,
+            pinned_generation,
+            pinned_claim_id,
         }
     }
 }
@@ -61,24 +75,24 @@ pub(crate) enum Write {
         pk: String,
         owner: String,
         claim_id: String,
-        fence: Fence,
+        fence: FencedClaim,
     },
     /// A fenced release at `generation` (> 0).
     Release { pk: String, generation: i64 },
 }
 
 /// The result of a write whose statement ran.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Written {
-    /// The claim's condition held; the gen it wrote.
-    Claimed(i64),
+    /// What the claim's statement did.
+    Claim(CasOutcome),
     /// Whether the release's condition held.
     Released(bool),
 }
 
 /// Applies one write on `conn` (inside the caller's transaction). A failed
-/// claim condition is `CasFailed` carrying the record as this transaction sees
-/// it, so the Arbiter's next attempt needs no read.
+/// claim condition is a lost race carrying the record as this transaction
+/// sees it, so the Arbiter's next attempt needs no read.
 pub(crate) fn apply(conn: &Connection, write: &Write) -> Result<Written, Error> {
     match write {
         Write::Claim {
@@ -87,50 +101,47 @@ pub(crate) fn apply(conn: &Connection, write: &Write) -> Result<Written, Error> 
             claim_id,
             fence,
         } => {
-            let written = match fence {
-                Fence::FirstLogin => {
-                    returning_gen(conn, CLAIM_FIRST_LOGIN, params![pk, owner, claim_id])
-                }
-                Fence::DoublePin {
-                    generation,
-                    claim_id: pinned,
-                } => returning_gen(
-                    conn,
-                    CLAIM_DOUBLE_PIN,
-                    params![pk, owner, claim_id, generation, pinned],
-                ),
-                Fence::Tombstone { generation } => returning_gen(
-                    conn,
-                    CLAIM_TOMBSTONE,
-                    params![pk, owner, claim_id, generation],
-                ),
-            }
-            .map_err(|e| map_sqlite("claim", e))?;
-            if let Some(generation) = written {
-                return Ok(Written::Claimed(generation));
-            }
-            let current = read_state(conn, pk).map_err(|e| map_sqlite("read", e))?;
-            Err(Error::cas_failed_with(current))
+            let pinned_claim_id = fence.pinned_claim_id.as_deref();
+            let values: [&dyn ToSql; 6] = [
+                pk,
+                owner,
+                claim_id,
+                &fence.next_generation,
+                &fence.pinned_generation,
+                &pinned_claim_id,
+            ];
+            let written =
+                returning_gen(conn, fence.sql, &values).map_err(|e| map_sqlite("claim", e))?;
+            Ok(Written::Claim(match written {
+                Some(generation) => CasOutcome::Written { generation },
+                // Nothing was written either way; a record that cannot be read
+                // back leaves the next attempt to read (and meet the fault) itself.
+                None => CasOutcome::LostRace {
+                    current: read_state(conn, pk).ok(),
+                },
+            }))
         }
         Write::Release { pk, generation } => {
             let changed = conn
                 .prepare_cached(RELEASE)
-                .and_then(|mut stmt| stmt.execute(params![pk, generation]))
+                .and_then(|mut stmt| stmt.execute(rusqlite::params![pk, generation]))
                 .map_err(|e| map_sqlite("release", e))?;
             Ok(Written::Released(changed > 0))
         }
     }
 }
 
-/// Runs a conditional write; `None` when its condition matched no row. All the
-/// changes of a `RETURNING` statement happen on its first step.
+/// Runs a conditional write with the prefix of `values` its statement binds;
+/// `None` when its condition matched no row. All the changes of a `RETURNING`
+/// statement happen on its first step.
 fn returning_gen(
     conn: &Connection,
     sql: &str,
-    params: &[&dyn rusqlite::ToSql],
+    values: &[&dyn ToSql],
 ) -> rusqlite::Result<Option<i64>> {
-    conn.prepare_cached(sql)?
-        .query_row(params, |row| row.get(0))
+    let mut stmt = conn.prepare_cached(sql)?;
+    let bound = stmt.parameter_count();
+    stmt.query_row(&values[..bound], |row| row.get(0))
         .optional()
 }
 
@@ -166,47 +177,138 @@ fn decode_row(row: &Row<'_>) -> rusqlite::Result<OwnerState> {
 
 #[cfg(test)]
 mod tests {
+    use rusqlite::params;
+
     use super::*;
+    use crate::options::SqliteStoreBuilder;
+    use crate::schema::open_writer;
+
+    const OWNER: &str = r#"{"endpoint":"http://h/k"}"#;
+
+    fn conn(dir: &tempfile::TempDir) -> Connection {
+        open_writer(&SqliteStoreBuilder::new(&dir.path().join("r.db"))).expect("open")
+    }
+
+    /// Stores `pk` as given, unconditionally (`None` deletes it).
+    fn put(conn: &Connection, pk: &str, record: Option<(i64, Option<&str>)>) {
+        conn.execute("DELETE FROM records WHERE pk = ?1", [pk])
+            .expect("delete");
+        if let Some((generation, cid)) = record {
+            conn.execute(
+                "INSERT INTO records VALUES (?1, ?2, ?3, ?4)",
+                params![pk, generation, OWNER, cid],
+            )
+            .expect("insert");
+        }
+    }
+
+    fn claim(conn: &Connection, pk: &str, claim_id: &str, fence: Fence<'_>) -> CasOutcome {
+        let write = Write::Claim {
+            pk: pk.into(),
+            owner: OWNER.into(),
+            claim_id: claim_id.into(),
+            fence: fence.into(),
+        };
+        match apply(conn, &write).expect("the statement runs") {
+            Written::Claim(outcome) => outcome,
+            other @ Written::Released(_) => panic!("a claim answered {other:?}"),
+        }
+    }
+
+    /// A stored record: its gen and cid (`None`: no record).
+    type Stored<'a> = Option<(i64, Option<&'a str>)>;
+
+    /// Runs `fence`'s statement over each `losing` record, which must lose the
+    /// race to it as stored (naming `why` when it does not), then over
+    /// `holding`, which it must replace with its next gen and the new cid.
+    fn check_statement(fence: Fence<'_>, losing: &[(Stored<'_>, &str)], holding: Stored<'_>) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let conn = conn(&dir);
+        for &(stored, why) in losing {
+            put(&conn, "k", stored);
+            let current = stored.map_or_else(OwnerState::absent, |(generation, cid)| OwnerState {
+                exists: true,
+                generation,
+                owner: decode_owner(OWNER).expect("owner"),
+                owner_corrupt: false,
+                claim_id: cid.map(str::to_owned),
+            });
+            assert_eq!(
+                claim(&conn, "k", "n", fence),
+                CasOutcome::LostRace {
+                    current: Some(current.clone())
+                },
+                "{why}"
+            );
+            assert_eq!(
+                read_state(&conn, "k").expect("read"),
+                current,
+                "{why}: unchanged"
+            );
+        }
+        put(&conn, "k", holding);
+        let generation = fence.next_generation();
+        assert_eq!(
+            claim(&conn, "k", "n", fence),
+            CasOutcome::Written { generation }
+        );
+        let stored = read_state(&conn, "k").expect("read");
+        assert_eq!(
+            (stored.generation, stored.claim_id.as_deref()),
+            (generation, Some("n"))
+        );
+    }
 
     #[test]
-    fn fence_is_chosen_by_claim_id_not_owner() {
-        assert_eq!(
-            Fence::from_snapshot(&OwnerState::absent()),
-            Fence::FirstLogin
+    fn first_login_inserts_only_when_no_record_exists() {
+        check_statement(
+            Fence::FirstLogin,
+            &[
+                (Some((3, None)), "a tombstone is a record"),
+                (Some((1, Some("c"))), "a live record"),
+            ],
+            None,
         );
-        let corrupt = OwnerState {
-            exists: true,
-            generation: 4,
-            owner: None,
-            owner_corrupt: true,
-            claim_id: Some("c".into()),
-        };
-        assert_eq!(
-            Fence::from_snapshot(&corrupt),
+    }
+
+    #[test]
+    fn tombstone_pins_gen_and_an_absent_cid() {
+        check_statement(
+            Fence::Tombstone { generation: 4 },
+            &[
+                (Some((4, Some(""))), "an empty cid is not an absent one"),
+                (Some((5, None)), "another gen"),
+                (None, "no record"),
+            ],
+            Some((4, None)),
+        );
+    }
+
+    #[test]
+    fn double_pin_pins_gen_and_the_same_cid() {
+        check_statement(
             Fence::DoublePin {
                 generation: 4,
-                claim_id: "c".into()
-            }
+                claim_id: "",
+            },
+            &[
+                (Some((4, None)), "an absent cid is not an empty one"),
+                (Some((4, Some("x"))), "another cid"),
+                (Some((3, Some(""))), "another gen"),
+                (None, "no record"),
+            ],
+            Some((4, Some(""))),
         );
-        let empty_cid = OwnerState {
-            claim_id: Some(String::new()),
-            ..corrupt.clone()
+    }
+
+    #[test]
+    fn the_written_gen_is_the_fences_up_to_the_last_one() {
+        let last = i64::MAX - 2;
+        let fence = Fence::DoublePin {
+            generation: last,
+            claim_id: "c",
         };
-        assert_eq!(
-            Fence::from_snapshot(&empty_cid),
-            Fence::DoublePin {
-                generation: 4,
-                claim_id: String::new()
-            }
-        );
-        let tombstone = OwnerState {
-            exists: true,
-            generation: 9,
-            ..OwnerState::absent()
-        };
-        assert_eq!(
-            Fence::from_snapshot(&tombstone),
-            Fence::Tombstone { generation: 9 }
-        );
+        assert_eq!(fence.next_generation(), i64::MAX - 1);
+        check_statement(fence, &[], Some((last, Some("c"))));
     }
 }

@@ -3,12 +3,14 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use unique_core::{CurrentView, Error, Key, Owner, OwnerState, Store, async_trait, encode_owner};
+use unique_core::{
+    CasOutcome, CurrentView, Error, Fence, Key, Owner, OwnerState, Store, async_trait, encode_owner,
+};
 
 use crate::error::map_sqlite;
 use crate::options::{SqliteStoreBuilder, Synchronous};
 use crate::readers::Readers;
-use crate::records::{Fence, Write, Written, read_state};
+use crate::records::{Write, Written, read_state};
 use crate::schema::{open_reader, open_writer};
 use crate::writer::Writer;
 
@@ -109,20 +111,18 @@ impl Store for SqliteStore {
         owner: &Owner,
         claim_id: &str,
         snap: &OwnerState,
-    ) -> Result<i64, Error> {
+    ) -> Result<CasOutcome, Error> {
         // Both refusals happen before anything is queued: nothing is written (C4, C8).
         let owner = encode_owner(owner)?;
-        if snap.exists && snap.generation >= i64::MAX - 1 {
-            return Err(Error::unavailable("gen exhausted for this key"));
-        }
+        let fence = Fence::for_snapshot(snap)?;
         let write = Write::Claim {
             pk: key.to_string(),
             owner,
             claim_id: claim_id.to_owned(),
-            fence: Fence::from_snapshot(snap),
+            fence: fence.into(),
         };
         match self.writer.submit(write).await? {
-            Written::Claimed(generation) => Ok(generation),
+            Written::Claim(outcome) => Ok(outcome),
             Written::Released(_) => Err(Error::unavailable(
                 "sqlite writer answered a claim with a release",
             )),
@@ -130,15 +130,7 @@ impl Store for SqliteStore {
     }
 
     async fn current(&self, key: &Key) -> Result<CurrentView, Error> {
-        let state = self.read(key).await?;
-        if state.owner_corrupt {
-            return Err(Error::unavailable("stored owner is corrupt"));
-        }
-        Ok(CurrentView {
-            generation: state.generation,
-            owner: state.owner,
-            exists: state.exists,
-        })
+        self.read(key).await?.into_current_view()
     }
 
     async fn release(&self, key: &Key, generation: i64) -> Result<bool, Error> {
@@ -151,7 +143,7 @@ impl Store for SqliteStore {
         };
         match self.writer.submit(write).await? {
             Written::Released(released) => Ok(released),
-            Written::Claimed(_) => Err(Error::unavailable(
+            Written::Claim(_) => Err(Error::unavailable(
                 "sqlite writer answered a release with a claim",
             )),
         }

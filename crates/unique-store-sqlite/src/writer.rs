@@ -153,20 +153,26 @@ fn rolled_back(mut results: Vec<Result<Written, Error>>, n: usize) -> Vec<Result
 mod tests {
     use super::*;
     use crate::options::SqliteStoreBuilder;
-    use crate::records::{Fence, read_state};
+    use unique_core::{CasOutcome, Fence};
+
+    use crate::records::read_state;
     use crate::schema::open_writer;
 
     fn writer_conn(dir: &tempfile::TempDir) -> Connection {
         open_writer(&SqliteStoreBuilder::new(&dir.path().join("w.db"))).expect("open")
     }
 
-    fn claim(pk: &str, claim_id: &str, fence: Fence) -> Write {
+    fn claim(pk: &str, claim_id: &str, fence: Fence<'_>) -> Write {
         Write::Claim {
             pk: pk.into(),
             owner: r#"{"endpoint":"http://h/k"}"#.into(),
             claim_id: claim_id.into(),
-            fence,
+            fence: fence.into(),
         }
+    }
+
+    fn claimed(generation: i64) -> Written {
+        Written::Claim(CasOutcome::Written { generation })
     }
 
     fn release(pk: &str, generation: i64) -> Write {
@@ -199,20 +205,20 @@ mod tests {
             ],
         );
         let mut results = results.into_iter();
-        assert_eq!(results.next().unwrap().unwrap(), Written::Claimed(1));
+        assert_eq!(results.next().unwrap().unwrap(), claimed(1));
         match results.next().unwrap() {
-            Err(Error::CasFailed {
+            Ok(Written::Claim(CasOutcome::LostRace {
                 current: Some(current),
-            }) => {
+            })) => {
                 assert_eq!(current.generation, 1);
                 assert_eq!(current.claim_id.as_deref(), Some("c1"));
             }
-            other => panic!("expected CasFailed with the record, got {other:?}"),
+            other => panic!("expected a lost race with the record, got {other:?}"),
         }
-        assert_eq!(results.next().unwrap().unwrap(), Written::Claimed(1));
+        assert_eq!(results.next().unwrap().unwrap(), claimed(1));
         assert_eq!(results.next().unwrap().unwrap(), Written::Released(false));
         assert_eq!(results.next().unwrap().unwrap(), Written::Released(true));
-        assert_eq!(results.next().unwrap().unwrap(), Written::Claimed(2));
+        assert_eq!(results.next().unwrap().unwrap(), claimed(2));
         assert!(results.next().is_none());
 
         let a = committed(&dir, "a");
@@ -221,7 +227,7 @@ mod tests {
     }
 
     #[test]
-    fn a_statement_error_is_undone_alone_and_is_not_a_cas_failure() {
+    fn a_statement_error_is_undone_alone_and_is_not_a_lost_race() {
         let dir = tempfile::tempdir().expect("tempdir");
         let conn = writer_conn(&dir);
         conn.execute_batch(
@@ -237,10 +243,12 @@ mod tests {
                 claim("y", "c3", Fence::FirstLogin),
             ],
         );
-        assert_eq!(results[0].as_ref().unwrap(), &Written::Claimed(1));
-        let err = results[1].as_ref().unwrap_err();
+        assert_eq!(results[0].as_ref().unwrap(), &claimed(1));
+        let err = results[1]
+            .as_ref()
+            .expect_err("an SQL error, not a lost race");
         assert!(err.is_unavailable(), "{err:?}");
-        assert_eq!(results[2].as_ref().unwrap(), &Written::Claimed(1));
+        assert_eq!(results[2].as_ref().unwrap(), &claimed(1));
         assert!(committed(&dir, "x").exists);
         assert!(committed(&dir, "y").exists);
         assert!(!committed(&dir, "bad").exists);
@@ -272,7 +280,7 @@ mod tests {
         }
         // The connection is usable for the next batch.
         let next = commit_batch(&conn, &[claim("x", "c4", Fence::FirstLogin)]);
-        assert_eq!(next[0].as_ref().unwrap(), &Written::Claimed(1));
+        assert_eq!(next[0].as_ref().unwrap(), &claimed(1));
     }
 
     #[test]

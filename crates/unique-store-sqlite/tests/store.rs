@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use common::Fixture;
 use rusqlite::Connection;
-use unique_core::{Arbiter, ClaimInput, Key, Owner, OwnerState, Store};
+use unique_core::{Arbiter, CasOutcome, ClaimInput, Key, Owner, OwnerState, Store};
 use unique_store_contract::{RawRecord, RawWriter};
 use unique_store_sqlite::{SqliteStore, Synchronous};
 
@@ -114,7 +114,7 @@ async fn concurrent_claims_are_all_committed() {
 }
 
 /// Many tasks claiming one key from the same snapshot through one store:
-/// exactly one wins, the others get CasFailed carrying the winner's record.
+/// exactly one wins, the others lose the race and carry the winner's record.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn same_snapshot_race_has_one_winner_and_losers_see_it() {
     let fixture = Fixture::new();
@@ -141,8 +141,8 @@ async fn same_snapshot_race_has_one_winner_and_losers_see_it() {
     let mut losers = Vec::new();
     for handle in handles {
         match handle.await.unwrap() {
-            (cid, Ok(generation)) => winners.push((cid, generation)),
-            (_, Err(unique_core::Error::CasFailed { current })) => losers.push(current),
+            (cid, Ok(CasOutcome::Written { generation })) => winners.push((cid, generation)),
+            (_, Ok(CasOutcome::LostRace { current })) => losers.push(current),
             (_, Err(other)) => panic!("unexpected error {other:?}"),
         }
     }
@@ -238,8 +238,8 @@ fn open_fails_when_the_file_stays_locked() {
     SqliteStore::open(&path).expect("opens once the lock is gone");
 }
 
-/// C8: a write lock held past the busy timeout is Unavailable, never CasFailed
-/// or Throttled, and writes nothing; the store recovers when the lock goes.
+/// C8: a write lock held past the busy timeout is Unavailable, never a lost
+/// race or Throttled, and writes nothing; the store recovers when the lock goes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lock_held_by_another_process_is_unavailable() {
     let dir = tempfile::tempdir().unwrap();
@@ -260,11 +260,11 @@ async fn a_lock_held_by_another_process_is_unavailable() {
     // WAL: reads go on while another connection holds the write lock.
     assert!(!store.read_owner(&key).await.unwrap().exists);
     other.execute_batch("ROLLBACK").unwrap();
-    let generation = store
+    let outcome = store
         .claim_cas(&key, &owner(1), "a", &OwnerState::absent())
         .await
         .unwrap();
-    assert_eq!(generation, 1);
+    assert_eq!(outcome, CasOutcome::Written { generation: 1 });
 }
 
 /// Values of unexpected types (a record edited by hand) are a fault, or a
@@ -347,11 +347,11 @@ async fn a_cancelled_claim_does_not_stop_the_writer() {
         let _ = futures::poll!(Box::pin(fut));
     }
     let other = Key::new("p", "e", 2);
-    let generation = store
+    let outcome = store
         .claim_cas(&other, &owner(1), "y", &OwnerState::absent())
         .await
         .unwrap();
-    assert_eq!(generation, 1);
+    assert_eq!(outcome, CasOutcome::Written { generation: 1 });
     let snap = store.read_owner(&key).await.unwrap();
     assert!(
         snap.generation <= 1,
