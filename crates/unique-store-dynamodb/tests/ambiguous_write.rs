@@ -1,4 +1,4 @@
-//! Ambiguous writes against the real server (SPEC §8): a claim's `UpdateItem`
+//! Ambiguous writes against the real server (`docs/design.md#dynamodb-backend`): a claim's `UpdateItem`
 //! is applied by dynalite but its response never reaches the client. A small
 //! HTTP proxy in front of dynalite forwards the request, reads dynalite's
 //! answer, and closes the client connection instead of passing it on.
