@@ -10,8 +10,8 @@ use http_body_util::{BodyExt, Full, StreamBody};
 use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
 use tokio::net::{TcpListener, TcpStream};
+use unique_arbiter_http::{ArbiterService, serve};
 use unique_core::{Arbiter, CurrentView, Error, Key, Owner, OwnerState, Store, async_trait};
-use unique_server::{ArbiterService, serve};
 use unique_store_memory::MemoryStore;
 
 /// Starts a server on a free loopback port; it stops when the test's runtime ends.
