@@ -87,15 +87,16 @@ pub struct ReleaseAnswer {
 
 impl<'a> From<&'a ClaimInput> for ClaimBody<'a> {
     fn from(input: &'a ClaimInput) -> Self {
+        let KeyBody { project, env, uid } = KeyBody::from(&input.key);
         let Owner {
             region,
             cluster,
             endpoint,
         } = &input.owner;
         Self {
-            project: Cow::Borrowed(&input.key.project),
-            env: Cow::Borrowed(&input.key.env),
-            uid: input.key.uid,
+            project,
+            env,
+            uid,
             owner: OwnerBody {
                 region: Cow::Borrowed(region),
                 cluster: Cow::Borrowed(cluster),
@@ -108,18 +109,21 @@ impl<'a> From<&'a ClaimInput> for ClaimBody<'a> {
 
 impl From<ClaimBody<'_>> for ClaimInput {
     fn from(body: ClaimBody<'_>) -> Self {
+        let ClaimBody {
+            project,
+            env,
+            uid,
+            owner,
+            claim_id,
+        } = body;
         ClaimInput {
-            key: Key {
-                project: body.project.into_owned(),
-                env: body.env.into_owned(),
-                uid: body.uid,
-            },
+            key: KeyBody { project, env, uid }.into(),
             owner: Owner {
-                region: body.owner.region.into_owned(),
-                cluster: body.owner.cluster.into_owned(),
-                endpoint: body.owner.endpoint.into_owned(),
+                region: owner.region.into_owned(),
+                cluster: owner.cluster.into_owned(),
+                endpoint: owner.endpoint.into_owned(),
             },
-            claim_id: body.claim_id.into_owned(),
+            claim_id: claim_id.into_owned(),
         }
     }
 }
@@ -147,24 +151,24 @@ impl From<KeyBody<'_>> for Key {
 impl<'a> ReleaseBody<'a> {
     /// The body releasing `key` at `generation`.
     pub fn new(key: &'a Key, generation: i64) -> Self {
+        let KeyBody { project, env, uid } = KeyBody::from(key);
         Self {
-            project: Cow::Borrowed(&key.project),
-            env: Cow::Borrowed(&key.env),
-            uid: key.uid,
+            project,
+            env,
+            uid,
             generation,
         }
     }
 
     /// The key and the generation to release.
     pub fn into_parts(self) -> (Key, i64) {
-        (
-            Key {
-                project: self.project.into_owned(),
-                env: self.env.into_owned(),
-                uid: self.uid,
-            },
-            self.generation,
-        )
+        let Self {
+            project,
+            env,
+            uid,
+            generation,
+        } = self;
+        (KeyBody { project, env, uid }.into(), generation)
     }
 }
 
