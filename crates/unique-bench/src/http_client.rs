@@ -5,6 +5,8 @@
 use std::fmt::Write as _;
 use std::net::SocketAddr;
 
+use unique_wire::CLAIM_PATH;
+
 use crate::conn::Conn;
 use crate::load::{Claim, Client, Connector, Failure, OWNER};
 
@@ -62,7 +64,7 @@ fn write_request(out: &mut Vec<u8>, host: &str, body: &str) {
     use std::io::Write as _;
     let _ = write!(
         out,
-        "POST /v1/claim HTTP/1.1\r\nhost: {host}\r\ncontent-type: application/json\r\n\
+        "POST {CLAIM_PATH} HTTP/1.1\r\nhost: {host}\r\ncontent-type: application/json\r\n\
          content-length: {}\r\n\r\n{body}",
         body.len()
     );
@@ -165,8 +167,8 @@ mod tests {
             unique_core::Arbiter::builder(unique_store_memory::MemoryStore::new()).build();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        let service = unique_server::ArbiterService::new(arbiter);
-        tokio::spawn(unique_server::serve(
+        let service = unique_arbiter_http::ArbiterService::new(arbiter);
+        tokio::spawn(unique_arbiter_http::serve(
             listener,
             service,
             std::future::pending(),

@@ -156,15 +156,15 @@ impl Endpoints {
             ));
         }
         let prefix = uri.path().trim_end_matches('/');
-        let at = |op: &str| -> Result<Uri, Error> {
-            format!("{scheme}://{authority}{prefix}/v1/{op}")
+        let at = |path: &str| -> Result<Uri, Error> {
+            format!("{scheme}://{authority}{prefix}{path}")
                 .parse()
                 .map_err(|_| Error::invalid("base url is not a valid url"))
         };
         Ok(Self {
-            claim: at("claim")?,
-            current: at("current")?,
-            release: at("release")?,
+            claim: at(unique_wire::CLAIM_PATH)?,
+            current: at(unique_wire::CURRENT_PATH)?,
+            release: at(unique_wire::RELEASE_PATH)?,
         })
     }
 }

@@ -3,7 +3,6 @@
 mod builder;
 mod status;
 mod transport;
-mod wire;
 
 pub use builder::{
     DEFAULT_MAX_RESPONSE_BODY, DEFAULT_POOL_IDLE_TIMEOUT, DEFAULT_TIMEOUT, HttpTransportBuilder,

@@ -1,10 +1,9 @@
-//! The one place a response becomes a result: status → [`unique_core::Error`] (SPEC §6).
+//! The one place a response becomes a result: status → [`unique_core::Error`].
 
 use http::StatusCode;
 use serde::de::DeserializeOwned;
 use unique_core::Error;
-
-use crate::wire::ErrorReply;
+use unique_wire::error_message;
 
 /// Maps one complete response of operation `op` (`claim`, `current`, `release`).
 ///
@@ -21,10 +20,10 @@ pub(crate) fn classify<T: DeserializeOwned>(
             Error::unavailable_with(format!("{op} response is not the expected json"), e)
         }),
         StatusCode::BAD_REQUEST => Err(Error::InvalidParams(
-            server_message(body).unwrap_or_else(|| "the server rejected the request".to_owned()),
+            error_message(body).unwrap_or_else(|| "the server rejected the request".to_owned()),
         )),
         StatusCode::TOO_MANY_REQUESTS => Err(Error::Throttled),
-        StatusCode::SERVICE_UNAVAILABLE => Err(Error::unavailable(match server_message(body) {
+        StatusCode::SERVICE_UNAVAILABLE => Err(Error::unavailable(match error_message(body) {
             Some(message) => format!("{op}: server unavailable: {message}"),
             None => format!("{op}: server unavailable"),
         })),
@@ -39,21 +38,13 @@ pub(crate) fn classify<T: DeserializeOwned>(
     }
 }
 
-/// The `message` of a JSON error body, if there is a non-empty one.
-fn server_message(body: &[u8]) -> Option<String> {
-    serde_json::from_slice::<ErrorReply>(body)
-        .ok()?
-        .message
-        .filter(|m| !m.is_empty())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wire::ReleaseReply;
+    use unique_wire::ReleaseAnswer;
 
     fn map(status: u16, body: &str) -> Result<bool, Error> {
-        classify::<ReleaseReply>(
+        classify::<ReleaseAnswer>(
             "release",
             StatusCode::from_u16(status).unwrap(),
             body.as_bytes(),

@@ -15,10 +15,10 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use unique_client::{ClaimRequest, ClaimResponse, Transport, async_trait};
 use unique_core::{CurrentView, Error, Key};
+use unique_wire::{ClaimBody, KeyBody, ReleaseAnswer, ReleaseBody};
 
 use crate::builder::HttpTransportBuilder;
 use crate::status::classify;
-use crate::wire::{ClaimBody, KeyBody, ReleaseBody, ReleaseReply};
 
 const JSON: HeaderValue = HeaderValue::from_static("application/json");
 
@@ -129,18 +129,22 @@ impl Transport for HttpTransport {
         self.post(
             "claim",
             &self.inner.endpoints.claim,
-            &ClaimBody::new(request),
+            &ClaimBody::from(request),
         )
         .await
     }
 
     async fn current(&self, key: &Key) -> Result<CurrentView, Error> {
-        self.post("current", &self.inner.endpoints.current, &KeyBody::new(key))
-            .await
+        self.post(
+            "current",
+            &self.inner.endpoints.current,
+            &KeyBody::from(key),
+        )
+        .await
     }
 
     async fn release(&self, key: &Key, generation: i64) -> Result<bool, Error> {
-        self.post::<_, ReleaseReply>(
+        self.post::<_, ReleaseAnswer>(
             "release",
             &self.inner.endpoints.release,
             &ReleaseBody::new(key, generation),

@@ -6,16 +6,11 @@ use http::{HeaderValue, Method, Response, StatusCode};
 use http_body_util::Full;
 use serde::Serialize;
 use unique_client::KickAck;
+use unique_wire::{ErrorBody, ErrorCode};
 
 #[derive(Serialize)]
 struct AckBody<'a> {
     ack: &'a str,
-}
-
-#[derive(Serialize)]
-struct ErrorBody<'a> {
-    error: &'a str,
-    message: &'a str,
 }
 
 fn json(status: StatusCode, body: &impl Serialize) -> Response<Full<Bytes>> {
@@ -37,39 +32,26 @@ pub(crate) fn ack(ack: KickAck) -> Response<Full<Bytes>> {
             KickAck::TimedOut { .. } => "destroy timed out",
             _ => "destroy failed",
         };
-        error(StatusCode::SERVICE_UNAVAILABLE, "unavailable", message)
+        error(ErrorCode::Unavailable, message)
     }
 }
 
-/// The error shape shared with `unique-server`: `{"error": code, "message": text}`.
-pub(crate) fn error(status: StatusCode, code: &str, message: &str) -> Response<Full<Bytes>> {
-    json(
-        status,
-        &ErrorBody {
-            error: code,
-            message,
-        },
-    )
+/// The error shape of the wire contract: `{"error": code, "message": text}`.
+fn error(code: ErrorCode, message: &str) -> Response<Full<Bytes>> {
+    let body = ErrorBody::new(code, message);
+    json(body.status(), &body)
 }
 
 pub(crate) fn bad_request(message: &str) -> Response<Full<Bytes>> {
-    error(StatusCode::BAD_REQUEST, "invalid_params", message)
+    error(ErrorCode::InvalidParams, message)
 }
 
 pub(crate) fn too_large() -> Response<Full<Bytes>> {
-    error(
-        StatusCode::PAYLOAD_TOO_LARGE,
-        "too_large",
-        "kick body over 4096 bytes",
-    )
+    error(ErrorCode::TooLarge, "kick body over 4096 bytes")
 }
 
 pub(crate) fn method_not_allowed() -> Response<Full<Bytes>> {
-    let mut response = error(
-        StatusCode::METHOD_NOT_ALLOWED,
-        "method_not_allowed",
-        "kicks are POST requests",
-    );
+    let mut response = error(ErrorCode::MethodNotAllowed, "kicks are POST requests");
     response
         .headers_mut()
         .insert(ALLOW, HeaderValue::from_static(Method::POST.as_str()));

@@ -8,6 +8,7 @@ use std::time::Duration;
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 use unique_client::KickHandler;
 
@@ -29,7 +30,7 @@ pub async fn serve<F>(listener: TcpListener, handler: KickHandler, shutdown: F) 
 where
     F: Future<Output = ()>,
 {
-    let service = KickService::new(handler);
+    let service = TowerToHyperService::new(KickService::new(handler));
     let graceful = GracefulShutdown::new();
     let mut shutdown = pin!(shutdown);
     loop {

@@ -8,17 +8,16 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 use http::header::CONTENT_LENGTH;
 use http::{Method, Request, Response};
-use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
-use hyper::body::Body;
+use http_body::Body;
+use http_body_util::Full;
 use unique_client::KickHandler;
-use unique_core::{Error, KickPayload, ValidationLimits};
+use unique_core::{BoxError, Error, KickPayload, ValidationLimits};
+use unique_wire::{BodyError, read_body};
 
 use crate::reply;
 
 /// Largest kick body accepted; a kick payload is well under 300 bytes.
-pub const MAX_BODY_BYTES: usize = 4 * 1024;
-
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
+pub use unique_wire::MAX_KICK_BODY_BYTES as MAX_BODY_BYTES;
 
 /// An HTTP service that applies kicks through a [`KickHandler`].
 ///
@@ -34,10 +33,11 @@ type BoxError = Box<dyn std::error::Error + Send + Sync>;
 /// - **413** for a body over [`MAX_BODY_BYTES`], by `Content-Length` or while reading a
 ///   chunked body.
 ///
-/// Errors carry the JSON shape of `unique-server`: `{"error": code, "message": text}`. The
-/// path is not looked at: mount the service wherever the owner endpoint points. It is both a
-/// [`tower_service::Service`] (for axum's `route_service` or any tower stack) and a
-/// [`hyper::service::Service`] (for `serve_connection`), over any request body type.
+/// Errors carry the JSON shape of the wire contract: `{"error": code, "message": text}`. The
+/// path is not looked at: mount the service wherever the owner endpoint points. It is a
+/// [`tower_service::Service`] over any request body type: mount it with axum's
+/// `route_service` or in any tower stack, or on a bare hyper connection through
+/// `hyper_util::service::TowerToHyperService`.
 #[derive(Debug, Clone)]
 pub struct KickService {
     handler: KickHandler,
@@ -78,13 +78,12 @@ impl KickService {
             return reply::too_large();
         }
         // Enforced while reading too: a chunked body declares no length.
-        let body = match Limited::new(request.into_body(), MAX_BODY_BYTES)
-            .collect()
-            .await
-        {
-            Ok(collected) => collected.to_bytes(),
-            Err(e) if e.is::<LengthLimitError>() => return reply::too_large(),
-            Err(_) => return reply::bad_request("request body could not be read"),
+        let body = match read_body(request.into_body(), MAX_BODY_BYTES).await {
+            Ok(body) => body,
+            Err(BodyError::TooLarge) => return reply::too_large(),
+            Err(BodyError::Unreadable(_)) => {
+                return reply::bad_request("request body could not be read");
+            }
         };
         let payload: KickPayload = match serde_json::from_slice(&body) {
             Ok(payload) => payload,
@@ -132,21 +131,6 @@ where
     }
 
     fn call(&mut self, request: Request<B>) -> Self::Future {
-        hyper::service::Service::call(self, request)
-    }
-}
-
-impl<B> hyper::service::Service<Request<B>> for KickService
-where
-    B: Body + Send + 'static,
-    B::Data: Send,
-    B::Error: Into<BoxError>,
-{
-    type Response = Response<Full<Bytes>>;
-    type Error = Infallible;
-    type Future = ResponseFuture;
-
-    fn call(&self, request: Request<B>) -> Self::Future {
         let this = self.clone();
         Box::pin(async move { Ok(this.respond(request).await) })
     }

@@ -1,7 +1,7 @@
 //! The two-client duel: a server and two nodes in one process, over real HTTP on
 //! loopback, telling the story of one user's key as it happens.
 //!
-//! The server is `unique_server::ArbiterService` over an `Arbiter` on the in-memory store
+//! The server is `unique_arbiter_http::ArbiterService` over an `Arbiter` on the in-memory store
 //! with the HTTP kicker; each node has its own kick receiver, claimer and heartbeat
 //! (every 300 ms). The story checks itself as it goes and exits non-zero if anything
 //! deviates from the specification.
@@ -14,12 +14,12 @@ use std::time::{Duration, Instant};
 
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot};
+use unique_arbiter_http::{ArbiterService, serve};
 use unique_client::Login;
 use unique_core::{Arbiter, EvictReason, Key, KickDetail};
 use unique_examples::events::{NodeEvent, detail_name};
 use unique_examples::node::{EventSink, Node, NodeConfig};
 use unique_kick_http::HttpKicker;
-use unique_server::{ArbiterService, serve};
 use unique_store_memory::MemoryStore;
 
 const HEARTBEAT: Duration = Duration::from_millis(300);

@@ -6,6 +6,7 @@ use std::time::Duration;
 use hyper::server::conn::http1;
 use hyper_util::rt::TokioIo;
 use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 use unique_core::Store;
 
@@ -24,6 +25,7 @@ pub async fn serve<S: Store>(
 ) {
     let graceful = GracefulShutdown::new();
     let mut shutdown = std::pin::pin!(shutdown);
+    let service = TowerToHyperService::new(service);
     let mut builder = http1::Builder::new();
     // half_close: while a request is in flight hyper otherwise keeps reading the
     // socket to notice an early EOF, which reserves a fresh 8 KiB read buffer per

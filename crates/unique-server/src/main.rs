@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
 use tokio::net::TcpListener;
+use unique_arbiter_http::{ArbiterService, serve};
 use unique_core::{Arbiter, Store, TracingObserver};
 use unique_kick_http::HttpKicker;
-use unique_server::{ArbiterService, serve};
 
 // mimalloc: about 40 % of the instructions of glibc's malloc and free on the claim
 // path, which allocates a few times per request (see BENCHMARKS.md).

@@ -2,7 +2,6 @@
 
 mod serve;
 mod service;
-mod wire;
 
 pub use serve::{DRAIN_TIMEOUT, serve};
 pub use service::{ArbiterService, MAX_BODY_BYTES, ResponseBody};

@@ -1,4 +1,4 @@
-//! The wire contract of SPEC §6 over real HTTP: every route, every status code,
+//! The wire contract (`docs/design.md#wire-contract`) over real HTTP: every route, every status code,
 //! and malformed input of every kind.
 
 use std::net::SocketAddr;
@@ -10,8 +10,10 @@ use http_body_util::{BodyExt, Full, StreamBody};
 use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
 use tokio::net::{TcpListener, TcpStream};
-use unique_core::{Arbiter, CurrentView, Error, Key, Owner, OwnerState, Store, async_trait};
-use unique_server::{ArbiterService, serve};
+use unique_arbiter_http::{ArbiterService, serve};
+use unique_core::{
+    Arbiter, CasOutcome, CurrentView, Error, Key, Owner, OwnerState, Store, async_trait,
+};
 use unique_store_memory::MemoryStore;
 
 /// Starts a server on a free loopback port; it stops when the test's runtime ends.
@@ -494,7 +496,13 @@ impl Store for FailingStore {
     async fn read_owner(&self, _: &Key) -> Result<OwnerState, Error> {
         Err((self.0)())
     }
-    async fn claim_cas(&self, _: &Key, _: &Owner, _: &str, _: &OwnerState) -> Result<i64, Error> {
+    async fn claim_cas(
+        &self,
+        _: &Key,
+        _: &Owner,
+        _: &str,
+        _: &OwnerState,
+    ) -> Result<CasOutcome, Error> {
         Err((self.0)())
     }
     async fn current(&self, _: &Key) -> Result<CurrentView, Error> {

@@ -1,0 +1,253 @@
+//! The JSON bodies of requests and answers.
+//!
+//! One set of request types serves both sides. The server deserializes them: unknown fields
+//! are rejected at every level (a typo must not silently drop data) and the strings borrow
+//! from the body when they can. The client serializes them from borrowed domain types: every
+//! field is always sent, because the server rejects unknown fields but accepts every present
+//! one.
+
+use std::borrow::Cow;
+
+use serde::{Deserialize, Serialize};
+use unique_core::{ClaimInput, Key, Owner};
+
+/// `POST /v1/claim` body: `{"project","env","uid","owner":{…},"claim_id"}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClaimBody<'a> {
+    /// The key's project.
+    #[serde(borrow)]
+    pub project: Cow<'a, str>,
+    /// The key's environment.
+    #[serde(borrow)]
+    pub env: Cow<'a, str>,
+    /// The key's user id, a JSON integer.
+    pub uid: i64,
+    /// The claiming session's owner.
+    #[serde(borrow)]
+    pub owner: OwnerBody<'a>,
+    /// The login's idempotency token.
+    #[serde(borrow)]
+    pub claim_id: Cow<'a, str>,
+}
+
+/// `owner` inside a claim: `region` and `cluster` may be omitted (read as empty),
+/// `endpoint` is required.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OwnerBody<'a> {
+    /// The owner's region; empty when omitted.
+    #[serde(borrow, default)]
+    pub region: Cow<'a, str>,
+    /// The owner's cluster; empty when omitted.
+    #[serde(borrow, default)]
+    pub cluster: Cow<'a, str>,
+    /// The URL that receives kicks for this session.
+    #[serde(borrow)]
+    pub endpoint: Cow<'a, str>,
+}
+
+/// `POST /v1/current` body: `{"project","env","uid"}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KeyBody<'a> {
+    /// The key's project.
+    #[serde(borrow)]
+    pub project: Cow<'a, str>,
+    /// The key's environment.
+    #[serde(borrow)]
+    pub env: Cow<'a, str>,
+    /// The key's user id.
+    pub uid: i64,
+}
+
+/// `POST /v1/release` body: `{"project","env","uid","gen"}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReleaseBody<'a> {
+    /// The key's project.
+    #[serde(borrow)]
+    pub project: Cow<'a, str>,
+    /// The key's environment.
+    #[serde(borrow)]
+    pub env: Cow<'a, str>,
+    /// The key's user id.
+    pub uid: i64,
+    /// The generation being released (`gen` on the wire).
+    #[serde(rename = "gen")]
+    pub generation: i64,
+}
+
+/// `POST /v1/release` answer: `{"released": bool}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReleaseAnswer {
+    /// The record was the released generation and is now a tombstone.
+    pub released: bool,
+}
+
+impl<'a> From<&'a ClaimInput> for ClaimBody<'a> {
+    fn from(input: &'a ClaimInput) -> Self {
+        let KeyBody { project, env, uid } = KeyBody::from(&input.key);
+        let Owner {
+            region,
+            cluster,
+            endpoint,
+        } = &input.owner;
+        Self {
+            project,
+            env,
+            uid,
+            owner: OwnerBody {
+                region: Cow::Borrowed(region),
+                cluster: Cow::Borrowed(cluster),
+                endpoint: Cow::Borrowed(endpoint),
+            },
+            claim_id: Cow::Borrowed(&input.claim_id),
+        }
+    }
+}
+
+impl From<ClaimBody<'_>> for ClaimInput {
+    fn from(body: ClaimBody<'_>) -> Self {
+        let ClaimBody {
+            project,
+            env,
+            uid,
+            owner,
+            claim_id,
+        } = body;
+        ClaimInput {
+            key: KeyBody { project, env, uid }.into(),
+            owner: Owner {
+                region: owner.region.into_owned(),
+                cluster: owner.cluster.into_owned(),
+                endpoint: owner.endpoint.into_owned(),
+            },
+            claim_id: claim_id.into_owned(),
+        }
+    }
+}
+
+impl<'a> From<&'a Key> for KeyBody<'a> {
+    fn from(key: &'a Key) -> Self {
+        Self {
+            project: Cow::Borrowed(&key.project),
+            env: Cow::Borrowed(&key.env),
+            uid: key.uid,
+        }
+    }
+}
+
+impl From<KeyBody<'_>> for Key {
+    fn from(body: KeyBody<'_>) -> Self {
+        Key {
+            project: body.project.into_owned(),
+            env: body.env.into_owned(),
+            uid: body.uid,
+        }
+    }
+}
+
+impl<'a> ReleaseBody<'a> {
+    /// The body releasing `key` at `generation`.
+    pub fn new(key: &'a Key, generation: i64) -> Self {
+        let KeyBody { project, env, uid } = KeyBody::from(key);
+        Self {
+            project,
+            env,
+            uid,
+            generation,
+        }
+    }
+
+    /// The key and the generation to release.
+    pub fn into_parts(self) -> (Key, i64) {
+        let Self {
+            project,
+            env,
+            uid,
+            generation,
+        } = self;
+        (KeyBody { project, env, uid }.into(), generation)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::parse;
+
+    fn key() -> Key {
+        Key::new("game", "prod", 42)
+    }
+
+    fn input() -> ClaimInput {
+        ClaimInput {
+            key: key(),
+            owner: Owner::new("", "c1", "http://h:1/k?x=1"),
+            claim_id: "cid".into(),
+        }
+    }
+
+    #[test]
+    fn claim_body_is_exact() {
+        let input = input();
+        assert_eq!(
+            serde_json::to_string(&ClaimBody::from(&input)).unwrap(),
+            r#"{"project":"game","env":"prod","uid":42,"owner":{"region":"","cluster":"c1","endpoint":"http://h:1/k?x=1"},"claim_id":"cid"}"#
+        );
+    }
+
+    #[test]
+    fn key_and_release_bodies_are_exact() {
+        let k = key();
+        assert_eq!(
+            serde_json::to_string(&KeyBody::from(&k)).unwrap(),
+            r#"{"project":"game","env":"prod","uid":42}"#
+        );
+        assert_eq!(
+            serde_json::to_string(&ReleaseBody::new(&k, 7)).unwrap(),
+            r#"{"project":"game","env":"prod","uid":42,"gen":7}"#
+        );
+        assert_eq!(
+            serde_json::to_string(&ReleaseAnswer { released: true }).unwrap(),
+            r#"{"released":true}"#
+        );
+    }
+
+    #[test]
+    fn requests_round_trip() {
+        let input = input();
+        let json = serde_json::to_vec(&ClaimBody::from(&input)).unwrap();
+        assert_eq!(ClaimInput::from(parse::<ClaimBody>(&json).unwrap()), input);
+
+        let k = key();
+        let json = serde_json::to_vec(&KeyBody::from(&k)).unwrap();
+        assert_eq!(Key::from(parse::<KeyBody>(&json).unwrap()), k);
+
+        let json = serde_json::to_vec(&ReleaseBody::new(&k, 7)).unwrap();
+        assert_eq!(parse::<ReleaseBody>(&json).unwrap().into_parts(), (k, 7));
+    }
+
+    #[test]
+    fn strings_borrow_from_the_body_unless_escaped() {
+        let body = br#"{"project":"game","env":"pr\"od","uid":1}"#;
+        let parsed = parse::<KeyBody>(body).unwrap();
+        assert!(matches!(parsed.project, Cow::Borrowed("game")));
+        assert!(matches!(parsed.env, Cow::Owned(ref s) if s == "pr\"od"));
+    }
+
+    #[test]
+    fn owner_region_and_cluster_default_to_empty() {
+        let body = br#"{"project":"p","env":"e","uid":1,"owner":{"endpoint":"http://h/k"},"claim_id":"c"}"#;
+        let input = ClaimInput::from(parse::<ClaimBody>(body).unwrap());
+        assert_eq!(input.owner, Owner::new("", "", "http://h/k"));
+    }
+
+    #[test]
+    fn answers_are_read_leniently() {
+        let answer: ReleaseAnswer =
+            serde_json::from_str(r#"{"released":false,"later":1}"#).unwrap();
+        assert!(!answer.released);
+    }
+}

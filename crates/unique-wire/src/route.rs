@@ -1,0 +1,80 @@
+//! The routes of the wire contract.
+
+/// `POST`: claim a key for a new session.
+pub const CLAIM_PATH: &str = "/v1/claim";
+/// `POST`: read a key's current generation and owner (what a heartbeat asks).
+pub const CURRENT_PATH: &str = "/v1/current";
+/// `POST`: release a key at a generation (logout).
+pub const RELEASE_PATH: &str = "/v1/release";
+/// `GET` or `HEAD`: liveness; the answer is `ok` as plain text.
+pub const HEALTH_PATH: &str = "/healthz";
+
+/// One route of the wire contract.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Route {
+    /// [`CLAIM_PATH`], `POST`.
+    Claim,
+    /// [`CURRENT_PATH`], `POST`.
+    Current,
+    /// [`RELEASE_PATH`], `POST`.
+    Release,
+    /// [`HEALTH_PATH`], `GET` or `HEAD`.
+    Health,
+}
+
+impl Route {
+    /// The route at `path` (exact match, no prefix), if any.
+    pub fn from_path(path: &str) -> Option<Self> {
+        match path {
+            CLAIM_PATH => Some(Self::Claim),
+            CURRENT_PATH => Some(Self::Current),
+            RELEASE_PATH => Some(Self::Release),
+            HEALTH_PATH => Some(Self::Health),
+            _ => None,
+        }
+    }
+
+    /// The route's path.
+    pub const fn path(self) -> &'static str {
+        match self {
+            Self::Claim => CLAIM_PATH,
+            Self::Current => CURRENT_PATH,
+            Self::Release => RELEASE_PATH,
+            Self::Health => HEALTH_PATH,
+        }
+    }
+
+    /// Whether the route answers `method`: `POST` for the three operations, `GET` and `HEAD`
+    /// for [`Route::Health`].
+    pub fn allows(self, method: &http::Method) -> bool {
+        match self {
+            Self::Claim | Self::Current | Self::Release => *method == http::Method::POST,
+            Self::Health => *method == http::Method::GET || *method == http::Method::HEAD,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use http::Method;
+
+    use super::*;
+
+    #[test]
+    fn every_route_reads_back_from_its_path() {
+        for route in [Route::Claim, Route::Current, Route::Release, Route::Health] {
+            assert_eq!(Route::from_path(route.path()), Some(route));
+        }
+        for other in ["/", "/v1/claim/", "/v1", "/V1/claim", "/healthz?x", ""] {
+            assert_eq!(Route::from_path(other), None, "{other}");
+        }
+    }
+
+    #[test]
+    fn methods() {
+        assert!(Route::Claim.allows(&Method::POST));
+        assert!(!Route::Release.allows(&Method::GET));
+        assert!(Route::Health.allows(&Method::HEAD));
+        assert!(!Route::Health.allows(&Method::POST));
+    }
+}
