@@ -8,9 +8,7 @@ use bytes::Bytes;
 use http::header::{ACCEPT, CONTENT_TYPE, USER_AGENT};
 use http::{HeaderValue, Request, StatusCode, Uri};
 use http_body_util::{BodyExt, Full, Limited};
-use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use unique_client::{ClaimRequest, ClaimResponse, Transport, async_trait};
@@ -36,7 +34,7 @@ pub struct HttpTransport {
 }
 
 pub(crate) struct Inner {
-    pub(crate) client: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
+    pub(crate) client: Client<unique_tls::Connector, Full<Bytes>>,
     pub(crate) endpoints: Endpoints,
     pub(crate) timeout: Duration,
     pub(crate) user_agent: HeaderValue,
