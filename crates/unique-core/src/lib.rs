@@ -19,7 +19,7 @@ pub use observer::{NoopObserver, Observer, TracingObserver};
 pub use store::{Store, decode_owner, encode_owner};
 pub use types::{
     ClaimInput, ClaimOutcome, CurrentView, EvictReason, Key, KickDetail, KickPayload, Owner,
-    OwnerState,
+    OwnerState, StoredOwner,
 };
 pub use validate::ValidationLimits;
 

@@ -97,6 +97,27 @@ impl OwnerState {
         self.owner.is_some() || self.owner_corrupt
     }
 
+    /// The snapshot of a stored record (`exists = true`) from its attributes as a
+    /// backend reads them: the one place a stored `owner` becomes `owner` and
+    /// `owner_corrupt` (C7). `claim_id` is the `cid` attribute (`None`: absent, C6).
+    pub fn from_record(generation: i64, owner: StoredOwner<'_>, claim_id: Option<String>) -> Self {
+        let (owner, owner_corrupt) = match owner {
+            StoredOwner::Absent => (None, false),
+            StoredOwner::Text(raw) => match crate::decode_owner(raw) {
+                Ok(owner) => (owner, false),
+                Err(()) => (None, true),
+            },
+            StoredOwner::NotText => (None, true),
+        };
+        Self {
+            exists: true,
+            generation,
+            owner,
+            owner_corrupt,
+            claim_id,
+        }
+    }
+
     /// The record as `current` reports it (C7): the same record, but a corrupt
     /// owner is a hard error, so a heartbeat keeps its session rather than
     /// evicting on a record it cannot read.
@@ -113,6 +134,24 @@ impl OwnerState {
             owner: self.owner,
             exists: self.exists,
         })
+    }
+}
+
+/// A record's `owner` attribute as a backend reads it, before decoding.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoredOwner<'a> {
+    /// No attribute (or SQL `NULL`): a tombstone.
+    Absent,
+    /// A string: empty for a tombstone, else the owner's JSON — or corrupt when it
+    /// is not a JSON object parseable as an [`Owner`].
+    Text(&'a str),
+    /// A value of another type than string: corrupt.
+    NotText,
+}
+
+impl<'a> From<Option<&'a str>> for StoredOwner<'a> {
+    fn from(raw: Option<&'a str>) -> Self {
+        raw.map_or(Self::Absent, Self::Text)
     }
 }
 
@@ -328,5 +367,31 @@ mod tests {
         assert_eq!(EvictReason::None.to_string(), "none");
         assert_eq!(EvictReason::NotExists.to_string(), "not-exists");
         assert_eq!(EvictReason::OwnerEmpty.to_string(), "owner-empty");
+    }
+
+    #[test]
+    fn stored_owner_attributes_read_back_by_c7() {
+        let read = |owner: StoredOwner<'_>| {
+            let state = OwnerState::from_record(4, owner, Some(String::new()));
+            assert!(state.exists && state.generation == 4);
+            assert_eq!(state.claim_id.as_deref(), Some(""));
+            (state.owner, state.owner_corrupt)
+        };
+        assert_eq!(read(StoredOwner::Absent), (None, false));
+        assert_eq!(read(StoredOwner::Text("")), (None, false));
+        assert_eq!(
+            read(StoredOwner::Text(r#"{"endpoint":"http://h","later":1}"#)),
+            (Some(Owner::new("", "", "http://h")), false)
+        );
+        for corrupt in [
+            StoredOwner::Text("{"),
+            StoredOwner::Text("[]"),
+            StoredOwner::NotText,
+        ] {
+            assert_eq!(read(corrupt), (None, true), "{corrupt:?}");
+        }
+        assert_eq!(StoredOwner::from(None), StoredOwner::Absent);
+        let corrupt = OwnerState::from_record(4, StoredOwner::NotText, None);
+        assert!(corrupt.into_current_view().unwrap_err().is_unavailable());
     }
 }

@@ -151,18 +151,11 @@ impl Walk {
         self.ctx
             .put(&self.ctx.key(uid), generation, owner, claim_id)
             .await;
-        let (owner, owner_corrupt) = match owner.map(unique_core::decode_owner) {
-            None | Some(Ok(None)) => (None, false),
-            Some(Ok(Some(owner))) => (Some(owner), false),
-            Some(Err(())) => (None, true),
-        };
-        *self.model(uid) = RecordModel::from_state(OwnerState {
-            exists: true,
+        *self.model(uid) = RecordModel::from_state(OwnerState::from_record(
             generation,
-            owner,
-            owner_corrupt,
-            claim_id: claim_id.map(str::to_owned),
-        });
+            owner.into(),
+            claim_id.map(str::to_owned),
+        ));
     }
 }
 

@@ -8,8 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use unique_core::{
-    CasOutcome, CurrentView, Error, Key, Owner, OwnerState, Store, async_trait, decode_owner,
-    encode_owner,
+    CasOutcome, CurrentView, Error, Key, Owner, OwnerState, Store, async_trait, encode_owner,
 };
 use unique_store_contract::model::{ClaimVerdict, RecordModel};
 use unique_store_contract::{
@@ -144,18 +143,11 @@ impl Store for RefStore {
 #[async_trait]
 impl RawWriter for RefStore {
     async fn put_raw(&self, key: &Key, record: RawRecord) -> Result<(), Error> {
-        let (owner, owner_corrupt) = match record.owner.as_deref().map(decode_owner) {
-            None | Some(Ok(None)) => (None, false),
-            Some(Ok(Some(owner))) => (Some(owner), false),
-            Some(Err(())) => (None, true),
-        };
-        let state = OwnerState {
-            exists: true,
-            generation: record.generation,
-            owner,
-            owner_corrupt,
-            claim_id: record.claim_id,
-        };
+        let state = OwnerState::from_record(
+            record.generation,
+            record.owner.as_deref().into(),
+            record.claim_id,
+        );
         self.with(key, |m| *m = RecordModel::from_state(state));
         Ok(())
     }

@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use unique_core::{CasOutcome, CurrentView, Error, Fence, Key, OwnerState, decode_owner};
+use unique_core::{CasOutcome, CurrentView, Error, Fence, Key, OwnerState, StoredOwner};
 
 /// Partition key attribute.
 pub(crate) const PK: &str = "pk";
@@ -107,26 +107,17 @@ pub(crate) fn owner_state(item: Option<&Item>) -> Result<OwnerState, Error> {
         return Ok(OwnerState::absent());
     };
     let generation = generation(item)?;
-    let (owner, owner_corrupt) = match item.get(OWNER) {
-        None => (None, false),
-        Some(AttributeValue::S(raw)) => match decode_owner(raw) {
-            Ok(owner) => (owner, false),
-            Err(()) => (None, true),
-        },
-        Some(_) => (None, true),
+    let owner = match item.get(OWNER) {
+        None => StoredOwner::Absent,
+        Some(AttributeValue::S(raw)) => StoredOwner::Text(raw),
+        Some(_) => StoredOwner::NotText,
     };
     let claim_id = match item.get(CID) {
         None => None,
         Some(AttributeValue::S(cid)) => Some(cid.clone()),
         Some(_) => return Err(Error::unavailable("stored cid is not a string")),
     };
-    Ok(OwnerState {
-        exists: true,
-        generation,
-        owner,
-        owner_corrupt,
-        claim_id,
-    })
+    Ok(OwnerState::from_record(generation, owner, claim_id))
 }
 
 /// The view `current` returns: the same decoding, but a corrupt owner is a hard

@@ -19,10 +19,11 @@ impl OwnerAttr {
     /// Decodes a raw stored string (`None` = attribute absent).
     #[cfg(any(test, feature = "test-util"))]
     pub(crate) fn from_raw(raw: Option<&str>) -> Self {
-        match raw.map(unique_core::decode_owner) {
-            None | Some(Ok(None)) => Self::Empty,
-            Some(Ok(Some(owner))) => Self::Valid(owner),
-            Some(Err(())) => Self::Corrupt,
+        let state = OwnerState::from_record(0, raw.into(), None);
+        match (state.owner, state.owner_corrupt) {
+            (Some(owner), _) => Self::Valid(owner),
+            (None, true) => Self::Corrupt,
+            (None, false) => Self::Empty,
         }
     }
 }

@@ -7,7 +7,7 @@
 
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OptionalExtension, Row, ToSql};
-use unique_core::{CasOutcome, Error, Fence, OwnerState, decode_owner};
+use unique_core::{CasOutcome, Error, Fence, OwnerState, StoredOwner};
 
 use crate::error::map_sqlite;
 
@@ -157,22 +157,15 @@ fn decode_row(row: &Row<'_>) -> rusqlite::Result<OwnerState> {
     let generation: i64 = row.get(0)?;
     // A tombstone has an empty or NULL owner; anything that is not a JSON
     // object parseable as an Owner (including a non-text value) is corrupt.
-    let (owner, owner_corrupt) = match row.get_ref(1)? {
-        ValueRef::Null => (None, false),
-        ValueRef::Text(raw) => match std::str::from_utf8(raw).map(decode_owner) {
-            Ok(Ok(owner)) => (owner, false),
-            _ => (None, true),
-        },
-        _ => (None, true),
+    let owner = match row.get_ref(1)? {
+        ValueRef::Null => StoredOwner::Absent,
+        ValueRef::Text(raw) => {
+            std::str::from_utf8(raw).map_or(StoredOwner::NotText, StoredOwner::Text)
+        }
+        _ => StoredOwner::NotText,
     };
     let claim_id: Option<String> = row.get(2)?;
-    Ok(OwnerState {
-        exists: true,
-        generation,
-        owner,
-        owner_corrupt,
-        claim_id,
-    })
+    Ok(OwnerState::from_record(generation, owner, claim_id))
 }
 
 #[cfg(test)]
@@ -229,7 +222,7 @@ mod tests {
             let current = stored.map_or_else(OwnerState::absent, |(generation, cid)| OwnerState {
                 exists: true,
                 generation,
-                owner: decode_owner(OWNER).expect("owner"),
+                owner: unique_core::decode_owner(OWNER).expect("owner"),
                 owner_corrupt: false,
                 claim_id: cid.map(str::to_owned),
             });
