@@ -1,7 +1,9 @@
 #![doc = include_str!("../README.md")]
 
+mod auth;
 mod serve;
 mod service;
 
+pub use auth::{Grant, MIN_TOKEN_BYTES, Tokens, TokensError, Unauthenticated};
 pub use serve::{DRAIN_TIMEOUT, serve};
 pub use service::{ArbiterService, MAX_BODY_BYTES, ResponseBody};

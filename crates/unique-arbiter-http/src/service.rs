@@ -4,10 +4,12 @@ use std::cell::RefCell;
 use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
+use crate::auth::{Grant, Tokens, Unauthenticated};
 use bytes::Bytes;
-use http::header::{CONTENT_TYPE, HeaderValue};
+use http::header::{CONTENT_TYPE, HeaderValue, WWW_AUTHENTICATE};
 use http::{Request, Response, StatusCode};
 use http_body::Body;
 use http_body_util::Full;
@@ -32,20 +34,36 @@ pub type ResponseBody = Full<Bytes>;
 /// cheap.
 pub struct ArbiterService<S> {
     arbiter: Arbiter<S>,
+    /// `None`: every caller may act on every key (a network where every host is trusted).
+    tokens: Option<Arc<Tokens>>,
 }
 
 impl<S> Clone for ArbiterService<S> {
     fn clone(&self) -> Self {
         Self {
             arbiter: self.arbiter.clone(),
+            tokens: self.tokens.clone(),
         }
     }
 }
 
 impl<S: Store> ArbiterService<S> {
-    /// Wraps an arbiter.
+    /// Wraps an arbiter. Without [`with_tokens`](Self::with_tokens) every caller is
+    /// trusted: serve it only where every host that can reach it is.
     pub fn new(arbiter: Arbiter<S>) -> Self {
-        Self { arbiter }
+        Self {
+            arbiter,
+            tokens: None,
+        }
+    }
+
+    /// Requires a bearer token from [`Tokens`] on every `/v1/*` request: a missing or
+    /// unknown token gets 401 `unauthenticated`, a key outside the token's scope 403
+    /// `forbidden`, both before the arbiter is called. `/healthz` stays open.
+    #[must_use]
+    pub fn with_tokens(mut self, tokens: Tokens) -> Self {
+        self.tokens = Some(Arc::new(tokens));
+        self
     }
 
     /// Answers one request. Never fails: every problem is an HTTP answer.
@@ -65,6 +83,16 @@ impl<S: Store> ArbiterService<S> {
             Some(route) => route,
             None => return error(ErrorCode::NotFound, "no such path"),
         };
+        // Authenticated before the body is read: a refused caller costs no more than this.
+        let grant = match self
+            .tokens
+            .as_deref()
+            .map(|t| t.authenticate(req.headers()))
+        {
+            None => None,
+            Some(Ok(grant)) => Some(grant),
+            Some(Err(why)) => return unauthenticated(why),
+        };
         let body = match read_body(req.into_body(), MAX_BODY_BYTES).await {
             Ok(body) => body,
             Err(BodyError::TooLarge) => {
@@ -78,32 +106,77 @@ impl<S: Store> ArbiterService<S> {
             }
         };
         let result = match route {
-            Route::Claim => self.claim(&body).await,
-            Route::Current => self.current(&body).await,
-            Route::Release => self.release(&body).await,
+            Route::Claim => self.claim(&body, grant).await,
+            Route::Current => self.current(&body, grant).await,
+            Route::Release => self.release(&body, grant).await,
             // Answered above, before reading a body.
             Route::Health => return text(StatusCode::OK, "ok"),
         };
         result.unwrap_or_else(|e| error_body(ErrorBody::from_error(&e)))
     }
 
-    async fn claim(&self, body: &[u8]) -> Result<Response<ResponseBody>, Error> {
+    async fn claim(
+        &self,
+        body: &[u8],
+        grant: Option<&Grant>,
+    ) -> Result<Response<ResponseBody>, Error> {
         let input: ClaimInput = parse::<ClaimBody>(body)?.into();
+        if let Some(refused) = forbidden(grant, &input.key) {
+            return Ok(refused);
+        }
         let outcome = self.arbiter.claim(&input).await?;
         Ok(json(StatusCode::OK, &outcome))
     }
 
-    async fn current(&self, body: &[u8]) -> Result<Response<ResponseBody>, Error> {
+    async fn current(
+        &self,
+        body: &[u8],
+        grant: Option<&Grant>,
+    ) -> Result<Response<ResponseBody>, Error> {
         let key: Key = parse::<KeyBody>(body)?.into();
+        if let Some(refused) = forbidden(grant, &key) {
+            return Ok(refused);
+        }
         let view = self.arbiter.current(&key).await?;
         Ok(json(StatusCode::OK, &view))
     }
 
-    async fn release(&self, body: &[u8]) -> Result<Response<ResponseBody>, Error> {
+    async fn release(
+        &self,
+        body: &[u8],
+        grant: Option<&Grant>,
+    ) -> Result<Response<ResponseBody>, Error> {
         let (key, generation) = parse::<ReleaseBody>(body)?.into_parts();
+        if let Some(refused) = forbidden(grant, &key) {
+            return Ok(refused);
+        }
         let released = self.arbiter.release(&key, generation).await?;
         Ok(json(StatusCode::OK, &ReleaseAnswer { released }))
     }
+}
+
+/// 401 with the bearer challenge.
+fn unauthenticated(why: Unauthenticated) -> Response<ResponseBody> {
+    let mut answer = error(ErrorCode::Unauthenticated, why.message());
+    answer
+        .headers_mut()
+        .insert(WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+    answer
+}
+
+/// 403 when the caller's token does not cover `key` (`None`: no authentication configured).
+fn forbidden(grant: Option<&Grant>, key: &Key) -> Option<Response<ResponseBody>> {
+    let grant = grant?;
+    if grant.permits(key) {
+        return None;
+    }
+    let message = format!(
+        "token {:?} may not act on project {:?} env {:?}",
+        grant.name(),
+        key.project,
+        key.env
+    );
+    Some(error(ErrorCode::Forbidden, &message))
 }
 
 fn error(code: ErrorCode, message: &str) -> Response<ResponseBody> {

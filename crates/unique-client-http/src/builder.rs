@@ -22,7 +22,8 @@ pub const DEFAULT_POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
 pub const DEFAULT_MAX_RESPONSE_BODY: usize = 64 * 1024;
 
 /// Builds an [`HttpTransport`]; start with [`HttpTransport::builder`].
-#[derive(Debug)]
+///
+/// `Debug` leaves out the base URL (its path may hold a secret) and the bearer token.
 #[must_use]
 pub struct HttpTransportBuilder {
     base_url: String,
@@ -31,8 +32,24 @@ pub struct HttpTransportBuilder {
     pool_idle_timeout: Option<Duration>,
     pool_max_idle_per_host: usize,
     user_agent: String,
+    bearer_token: Option<String>,
     max_response_body: usize,
     tls_config: Option<rustls::ClientConfig>,
+}
+
+impl std::fmt::Debug for HttpTransportBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpTransportBuilder")
+            .field("timeout", &self.timeout)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("pool_idle_timeout", &self.pool_idle_timeout)
+            .field("pool_max_idle_per_host", &self.pool_max_idle_per_host)
+            .field("user_agent", &self.user_agent)
+            .field("has_bearer_token", &self.bearer_token.is_some())
+            .field("max_response_body", &self.max_response_body)
+            .field("has_tls_config", &self.tls_config.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 impl HttpTransportBuilder {
@@ -44,6 +61,7 @@ impl HttpTransportBuilder {
             pool_idle_timeout: Some(DEFAULT_POOL_IDLE_TIMEOUT),
             pool_max_idle_per_host: usize::MAX,
             user_agent: concat!("unique-client-http/", env!("CARGO_PKG_VERSION")).to_owned(),
+            bearer_token: None,
             max_response_body: DEFAULT_MAX_RESPONSE_BODY,
             tls_config: None,
         }
@@ -88,6 +106,14 @@ impl HttpTransportBuilder {
         self
     }
 
+    /// Sends `Authorization: Bearer <token>` with every call, for a server that requires
+    /// callers to authenticate (`unique-server --auth-tokens`). The header is marked
+    /// sensitive, so it is never logged by the HTTP stack. Default: no token.
+    pub fn bearer_token(mut self, token: impl Into<String>) -> Self {
+        self.bearer_token = Some(token.into());
+        self
+    }
+
     /// The TLS configuration for `https` base URLs (private roots, client certificates).
     /// Default: the webpki roots with rustls' safe defaults. Its ALPN list is replaced:
     /// the transport speaks HTTP/1.1.
@@ -99,12 +125,21 @@ impl HttpTransportBuilder {
     /// Builds the transport. Needs no runtime; calls must run inside a tokio runtime.
     ///
     /// Errors (`InvalidParams`): the base URL is not an absolute `http`/`https` URL with a
-    /// host, or carries credentials, a query or a fragment; the user agent is not a valid
-    /// header value; the default TLS configuration cannot be built.
+    /// host, or carries credentials, a query or a fragment; the user agent or the bearer
+    /// token is not a valid header value; the default TLS configuration cannot be built.
     pub fn build(self) -> Result<HttpTransport, Error> {
         let endpoints = Endpoints::parse(&self.base_url)?;
         let user_agent = HeaderValue::try_from(self.user_agent)
             .map_err(|_| Error::invalid("user agent is not a valid header value"))?;
+        let authorization = self
+            .bearer_token
+            .map(|token| {
+                let mut value = HeaderValue::try_from(format!("Bearer {token}"))
+                    .map_err(|_| Error::invalid("bearer token is not a valid header value"))?;
+                value.set_sensitive(true);
+                Ok::<_, Error>(value)
+            })
+            .transpose()?;
         let tls = match self.tls_config {
             Some(config) => config,
             None => unique_tls::client_config(unique_tls::webpki_roots())
@@ -122,6 +157,7 @@ impl HttpTransportBuilder {
             endpoints,
             timeout: self.timeout,
             user_agent,
+            authorization,
             max_response_body: self.max_response_body,
         })))
     }
@@ -208,6 +244,25 @@ mod tests {
             assert!(e.is_invalid_params(), "{base}: {e}");
             assert!(!e.to_string().contains("secret"), "{e}");
         }
+    }
+
+    #[test]
+    fn builder_debug_hides_the_url_and_the_token() {
+        let builder =
+            HttpTransport::builder("http://h:1/secret-path").bearer_token("tok-secret-123");
+        let shown = format!("{builder:?}");
+        assert!(shown.contains("has_bearer_token: true"), "{shown}");
+        assert!(!shown.contains("secret"), "{shown}");
+    }
+
+    #[test]
+    fn builder_rejects_a_bad_bearer_token() {
+        let e = HttpTransport::builder("http://h:1")
+            .bearer_token("bad\ntoken")
+            .build()
+            .unwrap_err();
+        assert!(e.is_invalid_params());
+        assert!(!e.to_string().contains("bad"), "{e}");
     }
 
     #[test]

@@ -8,7 +8,8 @@ use unique_wire::error_message;
 /// Maps one complete response of operation `op` (`claim`, `current`, `release`).
 ///
 /// 200 → the parsed body (unparseable → `Unavailable`); 400 → `InvalidParams` with the
-/// server's message; 429 → `Throttled`; 503, any other 5xx and any other status →
+/// server's message; 401 and 403 (refused credentials) → `InvalidParams`, so the caller
+/// fails at once; 429 → `Throttled`; 503, any other 5xx and any other status →
 /// `Unavailable`.
 pub(crate) fn classify<T: DeserializeOwned>(
     op: &str,
@@ -22,6 +23,13 @@ pub(crate) fn classify<T: DeserializeOwned>(
         StatusCode::BAD_REQUEST => Err(Error::InvalidParams(
             error_message(body).unwrap_or_else(|| "the server rejected the request".to_owned()),
         )),
+        // The token is missing, unknown or does not cover the key: configuration, which no
+        // retry can fix, so the caller fails at once.
+        StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => Err(Error::InvalidParams(format!(
+            "{op}: the server refused the credentials ({}): {}",
+            status.as_u16(),
+            error_message(body).unwrap_or_else(|| "no reason given".to_owned())
+        ))),
         StatusCode::TOO_MANY_REQUESTS => Err(Error::Throttled),
         StatusCode::SERVICE_UNAVAILABLE => Err(Error::unavailable(match error_message(body) {
             Some(message) => format!("{op}: server unavailable: {message}"),
@@ -85,6 +93,23 @@ mod tests {
     }
 
     #[test]
+    fn refused_credentials_fail_at_once() {
+        let e = map(
+            401,
+            r#"{"error":"unauthenticated","message":"unknown bearer token"}"#,
+        )
+        .unwrap_err();
+        assert!(e.is_invalid_params() && !e.is_retryable(), "{e}");
+        assert_eq!(
+            e.to_string(),
+            "invalid params: release: the server refused the credentials (401): unknown bearer token"
+        );
+        let e = map(403, "").unwrap_err();
+        assert!(e.is_invalid_params(), "{e}");
+        assert!(e.to_string().contains("(403): no reason given"), "{e}");
+    }
+
+    #[test]
     fn throttled_and_unavailable() {
         assert!(
             map(429, r#"{"error":"throttled","message":"x"}"#)
@@ -106,7 +131,7 @@ mod tests {
 
     #[test]
     fn every_other_status_is_unavailable() {
-        for status in [500, 502, 504, 201, 204, 301, 302, 401, 403, 404, 405, 413] {
+        for status in [500, 502, 504, 201, 204, 301, 302, 404, 405, 413] {
             let e = map(status, r#"{"released":true}"#).unwrap_err();
             assert!(e.is_unavailable(), "{status}: {e}");
             assert!(e.to_string().contains(&status.to_string()), "{e}");

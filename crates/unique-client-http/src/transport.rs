@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::header::{ACCEPT, CONTENT_TYPE, USER_AGENT};
+use http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, USER_AGENT};
 use http::{HeaderValue, Request, StatusCode, Uri};
 use http_body_util::{BodyExt, Full, Limited};
 use hyper_util::client::legacy::Client;
@@ -38,6 +38,8 @@ pub(crate) struct Inner {
     pub(crate) endpoints: Endpoints,
     pub(crate) timeout: Duration,
     pub(crate) user_agent: HeaderValue,
+    /// `Bearer <token>`, when the builder was given one.
+    pub(crate) authorization: Option<HeaderValue>,
     pub(crate) max_response_body: usize,
 }
 
@@ -82,10 +84,14 @@ impl HttpTransport {
         let json = serde_json::to_vec(body).map_err(|e| {
             Error::unavailable_with(format!("{op} request could not be encoded"), e)
         })?;
-        let request = Request::post(uri.clone())
+        let mut request = Request::post(uri.clone())
             .header(CONTENT_TYPE, JSON)
             .header(ACCEPT, JSON)
-            .header(USER_AGENT, inner.user_agent.clone())
+            .header(USER_AGENT, inner.user_agent.clone());
+        if let Some(authorization) = &inner.authorization {
+            request = request.header(AUTHORIZATION, authorization.clone());
+        }
+        let request = request
             .body(Full::new(Bytes::from(json)))
             .map_err(|e| Error::unavailable_with(format!("{op} request could not be built"), e))?;
 

@@ -26,6 +26,7 @@ struct Seen {
     method: String,
     path: String,
     content_type: Option<String>,
+    authorization: Option<String>,
     body: String,
 }
 
@@ -60,6 +61,10 @@ impl ScriptServer {
                             content_type: parts
                                 .headers
                                 .get("content-type")
+                                .map(|v| v.to_str().unwrap().to_owned()),
+                            authorization: parts
+                                .headers
+                                .get("authorization")
                                 .map(|v| v.to_str().unwrap().to_owned()),
                             body: String::from_utf8(body.to_vec()).unwrap(),
                         });
@@ -257,11 +262,49 @@ async fn other_5xx_are_unavailable() {
 
 #[tokio::test]
 async fn any_other_status_is_unavailable() {
-    for status in [201, 204, 302, 401, 404, 405, 413] {
+    for status in [201, 204, 302, 404, 405, 413] {
         let e = release_answered_by(status, r#"{"released":true}"#)
             .await
             .unwrap_err();
         assert!(e.is_unavailable(), "{status}: {e}");
+    }
+}
+
+#[tokio::test]
+async fn a_bearer_token_is_sent_with_every_call() {
+    let server = ScriptServer::start(vec![(200, r#"{"released":true}"#); 2]).await;
+    let t = HttpTransport::builder(server.url())
+        .bearer_token("tok-0123456789abcdef")
+        .build()
+        .unwrap();
+    t.release(&key(), 1).await.unwrap();
+    t.release(&key(), 2).await.unwrap();
+    let sent: Vec<_> = server.seen().into_iter().map(|s| s.authorization).collect();
+    assert_eq!(
+        sent,
+        vec![Some("Bearer tok-0123456789abcdef".to_owned()); 2]
+    );
+    // Without a token no authorization header is sent.
+    let server = ScriptServer::start(vec![(200, r#"{"released":true}"#)]).await;
+    server.transport().release(&key(), 1).await.unwrap();
+    assert_eq!(server.seen()[0].authorization, None);
+}
+
+#[tokio::test]
+async fn refused_credentials_fail_at_once_with_the_server_message() {
+    for (status, body) in [
+        (
+            401,
+            r#"{"error":"unauthenticated","message":"unknown bearer token"}"#,
+        ),
+        (
+            403,
+            r#"{"error":"forbidden","message":"token \"a\" may not act on project \"x\" env \"y\""}"#,
+        ),
+    ] {
+        let e = release_answered_by(status, body).await.unwrap_err();
+        assert!(e.is_invalid_params() && !e.is_retryable(), "{status}: {e}");
+        assert!(e.to_string().contains(&format!("({status})")), "{e}");
     }
 }
 

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
 use tokio::net::TcpListener;
-use unique_arbiter_http::{ArbiterService, serve};
+use unique_arbiter_http::{ArbiterService, Tokens, serve};
 use unique_core::{Arbiter, Store, TracingObserver};
 use unique_kick_http::HttpKicker;
 
@@ -72,6 +72,17 @@ struct Args {
     /// Worker threads of the async runtime (default: one per core).
     #[arg(long, env = "UNIQUE_WORKERS")]
     workers: Option<usize>,
+
+    // Caller authentication.
+    /// Bearer tokens callers must present on /v1/*, each scoped to projects (and
+    /// optionally envs): a JSON file `{"tokens": [{"name", "token", "projects", "envs"}]}`.
+    #[arg(long, env = "UNIQUE_AUTH_TOKENS")]
+    auth_tokens: Option<PathBuf>,
+
+    /// Serve /v1/* without authentication on a non-loopback address. Only for networks
+    /// where every host that can reach the server is trusted (see SECURITY.md).
+    #[arg(long, env = "UNIQUE_INSECURE_NO_AUTH", conflicts_with = "auth_tokens")]
+    insecure_no_auth: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -125,22 +136,57 @@ fn main() -> ExitCode {
 }
 
 async fn run(args: Args) -> Result<(), String> {
+    // Configuration mistakes stop startup before the store is opened.
+    let tokens = load_tokens(&args)?;
+    check_exposure(args.listen, tokens.is_some(), args.insecure_no_auth)?;
     // Each store gets its own monomorphised server: the Arbiter calls the store
     // directly instead of through a `dyn Store` (one boxed future fewer per call).
     match open_store(&args).await? {
-        OpenedStore::Memory(store) => run_on(store, &args).await,
-        OpenedStore::Sqlite(store) => run_on(store, &args).await,
-        OpenedStore::Dynamodb(store) => run_on(store, &args).await,
+        OpenedStore::Memory(store) => run_on(store, tokens, &args).await,
+        OpenedStore::Sqlite(store) => run_on(store, tokens, &args).await,
+        OpenedStore::Dynamodb(store) => run_on(store, tokens, &args).await,
     }
 }
 
-async fn run_on<S: Store>(store: S, args: &Args) -> Result<(), String> {
+/// Where the API may listen without tokens: loopback always; elsewhere only with
+/// `--insecure-no-auth`. Checked before the socket is bound.
+fn check_exposure(
+    listen: SocketAddr,
+    has_tokens: bool,
+    insecure_no_auth: bool,
+) -> Result<(), String> {
+    if has_tokens || insecure_no_auth || listen.ip().is_loopback() {
+        return Ok(());
+    }
+    Err(format!(
+        "refusing to serve an unauthenticated API on {listen}: pass --auth-tokens FILE, \
+         or --insecure-no-auth if every host that can reach it is trusted"
+    ))
+}
+
+/// The callers' tokens, when `--auth-tokens` names a file.
+fn load_tokens(args: &Args) -> Result<Option<Tokens>, String> {
+    let Some(path) = &args.auth_tokens else {
+        return Ok(None);
+    };
+    let tokens = Tokens::from_file(path).map_err(|e| format!("--auth-tokens: {e}"))?;
+    tracing::info!(tokens = tokens.len(), "caller authentication on");
+    Ok(Some(tokens))
+}
+
+async fn run_on<S: Store>(store: S, tokens: Option<Tokens>, args: &Args) -> Result<(), String> {
     let arbiter = Arbiter::builder(store)
         .kicker(HttpKicker::new())
         .observer(TracingObserver)
         .kick_timeout(args.kick_timeout)
         .max_claim_attempts(args.max_claim_attempts)
         .build();
+    let mut service = ArbiterService::new(arbiter);
+    if let Some(tokens) = tokens {
+        service = service.with_tokens(tokens);
+    } else if !args.listen.ip().is_loopback() {
+        tracing::warn!("serving without caller authentication (--insecure-no-auth)");
+    }
     let shutdown = shutdown_signal()?;
     let listener = TcpListener::bind(args.listen)
         .await
@@ -151,7 +197,7 @@ async fn run_on<S: Store>(store: S, args: &Args) -> Result<(), String> {
     // The smoke runner and scripts read this line to find the port.
     println!("unique-server listening on http://{bound}");
     tracing::info!(%bound, store = ?args.store, "listening");
-    serve(listener, ArbiterService::new(arbiter), shutdown).await;
+    serve(listener, service, shutdown).await;
     tracing::info!("stopped");
     Ok(())
 }
@@ -267,5 +313,33 @@ fn shutdown_signal() -> Result<impl std::future::Future<Output = ()>, String> {
             let _ = tokio::signal::ctrl_c().await;
             tracing::info!("shutdown requested");
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn without_tokens_only_loopback_is_served_unless_insecure() {
+        let at = |addr: &str| addr.parse::<SocketAddr>().unwrap();
+        for loopback in ["127.0.0.1:7420", "127.0.0.2:1", "[::1]:7420"] {
+            assert!(
+                check_exposure(at(loopback), false, false).is_ok(),
+                "{loopback}"
+            );
+        }
+        for exposed in ["0.0.0.0:7420", "10.0.0.5:7420", "[::]:7420", "192.0.2.1:80"] {
+            let refused = check_exposure(at(exposed), false, false).unwrap_err();
+            assert!(refused.contains("--auth-tokens"), "{refused}");
+            assert!(
+                check_exposure(at(exposed), true, false).is_ok(),
+                "{exposed}"
+            );
+            assert!(
+                check_exposure(at(exposed), false, true).is_ok(),
+                "{exposed}"
+            );
+        }
     }
 }

@@ -26,6 +26,10 @@ fn help_explains_every_flag_and_its_env_var() {
         "UNIQUE_LOG_FORMAT",
         "--db",
         "UNIQUE_DB",
+        "--auth-tokens",
+        "UNIQUE_AUTH_TOKENS",
+        "--insecure-no-auth",
+        "UNIQUE_INSECURE_NO_AUTH",
     ] {
         assert!(help.contains(needle), "--help lacks {needle}:\n{help}");
     }
@@ -101,4 +105,107 @@ fn prints_address_serves_and_stops_on_sigterm() {
         );
     }
     assert!(logs.contains("shutdown requested"), "{logs}");
+}
+
+/// One request on a fresh connection; the raw answer.
+fn raw(addr: &str, request: &str) -> String {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    answer
+}
+
+fn current_request(authorization: Option<&str>) -> String {
+    let body = r#"{"project":"game","env":"prod","uid":1}"#;
+    let auth = authorization.map_or(String::new(), |a| format!("authorization: {a}\r\n"));
+    format!(
+        "POST /v1/current HTTP/1.1\r\nhost: t\r\nconnection: close\r\n{auth}\
+         content-length: {}\r\n\r\n{body}",
+        body.len()
+    )
+}
+
+#[test]
+fn auth_tokens_file_guards_the_api() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("tokens.json");
+    std::fs::write(
+        &file,
+        r#"{"tokens": [{"name": "game", "token": "bin-test-token-0123456789", "projects": ["game"]}]}"#,
+    )
+    .unwrap();
+    let mut child = Command::new(BIN)
+        .args([
+            "--listen",
+            "127.0.0.1:0",
+            "--store",
+            "memory",
+            "--auth-tokens",
+        ])
+        .arg(&file)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let addr = announced_addr(&mut child);
+    let refused = raw(&addr, &current_request(None));
+    assert!(refused.starts_with("HTTP/1.1 401"), "{refused}");
+    assert!(refused.contains("unauthenticated"), "{refused}");
+    let allowed = raw(
+        &addr,
+        &current_request(Some("Bearer bin-test-token-0123456789")),
+    );
+    assert!(allowed.starts_with("HTTP/1.1 200"), "{allowed}");
+    let health = raw(
+        &addr,
+        "GET /healthz HTTP/1.1\r\nhost: t\r\nconnection: close\r\n\r\n",
+    );
+    assert!(health.starts_with("HTTP/1.1 200"), "{health}");
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
+#[test]
+fn a_bad_tokens_file_stops_startup_without_echoing_a_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("tokens.json");
+    std::fs::write(
+        &file,
+        r#"{"tokens": [{"name": "weak", "token": "tiny-secret", "projects": ["game"]}]}"#,
+    )
+    .unwrap();
+    let out = Command::new(BIN)
+        .args([
+            "--listen",
+            "127.0.0.1:0",
+            "--store",
+            "memory",
+            "--auth-tokens",
+        ])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--auth-tokens") && err.contains("shorter than 16"),
+        "{err}"
+    );
+    assert!(!err.contains("tiny-secret"), "{err}");
+    let missing = Command::new(BIN)
+        .args([
+            "--store",
+            "memory",
+            "--auth-tokens",
+            "/nonexistent/tokens.json",
+        ])
+        .output()
+        .unwrap();
+    assert!(!missing.status.success());
+    let both = Command::new(BIN)
+        .args(["--insecure-no-auth", "--auth-tokens", "x.json"])
+        .output()
+        .unwrap();
+    assert!(!both.status.success(), "the two flags exclude each other");
 }

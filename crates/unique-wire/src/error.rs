@@ -21,6 +21,10 @@ pub enum ErrorCode {
     MethodNotAllowed,
     /// 413: the body is over the limit.
     TooLarge,
+    /// 401: no valid credentials (a missing or unknown bearer token, a bad signature).
+    Unauthenticated,
+    /// 403: the credentials do not cover what the request acts on.
+    Forbidden,
 }
 
 impl ErrorCode {
@@ -33,6 +37,8 @@ impl ErrorCode {
             Self::NotFound => "not_found",
             Self::MethodNotAllowed => "method_not_allowed",
             Self::TooLarge => "too_large",
+            Self::Unauthenticated => "unauthenticated",
+            Self::Forbidden => "forbidden",
         }
     }
 
@@ -45,6 +51,8 @@ impl ErrorCode {
             Self::NotFound => StatusCode::NOT_FOUND,
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Self::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::Unauthenticated => StatusCode::UNAUTHORIZED,
+            Self::Forbidden => StatusCode::FORBIDDEN,
         }
     }
 }
@@ -100,13 +108,15 @@ pub fn error_message(body: &[u8]) -> Option<String> {
 mod tests {
     use super::*;
 
-    const CODES: [ErrorCode; 6] = [
+    const CODES: [ErrorCode; 8] = [
         ErrorCode::InvalidParams,
         ErrorCode::Throttled,
         ErrorCode::Unavailable,
         ErrorCode::NotFound,
         ErrorCode::MethodNotAllowed,
         ErrorCode::TooLarge,
+        ErrorCode::Unauthenticated,
+        ErrorCode::Forbidden,
     ];
 
     #[test]
@@ -126,7 +136,7 @@ mod tests {
     #[test]
     fn statuses() {
         let statuses: Vec<u16> = CODES.iter().map(|c| c.status().as_u16()).collect();
-        assert_eq!(statuses, [400, 429, 503, 404, 405, 413]);
+        assert_eq!(statuses, [400, 429, 503, 404, 405, 413, 401, 403]);
     }
 
     #[test]

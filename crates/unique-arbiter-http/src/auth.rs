@@ -1,0 +1,385 @@
+//! Caller authentication: bearer tokens, each scoped to projects and optionally envs.
+//!
+//! A request to `/v1/*` must carry `Authorization: Bearer <token>` naming one of the
+//! configured tokens (401 `unauthenticated` otherwise), and the key it acts on must be
+//! inside that token's scope (403 `forbidden` otherwise). Both are decided before the
+//! arbiter is called, so a refused request reads and writes nothing.
+
+use std::fmt;
+use std::path::Path;
+
+use http::HeaderMap;
+use http::header::AUTHORIZATION;
+use serde::Deserialize;
+use subtle::{Choice, ConstantTimeEq};
+use unique_core::Key;
+
+/// The shortest token accepted: 16 bytes, so a token cannot be guessed by trying.
+pub const MIN_TOKEN_BYTES: usize = 16;
+
+/// The callers the server accepts: bearer tokens with their scopes.
+///
+/// Built from the tokens file (`--auth-tokens`, see [`Tokens::from_file`]) or in code
+/// with [`Tokens::add`]. Tokens are compared in constant time, against every configured
+/// token, so neither a token's bytes nor which token matched leak through timing.
+/// `Debug` shows the token names and scopes, never a token.
+#[derive(Default)]
+pub struct Tokens {
+    entries: Vec<Entry>,
+}
+
+struct Entry {
+    secret: Box<[u8]>,
+    grant: Grant,
+}
+
+/// What one token may act on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Grant {
+    name: String,
+    projects: Scope,
+    envs: Scope,
+}
+
+/// A set of names, or every name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Scope {
+    Any,
+    Only(Vec<String>),
+}
+
+impl Scope {
+    fn new(names: Vec<String>) -> Self {
+        if names.iter().any(|n| n == "*") {
+            Self::Any
+        } else {
+            Self::Only(names)
+        }
+    }
+
+    fn contains(&self, name: &str) -> bool {
+        match self {
+            Self::Any => true,
+            Self::Only(names) => names.iter().any(|n| n == name),
+        }
+    }
+}
+
+impl Grant {
+    /// A grant named `name` (for logs; never the token) on `projects` (`"*"`: every
+    /// project) and, when `envs` is given, only those envs of them (`"*"`: every env).
+    pub fn new(name: impl Into<String>, projects: Vec<String>, envs: Option<Vec<String>>) -> Self {
+        Self {
+            name: name.into(),
+            projects: Scope::new(projects),
+            envs: envs.map_or(Scope::Any, Scope::new),
+        }
+    }
+
+    /// The token's name, for logs.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Whether this grant may act on `key`.
+    pub fn permits(&self, key: &Key) -> bool {
+        self.projects.contains(&key.project) && self.envs.contains(&key.env)
+    }
+}
+
+/// Why a request was not authenticated (the message of the 401).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unauthenticated {
+    /// No `Authorization` header.
+    Missing,
+    /// An `Authorization` header that is not `Bearer <token>`.
+    Malformed,
+    /// A bearer token that is not configured.
+    Unknown,
+}
+
+impl Unauthenticated {
+    /// A lower-case message for the error body.
+    pub fn message(self) -> &'static str {
+        match self {
+            Self::Missing => "missing bearer token",
+            Self::Malformed => "authorization header is not a bearer token",
+            Self::Unknown => "unknown bearer token",
+        }
+    }
+}
+
+/// A tokens file or token that cannot be used. Messages never contain a token.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct TokensError(String);
+
+impl Tokens {
+    /// No tokens: every request is refused with 401.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds `token` with `grant`.
+    ///
+    /// # Errors
+    ///
+    /// The token is shorter than [`MIN_TOKEN_BYTES`], has characters a bearer token
+    /// cannot carry (only printable ASCII without spaces), or is already configured; the
+    /// grant has no project.
+    pub fn add(&mut self, token: &str, grant: Grant) -> Result<&mut Self, TokensError> {
+        let name = &grant.name;
+        if token.len() < MIN_TOKEN_BYTES {
+            return Err(TokensError(format!(
+                "token {name:?} is shorter than {MIN_TOKEN_BYTES} bytes"
+            )));
+        }
+        if !token.bytes().all(|b| b.is_ascii_graphic()) {
+            return Err(TokensError(format!(
+                "token {name:?} must be printable ASCII without spaces"
+            )));
+        }
+        if matches!(&grant.projects, Scope::Only(projects) if projects.is_empty()) {
+            return Err(TokensError(format!("token {name:?} has no project")));
+        }
+        if self.lookup(token.as_bytes()).is_some() {
+            return Err(TokensError(format!("token {name:?} is configured twice")));
+        }
+        self.entries.push(Entry {
+            secret: token.as_bytes().into(),
+            grant,
+        });
+        Ok(self)
+    }
+
+    /// Parses a tokens file:
+    ///
+    /// ```json
+    /// {"tokens": [
+    ///   {"name": "game-backend", "token": "…", "projects": ["game"], "envs": ["prod"]},
+    ///   {"name": "ops", "token": "…", "projects": ["*"]}
+    /// ]}
+    /// ```
+    ///
+    /// `envs` may be omitted (every env of the projects); `"*"` means every project or
+    /// env. Unknown fields are refused, so a typo cannot widen or drop a scope.
+    ///
+    /// # Errors
+    ///
+    /// Malformed JSON, no tokens, or any token refused by [`Tokens::add`].
+    pub fn parse(text: &str) -> Result<Self, TokensError> {
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct File {
+            tokens: Vec<FileToken>,
+        }
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct FileToken {
+            name: String,
+            token: String,
+            projects: Vec<String>,
+            #[serde(default)]
+            envs: Option<Vec<String>>,
+        }
+        let file: File = serde_json::from_str(text).map_err(|e| {
+            // serde quotes a mistyped value ("invalid type: string \"…\""), which could be
+            // a token: only messages that name a field are passed on.
+            let message = e.to_string();
+            let detail = if message.starts_with("unknown field") || message.starts_with("missing field") {
+                message
+            } else {
+                format!("expected {{\"tokens\": [{{\"name\", \"token\", \"projects\", \"envs\"}}]}} at line {} column {}", e.line(), e.column())
+            };
+            TokensError(format!("tokens file is not valid: {detail}"))
+        })?;
+        if file.tokens.is_empty() {
+            return Err(TokensError("tokens file holds no token".to_owned()));
+        }
+        let mut tokens = Self::new();
+        for t in file.tokens {
+            tokens.add(&t.token, Grant::new(t.name, t.projects, t.envs))?;
+        }
+        Ok(tokens)
+    }
+
+    /// Reads and parses the tokens file at `path` (see [`Tokens::parse`]).
+    ///
+    /// # Errors
+    ///
+    /// The file cannot be read, or [`Tokens::parse`] refuses it.
+    pub fn from_file(path: impl AsRef<Path>) -> Result<Self, TokensError> {
+        let path = path.as_ref();
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| TokensError(format!("cannot read {}: {e}", path.display())))?;
+        Self::parse(&text)
+    }
+
+    /// How many tokens are configured.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether no token is configured.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// The grant of the bearer token in `headers`.
+    ///
+    /// # Errors
+    ///
+    /// The header is missing, not a bearer token, or names no configured token.
+    pub fn authenticate(&self, headers: &HeaderMap) -> Result<&Grant, Unauthenticated> {
+        let value = headers.get(AUTHORIZATION).ok_or(Unauthenticated::Missing)?;
+        let token = bearer(value.as_bytes()).ok_or(Unauthenticated::Malformed)?;
+        self.lookup(token).ok_or(Unauthenticated::Unknown)
+    }
+
+    /// Compares `token` with every configured token in constant time; no early exit.
+    fn lookup(&self, token: &[u8]) -> Option<&Grant> {
+        let mut found: Option<&Grant> = None;
+        for entry in &self.entries {
+            let equal: Choice = entry.secret.ct_eq(token);
+            if bool::from(equal) {
+                found = Some(&entry.grant);
+            }
+        }
+        found
+    }
+}
+
+/// The token of an `Authorization: Bearer <token>` value (the scheme is case-insensitive).
+fn bearer(value: &[u8]) -> Option<&[u8]> {
+    let (scheme, token) = value.split_at_checked(7)?;
+    if !scheme.eq_ignore_ascii_case(b"bearer ") {
+        return None;
+    }
+    let token = token.trim_ascii();
+    (!token.is_empty()).then_some(token)
+}
+
+impl fmt::Debug for Tokens {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list()
+            .entries(self.entries.iter().map(|e| &e.grant))
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use http::HeaderValue;
+
+    use super::*;
+
+    const GAME: &str = "game-token-0123456789";
+    const OPS: &str = "ops-token-0123456789ab";
+
+    fn tokens() -> Tokens {
+        Tokens::parse(&format!(
+            r#"{{"tokens": [
+                {{"name": "game", "token": "{GAME}", "projects": ["game"], "envs": ["prod"]}},
+                {{"name": "ops", "token": "{OPS}", "projects": ["*"]}}
+            ]}}"#
+        ))
+        .unwrap()
+    }
+
+    fn headers(authorization: &str) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        headers.insert(AUTHORIZATION, HeaderValue::from_str(authorization).unwrap());
+        headers
+    }
+
+    #[test]
+    fn a_known_token_gets_its_grant_and_scope() {
+        let tokens = tokens();
+        let game = tokens
+            .authenticate(&headers(&format!("Bearer {GAME}")))
+            .unwrap();
+        assert_eq!(game.name(), "game");
+        assert!(game.permits(&Key::new("game", "prod", 1)));
+        assert!(!game.permits(&Key::new("game", "staging", 1)));
+        assert!(!game.permits(&Key::new("chat", "prod", 1)));
+        let ops = tokens
+            .authenticate(&headers(&format!("bearer  {OPS} ")))
+            .unwrap();
+        assert!(ops.permits(&Key::new("anything", "at-all", 7)));
+    }
+
+    #[test]
+    fn missing_malformed_and_unknown_tokens_are_refused() {
+        let tokens = tokens();
+        assert_eq!(
+            tokens.authenticate(&HeaderMap::new()),
+            Err(Unauthenticated::Missing)
+        );
+        for malformed in ["Basic abc", "Bearer", "Bearer   ", GAME] {
+            assert_eq!(
+                tokens.authenticate(&headers(malformed)),
+                Err(Unauthenticated::Malformed),
+                "{malformed}"
+            );
+        }
+        for unknown in [
+            "Bearer game-token-012345678",
+            "Bearer game-token-0123456789x",
+            "Bearer GAME-TOKEN-0123456789",
+        ] {
+            assert_eq!(
+                tokens.authenticate(&headers(unknown)),
+                Err(Unauthenticated::Unknown),
+                "{unknown}"
+            );
+        }
+    }
+
+    #[test]
+    fn bad_tokens_files_are_refused_without_echoing_a_token() {
+        for (file, needle) in [
+            ("{", "not valid"),
+            (r#"{"tokens": []}"#, "no token"),
+            (
+                r#"{"tokens": [{"name": "a", "token": "short-secret", "projects": ["p"]}]}"#,
+                "shorter than 16",
+            ),
+            (
+                r#"{"tokens": [{"name": "a", "token": "has a space in it!", "projects": ["p"]}]}"#,
+                "printable",
+            ),
+            (
+                r#"{"tokens": [{"name": "a", "token": "long-enough-secret", "projects": []}]}"#,
+                "no project",
+            ),
+            (
+                r#"{"tokens": [{"name": "a", "token": "long-enough-secret", "project": ["p"]}]}"#,
+                "unknown field",
+            ),
+            (
+                r#"{"tokens": [{"name": "a", "token": 12345678901234567890, "projects": ["p"]}]}"#,
+                "line 1",
+            ),
+            (
+                r#"{"tokens": [{"name": "a", "token": "long-enough-secret", "projects": ["p"]},
+                               {"name": "b", "token": "long-enough-secret", "projects": ["q"]}]}"#,
+                "twice",
+            ),
+        ] {
+            let message = Tokens::parse(file).unwrap_err().to_string();
+            assert!(message.contains(needle), "{message:?} for {file}");
+            assert!(!message.contains("secret"), "{message:?} echoes a token");
+            assert!(
+                !message.contains("1234567890"),
+                "{message:?} echoes a token"
+            );
+        }
+    }
+
+    #[test]
+    fn debug_never_shows_a_token() {
+        let shown = format!("{:?}", tokens());
+        assert!(shown.contains("game") && shown.contains("ops"));
+        assert!(!shown.contains(GAME) && !shown.contains(OPS));
+    }
+}
