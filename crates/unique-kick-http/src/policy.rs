@@ -524,97 +524,87 @@ mod tests {
         }
     }
 
-    /// The default policy's verdict on the literal `address`.
-    fn default_verdict(address: &str) -> Result<(), Refusal> {
-        EndpointPolicy::new().check_address(None, ip(address))
+    /// Asserts the default policy refuses each of `refused` as its range and allows
+    /// each of `allowed`.
+    fn assert_defaults(refused: &[(&str, ReservedRange)], allowed: &[&str]) {
+        let policy = EndpointPolicy::new();
+        for &(address, kind) in refused {
+            let verdict = policy.check_address(None, ip(address));
+            assert_eq!(verdict, Err(Refusal::Reserved(kind)), "{address}");
+        }
+        for &address in allowed {
+            assert_eq!(policy.check_address(None, ip(address)), Ok(()), "{address}");
+        }
     }
 
     #[test]
     fn the_default_refuses_the_edges_of_every_ipv4_range_and_nothing_next_to_them() {
         use ReservedRange::*;
-        for (refused, kind) in [
-            ("0.0.0.0", Unspecified),
-            ("0.255.255.255", Unspecified),
-            ("169.254.0.0", LinkLocal),
-            ("169.254.169.254", LinkLocal),
-            ("169.254.255.255", LinkLocal),
-            ("224.0.0.0", Multicast),
-            ("239.255.255.255", Multicast),
-            ("255.255.255.255", Broadcast),
-        ] {
-            assert_eq!(
-                default_verdict(refused),
-                Err(Refusal::Reserved(kind)),
-                "{refused}"
-            );
-        }
-        for allowed in [
-            "1.0.0.0",
-            "127.0.0.1",
-            "127.0.0.2",
-            "10.0.0.1",
-            "169.253.255.255",
-            "169.255.0.0",
-            "223.255.255.255",
-            "240.0.0.0",
-            "255.255.255.254",
-        ] {
-            assert_eq!(default_verdict(allowed), Ok(()), "{allowed}");
-        }
+        assert_defaults(
+            &[
+                ("0.0.0.0", Unspecified),
+                ("0.255.255.255", Unspecified),
+                ("169.254.0.0", LinkLocal),
+                ("169.254.169.254", LinkLocal),
+                ("169.254.255.255", LinkLocal),
+                ("224.0.0.0", Multicast),
+                ("239.255.255.255", Multicast),
+                ("255.255.255.255", Broadcast),
+            ],
+            &[
+                "1.0.0.0",
+                "127.0.0.1",
+                "127.0.0.2",
+                "10.0.0.1",
+                "169.253.255.255",
+                "169.255.0.0",
+                "223.255.255.255",
+                "240.0.0.0",
+                "255.255.255.254",
+            ],
+        );
     }
 
     #[test]
     fn the_default_refuses_the_edges_of_every_ipv6_range_and_nothing_next_to_them() {
         use ReservedRange::*;
-        for (refused, kind) in [
-            ("::", Unspecified),
-            ("fe80::", LinkLocal),
-            ("fe80::1", LinkLocal),
-            ("febf:ffff:ffff:ffff:ffff:ffff:ffff:ffff", LinkLocal),
-            ("ff00::", Multicast),
-            ("ff02::1", Multicast),
-            ("ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff", Multicast),
-        ] {
-            assert_eq!(
-                default_verdict(refused),
-                Err(Refusal::Reserved(kind)),
-                "{refused}"
-            );
-        }
-        for allowed in [
-            "::1",
-            "fe7f:ffff:ffff:ffff:ffff:ffff:ffff:ffff",
-            "fec0::",
-            "feff:ffff:ffff:ffff:ffff:ffff:ffff:ffff",
-            "fd00::1",
-            "2001:db8::1",
-        ] {
-            assert_eq!(default_verdict(allowed), Ok(()), "{allowed}");
-        }
+        assert_defaults(
+            &[
+                ("::", Unspecified),
+                ("fe80::", LinkLocal),
+                ("fe80::1", LinkLocal),
+                ("febf:ffff:ffff:ffff:ffff:ffff:ffff:ffff", LinkLocal),
+                ("ff00::", Multicast),
+                ("ff02::1", Multicast),
+                ("ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff", Multicast),
+            ],
+            &[
+                "::1",
+                "fe7f:ffff:ffff:ffff:ffff:ffff:ffff:ffff",
+                "fec0::",
+                "feff:ffff:ffff:ffff:ffff:ffff:ffff:ffff",
+                "fd00::1",
+                "2001:db8::1",
+            ],
+        );
     }
 
     #[test]
     fn mapped_and_compatible_ipv6_forms_are_classified_by_their_ipv4_address() {
         use ReservedRange::*;
-        for (refused, kind) in [
-            ("::ffff:169.254.169.254", LinkLocal),
-            ("::ffff:a9fe:a9fe", LinkLocal),
-            ("::169.254.169.254", LinkLocal),
-            ("::ffff:0.0.0.0", Unspecified),
-            ("::ffff:224.0.0.1", Multicast),
-            ("::ffff:255.255.255.255", Broadcast),
-            ("::255.255.255.255", Broadcast),
-            ("::0.0.0.2", Unspecified),
-        ] {
-            assert_eq!(
-                default_verdict(refused),
-                Err(Refusal::Reserved(kind)),
-                "{refused}"
-            );
-        }
-        for allowed in ["::ffff:127.0.0.1", "::127.0.0.1", "::ffff:10.0.0.1"] {
-            assert_eq!(default_verdict(allowed), Ok(()), "{allowed}");
-        }
+        assert_defaults(
+            &[
+                ("::ffff:169.254.169.254", LinkLocal),
+                ("::ffff:a9fe:a9fe", LinkLocal),
+                ("::169.254.169.254", LinkLocal),
+                ("::ffff:0.0.0.0", Unspecified),
+                ("::ffff:224.0.0.1", Multicast),
+                ("::ffff:255.255.255.255", Broadcast),
+                ("::255.255.255.255", Broadcast),
+                ("::0.0.0.2", Unspecified),
+            ],
+            &["::ffff:127.0.0.1", "::127.0.0.1", "::ffff:10.0.0.1"],
+        );
         // `::` and `::1` are IPv6's own unspecified and loopback addresses.
         assert_eq!(canonical(ip("::")), ip("::"));
         assert_eq!(canonical(ip("::1")), ip("::1"));

@@ -69,6 +69,14 @@ async fn kick(kicker: &HttpKicker, endpoint: &str) -> KickOutcome {
 
 const CONNECT_ERROR: KickOutcome = KickOutcome::Failed(KickDetail::ConnectError);
 
+/// Asserts a kick to `http://HOST:port/kick` is a connect error for every host.
+async fn assert_connect_errors(kicker: &HttpKicker, hosts: &[&str], port: u16) {
+    for host in hosts {
+        let url = format!("http://{host}:{port}/kick?token=t");
+        assert_eq!(kick(kicker, &url).await, CONNECT_ERROR, "{host}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_denied_address_is_a_connect_error_and_never_connected_to() {
     let kicker = kicker(EndpointPolicy::new().deny(rules(&["127.0.0.2/32"])));
@@ -96,9 +104,10 @@ async fn a_denied_host_name_is_a_connect_error_and_never_connected_to() {
     let port = listener.addr.port();
     let kicker = kicker(EndpointPolicy::new().deny(rules(&["localhost"])));
 
-    for host in ["localhost", "LocalHost", "localhost."] {
-        let url = format!("http://{host}:{port}/kick?token=t");
-        assert_eq!(kick(&kicker, &url).await, CONNECT_ERROR, "{host}");
+    let hosts = ["localhost", "LocalHost", "localhost."];
+    assert_connect_errors(&kicker, &hosts, port).await;
+    for host in hosts {
+        let url = format!("http://{host}:{port}/kick");
         assert!(kicker.check_endpoint(&url).is_err(), "{host}");
     }
     listener.assert_accepted_nothing().await;
@@ -136,10 +145,7 @@ async fn an_allow_list_refuses_what_it_does_not_hold() {
     let listener = Listener::start(Ipv4Addr::LOCALHOST).await;
     let port = listener.addr.port();
     let kicker = kicker(EndpointPolicy::new().allow(rules(&["10.0.0.0/8"])));
-    for host in ["127.0.0.1", "localhost"] {
-        let url = format!("http://{host}:{port}/kick");
-        assert_eq!(kick(&kicker, &url).await, CONNECT_ERROR, "{host}");
-    }
+    assert_connect_errors(&kicker, &["127.0.0.1", "localhost"], port).await;
     assert!(
         kicker
             .check_endpoint(&format!("http://127.0.0.1:{port}/"))
