@@ -155,7 +155,8 @@ impl<S: Store> Arbiter<S> {
     ///
     /// # Errors
     ///
-    /// `InvalidParams` before any store call; `Throttled` when the store throttled;
+    /// `InvalidParams` before any store call, for an invalid input or a new endpoint
+    /// the kicker refuses ([`Kicker::check_endpoint`]); `Throttled` when the store throttled;
     /// `Unavailable` for any other store fault, an exhausted attempt budget or an
     /// exhausted gen (fail-closed).
     pub async fn claim(&self, input: &ClaimInput) -> Result<ClaimOutcome, Error> {
@@ -207,7 +208,15 @@ impl<S: Store> Arbiter<S> {
         let limits = &self.inner.limits;
         limits.check_key(&input.key)?;
         limits.check_claim_id(&input.claim_id)?;
-        limits.check_owner(&input.owner)
+        limits.check_owner(&input.owner)?;
+        // An endpoint the kicker refuses could never be kicked: refuse the session
+        // before it is written. The reason names the rule, never the endpoint.
+        if let Some(kicker) = &self.inner.kicker {
+            kicker
+                .check_endpoint(&input.owner.endpoint)
+                .map_err(|reason| Error::invalid(format!("owner.endpoint is refused: {reason}")))?;
+        }
+        Ok(())
     }
 
     async fn claim_attempts(&self, input: &ClaimInput) -> (Result<ClaimOutcome, Error>, u32) {

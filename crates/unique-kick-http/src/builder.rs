@@ -1,5 +1,6 @@
-//! Options for [`HttpKicker`]: pool, user agent, response cap, TLS trust.
+//! Options for [`HttpKicker`]: pool, user agent, response cap, TLS trust, endpoint policy.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use http::HeaderValue;
@@ -8,7 +9,9 @@ use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
 
 use crate::kicker::HttpKicker;
+use crate::policy::EndpointPolicy;
 use crate::pool::Pool;
+use crate::resolve::PolicyResolver;
 
 /// How long an idle pooled connection is kept by default: below the 60–75 s idle
 /// timeouts common on servers, so the pool rarely hands out a connection the peer
@@ -64,6 +67,7 @@ pub struct HttpKickerBuilder {
     user_agent: String,
     max_response_body: usize,
     tls: TlsOptions,
+    endpoint_policy: EndpointPolicy,
 }
 
 impl Default for HttpKickerBuilder {
@@ -74,6 +78,7 @@ impl Default for HttpKickerBuilder {
             user_agent: concat!("unique-kick-http/", env!("CARGO_PKG_VERSION")).to_owned(),
             max_response_body: DEFAULT_MAX_RESPONSE_BODY,
             tls: TlsOptions::default(),
+            endpoint_policy: EndpointPolicy::default(),
         }
     }
 }
@@ -131,18 +136,29 @@ impl HttpKickerBuilder {
         self
     }
 
+    /// Which endpoints kicks may reach (see [`EndpointPolicy`]). Default
+    /// [`EndpointPolicy::new`]: everything but unspecified, link-local, multicast and
+    /// broadcast addresses.
+    pub fn endpoint_policy(mut self, policy: EndpointPolicy) -> Self {
+        self.endpoint_policy = policy;
+        self
+    }
+
     /// Builds the kicker. Needs no runtime; kicks must run inside a tokio runtime.
     pub fn build(self) -> Result<HttpKicker, BuildError> {
         let user_agent =
             HeaderValue::try_from(self.user_agent).map_err(|_| BuildError::InvalidUserAgent)?;
         let tls_config = self.tls.into_client_config()?;
+        let policy = Arc::new(self.endpoint_policy);
         // No connect timeout of its own: the kick's deadline bounds the whole exchange.
-        let connector = unique_tls::connector(tls_config, None);
+        let resolver = PolicyResolver::new(Arc::clone(&policy));
+        let connector = unique_tls::connector_with_resolver(tls_config, None, resolver);
 
         let pool = Pool::new(self.pool_idle_timeout, self.pool_max_idle_per_host);
 
         Ok(HttpKicker::from_parts(
             connector,
+            policy,
             pool,
             user_agent,
             self.max_response_body,

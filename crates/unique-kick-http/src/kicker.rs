@@ -18,9 +18,12 @@ use unique_core::{KickDetail, KickOutcome, KickPayload, Kicker, async_trait};
 
 use crate::builder::HttpKickerBuilder;
 use crate::classify::status_outcome;
+use crate::policy::EndpointPolicy;
 use crate::pool::{Pool, PoolKey, Sender};
+use crate::resolve::PolicyResolver;
 
-pub(crate) type Connector = unique_tls::Connector;
+/// The TLS connector over the policy's resolver.
+pub(crate) type Connector = unique_tls::ConnectorWith<PolicyResolver>;
 
 /// A [`Kicker`] that POSTs the JSON [`KickPayload`] to the old session's endpoint.
 ///
@@ -31,6 +34,13 @@ pub(crate) type Connector = unique_tls::Connector;
 /// - Any failure before a complete answer (invalid URI, a scheme other than
 ///   `http`/`https`, DNS, refused, reset, TLS, garbled response, a body cut short)
 ///   → `Failed(ConnectError)`.
+///
+/// Kicks reach only the endpoints its [`EndpointPolicy`] allows: the policy decides
+/// an IP-literal host before connecting and every address a host name resolves to
+/// before connecting to it (no second lookup between check and connect). A refused
+/// endpoint is `Failed(ConnectError)` with no connection made, and
+/// [`Kicker::check_endpoint`] refuses it at claim time, as far as it can tell
+/// without resolving the name.
 ///
 /// Connections are HTTP/1.1 with keep-alive and pooled per `scheme://host:port`; a
 /// kick hands its connection back to the pool before it returns, so the next kick
@@ -43,6 +53,7 @@ pub struct HttpKicker {
 
 struct Inner {
     connector: Connector,
+    policy: Arc<EndpointPolicy>,
     pool: Pool,
     user_agent: HeaderValue,
     max_response_body: usize,
@@ -68,6 +79,7 @@ impl HttpKicker {
 
     pub(crate) fn from_parts(
         connector: Connector,
+        policy: Arc<EndpointPolicy>,
         pool: Pool,
         user_agent: HeaderValue,
         max_response_body: usize,
@@ -75,6 +87,7 @@ impl HttpKicker {
         Self {
             inner: Arc::new(Inner {
                 connector,
+                policy,
                 pool,
                 user_agent,
                 max_response_body,
@@ -94,6 +107,7 @@ impl fmt::Debug for HttpKicker {
         f.debug_struct("HttpKicker")
             .field("user_agent", &self.inner.user_agent)
             .field("max_response_body", &self.inner.max_response_body)
+            .field("endpoint_policy", &self.inner.policy)
             .finish_non_exhaustive()
     }
 }
@@ -125,6 +139,19 @@ impl Kicker for HttpKicker {
                 KickOutcome::Failed(KickDetail::Timeout)
             }
         }
+    }
+
+    /// Refuses an endpoint this kicker could never reach: one that does not parse
+    /// as an `http`/`https` URI, or whose host the policy refuses before any lookup
+    /// ([`EndpointPolicy::check_host`]). No DNS lookup happens here: a name whose
+    /// addresses the policy refuses is refused at kick time.
+    fn check_endpoint(&self, endpoint: &str) -> Result<(), String> {
+        let target = Target::parse(endpoint)
+            .map_err(|_| "not a uri the http kicker can send to".to_owned())?;
+        self.inner
+            .policy
+            .check_host(target.host_name())
+            .map_err(|refusal| refusal.to_string())
     }
 }
 
@@ -190,6 +217,12 @@ impl Inner {
 
     /// A new connection (TCP, then TLS for `https`), driven by a spawned task.
     async fn connect(&self, target: &Target) -> Result<Sender, Failure> {
+        // The connector connects to an IP-literal host without calling the policy's
+        // resolver, so the literal is decided here; a name is decided again, per
+        // address, by the resolver.
+        self.policy
+            .check_host(target.host_name())
+            .map_err(|refusal| Failure::new("endpoint policy", refusal))?;
         let mut connector = self.connector.clone();
         poll_fn(|cx| connector.poll_ready(cx))
             .await
@@ -228,6 +261,11 @@ struct Target {
 }
 
 impl Target {
+    /// The URI's host: a name, an IPv4 literal or a bracketed IPv6 literal.
+    fn host_name(&self) -> &str {
+        self.uri.host().unwrap_or_default()
+    }
+
     fn parse(endpoint: &str) -> Result<Self, Failure> {
         let uri: Uri = endpoint
             .parse()
@@ -393,6 +431,46 @@ mod tests {
                 "{endpoint:?} was accepted"
             );
         }
+    }
+
+    #[test]
+    fn check_endpoint_applies_the_policy_to_the_host_without_a_lookup() {
+        let kicker = HttpKicker::new();
+        for accepted in [
+            "http://127.0.0.1:9/kick",
+            "https://[::1]:8443/kick",
+            // A name is not looked up at claim time.
+            "http://node.invalid/kick",
+        ] {
+            assert_eq!(kicker.check_endpoint(accepted), Ok(()), "{accepted}");
+        }
+        for refused in [
+            "http://169.254.169.254/latest?token=s3cr3t",
+            "http://[::ffff:169.254.169.254]/latest?token=s3cr3t",
+            "http://0.0.0.0:9/kick",
+            "http://[fe80::1]/kick",
+        ] {
+            let reason = kicker.check_endpoint(refused).unwrap_err();
+            assert!(
+                !reason.contains("s3cr3t") && !reason.contains("169.254"),
+                "{reason}"
+            );
+        }
+        assert_eq!(
+            kicker.check_endpoint("http://exa mple/"),
+            Err("not a uri the http kicker can send to".to_owned())
+        );
+
+        let deny = crate::EndpointPolicy::new().deny(["*.internal".parse().expect("a rule")]);
+        let picky = HttpKicker::builder()
+            .endpoint_policy(deny)
+            .build()
+            .expect("valid options");
+        assert_eq!(
+            picky.check_endpoint("http://Node.Internal:9/kick"),
+            Err("matches the kick-endpoint deny list".to_owned())
+        );
+        assert_eq!(picky.check_endpoint("http://node.external/kick"), Ok(()));
     }
 
     #[test]

@@ -3,13 +3,16 @@
 mod builder;
 mod classify;
 mod kicker;
+mod policy;
 mod pool;
+mod resolve;
 
 pub use builder::{
     BuildError, DEFAULT_MAX_IDLE_PER_HOST, DEFAULT_MAX_RESPONSE_BODY, DEFAULT_POOL_IDLE_TIMEOUT,
     HttpKickerBuilder,
 };
 pub use kicker::HttpKicker;
+pub use policy::{EndpointPolicy, EndpointRule, Refusal, ReservedRange, RuleError};
 
 /// The rustls version this crate builds on, so a custom [`rustls::ClientConfig`] or a
 /// [`rustls::pki_types::CertificateDer`] passed to the builder has the matching type.

@@ -9,7 +9,7 @@ use clap::{Parser, ValueEnum};
 use tokio::net::TcpListener;
 use unique_arbiter_http::{ArbiterService, Tokens, serve};
 use unique_core::{Arbiter, Store, TracingObserver};
-use unique_kick_http::HttpKicker;
+use unique_kick_http::{EndpointPolicy, EndpointRule, HttpKicker};
 
 // mimalloc: about 40 % of the instructions of glibc's malloc and free on the claim
 // path, which allocates a few times per request (see BENCHMARKS.md).
@@ -60,6 +60,29 @@ struct Args {
     /// How long an old session's kick receiver gets to confirm (e.g. 500ms, 3s).
     #[arg(long, env = "UNIQUE_KICK_TIMEOUT", default_value = "3s", value_parser = humantime::parse_duration)]
     kick_timeout: Duration,
+
+    /// Kick-endpoint allow list: comma-separated CIDR blocks (10.0.0.0/8, fd00::/8,
+    /// 127.0.0.2) and host names (node.internal, or *.nodes.internal for the names below
+    /// it); repeatable. When given, kicks reach only what it matches. An allow CIDR inside
+    /// a range refused by default (link-local, unspecified, multicast, broadcast) opens
+    /// that block; nothing else does.
+    #[arg(
+        long,
+        env = "UNIQUE_KICK_ALLOW",
+        value_delimiter = ',',
+        value_name = "RULES"
+    )]
+    kick_allow: Vec<EndpointRule>,
+
+    /// Kick-endpoint deny list, in the same form as --kick-allow; repeatable. It wins over
+    /// the allow list. A claim whose endpoint is refused gets 400 invalid_params.
+    #[arg(
+        long,
+        env = "UNIQUE_KICK_DENY",
+        value_delimiter = ',',
+        value_name = "RULES"
+    )]
+    kick_deny: Vec<EndpointRule>,
 
     /// Compare-and-set attempts per claim before failing closed (values below 1 mean 1).
     #[arg(long, env = "UNIQUE_MAX_CLAIM_ATTEMPTS", default_value_t = 3)]
@@ -176,7 +199,7 @@ fn load_tokens(args: &Args) -> Result<Option<Tokens>, String> {
 
 async fn run_on<S: Store>(store: S, tokens: Option<Tokens>, args: &Args) -> Result<(), String> {
     let arbiter = Arbiter::builder(store)
-        .kicker(HttpKicker::new())
+        .kicker(kicker(args)?)
         .observer(TracingObserver)
         .kick_timeout(args.kick_timeout)
         .max_claim_attempts(args.max_claim_attempts)
@@ -200,6 +223,29 @@ async fn run_on<S: Store>(store: S, tokens: Option<Tokens>, args: &Args) -> Resu
     serve(listener, service, shutdown).await;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// The kicker, under the `--kick-allow` / `--kick-deny` endpoint policy.
+fn kicker(args: &Args) -> Result<HttpKicker, String> {
+    let policy = EndpointPolicy::new()
+        .allow(args.kick_allow.iter().cloned())
+        .deny(args.kick_deny.iter().cloned());
+    let list = |rules: &[EndpointRule]| {
+        rules
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    tracing::info!(
+        allow = %list(&args.kick_allow),
+        deny = %list(&args.kick_deny),
+        "kick-endpoint policy"
+    );
+    HttpKicker::builder()
+        .endpoint_policy(policy)
+        .build()
+        .map_err(|e| format!("cannot build the kicker: {e}"))
 }
 
 /// The store chosen by `--store`, opened and checked.

@@ -4,10 +4,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::connect::dns::GaiResolver;
 use rustls::{ClientConfig, RootCertStore};
 
-/// The connector [`connector`] builds: TLS for `https` URLs, plain TCP for `http` ones.
-pub type Connector = hyper_rustls::HttpsConnector<HttpConnector>;
+/// The connector [`connector`] builds: TLS for `https` URLs, plain TCP for `http` ones,
+/// names resolved by the system resolver (`getaddrinfo` on a blocking thread).
+pub type Connector = ConnectorWith<GaiResolver>;
+
+/// The connector [`connector_with_resolver`] builds: like [`Connector`], with host
+/// names resolved by `R`.
+pub type ConnectorWith<R> = hyper_rustls::HttpsConnector<HttpConnector<R>>;
 
 /// Mozilla's root certificates (from the `webpki-roots` crate), to use as they are or to
 /// extend with private CAs before [`client_config`].
@@ -40,12 +46,28 @@ pub fn client_config(roots: RootCertStore) -> Result<ClientConfig, rustls::Error
 ///
 /// `config`'s ALPN list is replaced: the connector speaks HTTP/1.1 only and offers no
 /// ALPN, so a server never selects HTTP/2, even when `config` listed `h2`.
-pub fn connector(mut config: ClientConfig, connect_timeout: Option<Duration>) -> Connector {
+pub fn connector(config: ClientConfig, connect_timeout: Option<Duration>) -> Connector {
+    connector_with_resolver(config, connect_timeout, GaiResolver::new())
+}
+
+/// [`connector`] with host names resolved by `resolver`, a tower
+/// `Service<hyper_util::client::legacy::connect::dns::Name>` yielding socket addresses
+/// (their ports are replaced by the URL's). The TCP layer connects only to the
+/// addresses `resolver` returns, with no lookup of its own, so a resolver that filters
+/// addresses decides where a connection can go.
+///
+/// A URL whose host is an IP literal (`http://10.0.0.1/`, `http://[::1]/`) is connected
+/// to directly: `resolver` is not called for it.
+pub fn connector_with_resolver<R>(
+    mut config: ClientConfig,
+    connect_timeout: Option<Duration>,
+    resolver: R,
+) -> ConnectorWith<R> {
     // hyper-rustls writes the ALPN list itself from the enabled HTTP versions (for
     // HTTP/1.1 alone: none) and panics on a config that already has one.
     config.alpn_protocols.clear();
 
-    let mut http = HttpConnector::new();
+    let mut http = HttpConnector::new_with_resolver(resolver);
     // The TLS layer decides which schemes are allowed.
     http.enforce_http(false);
     // Requests are small and latency-bound; do not let Nagle hold them back.

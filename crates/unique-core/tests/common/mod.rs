@@ -261,6 +261,10 @@ pub(crate) struct KickCall {
 struct KickerState {
     script: VecDeque<KickBehaviour>,
     calls: Vec<KickCall>,
+    /// Endpoints `check_endpoint` refuses.
+    refused: Vec<String>,
+    /// Every endpoint `check_endpoint` was asked about, in order.
+    checked: Vec<String>,
 }
 
 /// A kicker that plays its script in order, then repeats the last behaviour.
@@ -284,13 +288,24 @@ impl ScriptedKicker {
             fallback: then,
             state: Arc::new(Mutex::new(KickerState {
                 script: first.iter().copied().collect(),
-                calls: Vec::new(),
+                ..KickerState::default()
             })),
         }
     }
 
     pub(crate) fn calls(&self) -> Vec<KickCall> {
         lock(&self.state).calls.clone()
+    }
+
+    /// `check_endpoint` refuses `endpoint` (every other endpoint is accepted).
+    pub(crate) fn refusing(self, endpoint: &str) -> Self {
+        lock(&self.state).refused.push(endpoint.to_owned());
+        self
+    }
+
+    /// Every endpoint `check_endpoint` was asked about.
+    pub(crate) fn checked(&self) -> Vec<String> {
+        lock(&self.state).checked.clone()
     }
 }
 
@@ -310,6 +325,16 @@ impl Kicker for ScriptedKicker {
             KickBehaviour::Confirm => KickOutcome::Confirmed,
             KickBehaviour::Fail(detail) => KickOutcome::Failed(detail),
             KickBehaviour::Hang => std::future::pending().await,
+        }
+    }
+
+    fn check_endpoint(&self, endpoint: &str) -> Result<(), String> {
+        let mut state = lock(&self.state);
+        state.checked.push(endpoint.to_owned());
+        if state.refused.iter().any(|r| r == endpoint) {
+            Err("refused by the script".to_owned())
+        } else {
+            Ok(())
         }
     }
 }
