@@ -21,6 +21,8 @@ pub enum ErrorCode {
     MethodNotAllowed,
     /// 413: the body is over the limit.
     TooLarge,
+    /// 401: the request did not prove who sent it (a kick without a valid signature).
+    Unauthenticated,
 }
 
 impl ErrorCode {
@@ -33,6 +35,7 @@ impl ErrorCode {
             Self::NotFound => "not_found",
             Self::MethodNotAllowed => "method_not_allowed",
             Self::TooLarge => "too_large",
+            Self::Unauthenticated => "unauthenticated",
         }
     }
 
@@ -45,6 +48,7 @@ impl ErrorCode {
             Self::NotFound => StatusCode::NOT_FOUND,
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Self::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::Unauthenticated => StatusCode::UNAUTHORIZED,
         }
     }
 }
@@ -100,13 +104,14 @@ pub fn error_message(body: &[u8]) -> Option<String> {
 mod tests {
     use super::*;
 
-    const CODES: [ErrorCode; 6] = [
+    const CODES: [ErrorCode; 7] = [
         ErrorCode::InvalidParams,
         ErrorCode::Throttled,
         ErrorCode::Unavailable,
         ErrorCode::NotFound,
         ErrorCode::MethodNotAllowed,
         ErrorCode::TooLarge,
+        ErrorCode::Unauthenticated,
     ];
 
     #[test]
@@ -126,7 +131,7 @@ mod tests {
     #[test]
     fn statuses() {
         let statuses: Vec<u16> = CODES.iter().map(|c| c.status().as_u16()).collect();
-        assert_eq!(statuses, [400, 429, 503, 404, 405, 413]);
+        assert_eq!(statuses, [400, 429, 503, 404, 405, 413, 401]);
     }
 
     #[test]
