@@ -27,7 +27,7 @@ pub use unique_wire::MAX_KICK_BODY_BYTES as MAX_BODY_BYTES;
 ///   the kick remains here (destroyed, or nothing to destroy);
 /// - **503** when `destroy` did not finish within the handler's destroy timeout (or failed):
 ///   the arbiter then records `non-2xx` and relies on the heartbeat (I5b);
-/// - **400** for malformed JSON, a missing, unknown or mistyped field, or an invalid key
+/// - **400** for malformed JSON, a missing or mistyped field (unknown fields are ignored), or an invalid key
 ///   (checked with [`ValidationLimits::check_key`]);
 /// - **405** for any other method (with `Allow: POST`);
 /// - **413** for a body over [`MAX_BODY_BYTES`], by `Content-Length` or while reading a
