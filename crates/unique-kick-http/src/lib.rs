@@ -10,6 +10,8 @@ pub use builder::{
     HttpKickerBuilder,
 };
 pub use kicker::HttpKicker;
+/// The keys [`HttpKickerBuilder::signing_keys`] signs with (from `unique-kick-signature`).
+pub use unique_kick_signature::SigningKeys;
 
 /// The rustls version this crate builds on, so a custom [`rustls::ClientConfig`] or a
 /// [`rustls::pki_types::CertificateDer`] passed to the builder has the matching type.
