@@ -9,7 +9,7 @@ use clap::{Parser, ValueEnum};
 use tokio::net::TcpListener;
 use unique_arbiter_http::{ArbiterService, serve};
 use unique_core::{Arbiter, Store, TracingObserver};
-use unique_kick_http::HttpKicker;
+use unique_kick_http::{HttpKicker, SigningKeys};
 
 // mimalloc: about 40 % of the instructions of glibc's malloc and free on the claim
 // path, which allocates a few times per request (see BENCHMARKS.md).
@@ -60,6 +60,12 @@ struct Args {
     /// How long an old session's kick receiver gets to confirm (e.g. 500ms, 3s).
     #[arg(long, env = "UNIQUE_KICK_TIMEOUT", default_value = "3s", value_parser = humantime::parse_duration)]
     kick_timeout: Duration,
+
+    /// Signs every kick with the first key of this file (HMAC-SHA256, `Unique-Signature`
+    /// header), for kick receivers that verify: one key per line, at least 32 bytes each
+    /// (`openssl rand -hex 32`), blank lines and `#` comments skipped. Unsigned without it.
+    #[arg(long, env = "UNIQUE_KICK_SIGNING_KEYS", value_name = "PATH")]
+    kick_signing_keys: Option<PathBuf>,
 
     /// Compare-and-set attempts per claim before failing closed (values below 1 mean 1).
     #[arg(long, env = "UNIQUE_MAX_CLAIM_ATTEMPTS", default_value_t = 3)]
@@ -136,7 +142,7 @@ async fn run(args: Args) -> Result<(), String> {
 
 async fn run_on<S: Store>(store: S, args: &Args) -> Result<(), String> {
     let arbiter = Arbiter::builder(store)
-        .kicker(HttpKicker::new())
+        .kicker(kicker(args)?)
         .observer(TracingObserver)
         .kick_timeout(args.kick_timeout)
         .max_claim_attempts(args.max_claim_attempts)
@@ -154,6 +160,19 @@ async fn run_on<S: Store>(store: S, args: &Args) -> Result<(), String> {
     serve(listener, ArbiterService::new(arbiter), shutdown).await;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// The HTTP kicker, signing with `--kick-signing-keys` when given.
+fn kicker(args: &Args) -> Result<HttpKicker, String> {
+    let mut builder = HttpKicker::builder();
+    if let Some(path) = &args.kick_signing_keys {
+        let keys = SigningKeys::from_file(path).map_err(|e| format!("--kick-signing-keys: {e}"))?;
+        tracing::info!(path = %path.display(), ?keys, "kicks are signed");
+        builder = builder.signing_keys(keys);
+    }
+    builder
+        .build()
+        .map_err(|e| format!("cannot build the kicker: {e}"))
 }
 
 /// The store chosen by `--store`, opened and checked.
