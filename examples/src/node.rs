@@ -12,6 +12,7 @@ use unique_client::{
 };
 use unique_client_http::HttpTransport;
 use unique_core::{CurrentView, Error, Key, Owner};
+use unique_kick_signature::SigningKeys;
 
 use crate::events::NodeEvent;
 use crate::receiver::Receiver;
@@ -34,6 +35,9 @@ pub struct NodeConfig {
     pub kick_listen: SocketAddr,
     /// Heartbeat interval.
     pub heartbeat_interval: Duration,
+    /// Keys its kick receiver verifies kicks with (401 for a kick not signed with one of
+    /// them); `None` accepts unsigned kicks.
+    pub kick_signing_keys: Option<SigningKeys>,
 }
 
 /// The heartbeat slot: the gen it watches and its handle. Dropping the handle stops it.
@@ -72,9 +76,14 @@ impl Node {
         let sessions = Sessions::new();
         let heartbeat: HeartbeatSlot = Arc::default();
         let handler = kick_handler(&sessions, &heartbeat, &sink);
-        let receiver = Receiver::bind(config.kick_listen, handler.clone(), sink.clone())
-            .await
-            .map_err(|e| format!("cannot listen for kicks on {}: {e}", config.kick_listen))?;
+        let receiver = Receiver::bind(
+            config.kick_listen,
+            handler.clone(),
+            config.kick_signing_keys.clone(),
+            sink.clone(),
+        )
+        .await
+        .map_err(|e| format!("cannot listen for kicks on {}: {e}", config.kick_listen))?;
         let endpoint = format!("http://{}/kick", receiver.addr());
         sink(NodeEvent::Listening {
             addr: receiver.addr(),

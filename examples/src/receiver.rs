@@ -22,6 +22,7 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use unique_client::KickHandler;
 use unique_core::KickPayload;
+use unique_kick_signature::SigningKeys;
 use unique_kickrecv::KickService;
 
 use crate::events::NodeEvent;
@@ -42,16 +43,21 @@ pub(crate) struct Receiver {
 }
 
 impl Receiver {
-    /// Binds `listen` and serves kicks with `handler`, reporting each to `sink`.
+    /// Binds `listen` and serves kicks with `handler`, verifying them with `keys` when
+    /// given, reporting each to `sink`.
     pub(crate) async fn bind(
         listen: SocketAddr,
         handler: KickHandler,
+        keys: Option<SigningKeys>,
         sink: EventSink,
     ) -> io::Result<Self> {
         let listener = TcpListener::bind(listen).await?;
         let addr = listener.local_addr()?;
         let (stop, stopped) = oneshot::channel();
-        let service = KickService::new(handler);
+        let mut service = KickService::new(handler);
+        if let Some(keys) = keys {
+            service = service.signing_keys(keys);
+        }
         let task = tokio::spawn(accept_loop(listener, service, sink, stopped));
         Ok(Self { addr, stop, task })
     }

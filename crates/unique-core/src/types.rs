@@ -232,8 +232,10 @@ impl fmt::Display for EvictReason {
 
 /// The body POSTed to an old session's endpoint: `{"project","env","uid","gen"}`,
 /// where `gen` is the gen the new session announces (`snapshot gen + 1`).
+///
+/// All four fields are required when reading; any other field is ignored, so a field a
+/// newer arbiter adds never breaks an older receiver.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct KickPayload {
     /// Project of the key.
     pub project: String,
@@ -359,6 +361,36 @@ mod tests {
             serde_json::to_string(&p).unwrap(),
             r#"{"project":"p","env":"e","uid":7,"gen":3}"#
         );
+    }
+
+    #[test]
+    fn kick_payload_ignores_unknown_fields_and_requires_the_four() {
+        let p: KickPayload = serde_json::from_str(
+            r#"{"project":"p","env":"e","uid":7,"gen":3,"reason":"login","extra":{"a":[1]}}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            p,
+            KickPayload {
+                project: "p".into(),
+                env: "e".into(),
+                uid: 7,
+                generation: 3,
+            }
+        );
+        for (missing, json) in [
+            ("project", r#"{"env":"e","uid":7,"gen":3,"extra":1}"#),
+            ("env", r#"{"project":"p","uid":7,"gen":3,"extra":1}"#),
+            ("uid", r#"{"project":"p","env":"e","gen":3,"extra":1}"#),
+            ("gen", r#"{"project":"p","env":"e","uid":7,"extra":1}"#),
+        ] {
+            let err = serde_json::from_str::<KickPayload>(json).unwrap_err();
+            assert!(
+                err.to_string()
+                    .contains(&format!("missing field `{missing}`")),
+                "{json}: {err}"
+            );
+        }
     }
 
     #[test]

@@ -4,7 +4,7 @@ use std::error::Error as StdError;
 use std::fmt;
 use std::future::poll_fn;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 use http::header::{CONTENT_TYPE, HOST, USER_AGENT};
@@ -15,6 +15,7 @@ use hyper::body::Incoming;
 use tokio::time::{Instant, timeout_at};
 use tower_service::Service;
 use unique_core::{KickDetail, KickOutcome, KickPayload, Kicker, async_trait};
+use unique_kick_signature::SigningKeys;
 
 use crate::builder::HttpKickerBuilder;
 use crate::classify::status_outcome;
@@ -57,6 +58,7 @@ struct Inner {
     pool: Pool,
     user_agent: HeaderValue,
     max_response_body: usize,
+    signing_keys: Option<SigningKeys>,
 }
 
 impl HttpKicker {
@@ -83,6 +85,7 @@ impl HttpKicker {
         pool: Pool,
         user_agent: HeaderValue,
         max_response_body: usize,
+        signing_keys: Option<SigningKeys>,
     ) -> Self {
         Self {
             inner: Arc::new(Inner {
@@ -91,6 +94,7 @@ impl HttpKicker {
                 pool,
                 user_agent,
                 max_response_body,
+                signing_keys,
             }),
         }
     }
@@ -108,6 +112,7 @@ impl fmt::Debug for HttpKicker {
             .field("user_agent", &self.inner.user_agent)
             .field("max_response_body", &self.inner.max_response_body)
             .field("endpoint_policy", &self.inner.policy)
+            .field("signing_keys", &self.inner.signing_keys)
             .finish_non_exhaustive()
     }
 }
@@ -205,12 +210,19 @@ impl Inner {
     }
 
     fn request(&self, target: &Target, body: Bytes) -> Result<Request<Full<Bytes>>, Failure> {
-        Request::builder()
+        let mut request = Request::builder()
             .method(Method::POST)
             .uri(target.origin_form.clone())
             .header(HOST, target.host.clone())
             .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
-            .header(USER_AGENT, self.user_agent.clone())
+            .header(USER_AGENT, self.user_agent.clone());
+        if let Some(keys) = &self.signing_keys {
+            // Over the very bytes this request carries, stamped now (a retry on a fresh
+            // connection is stamped again).
+            let signature = keys.sign(&body, SystemTime::now());
+            request = request.header(unique_kick_signature::HEADER, signature);
+        }
+        request
             .body(Full::new(body))
             .map_err(|e| Failure::new("request", e))
     }

@@ -13,6 +13,8 @@ pub use builder::{
 };
 pub use kicker::HttpKicker;
 pub use policy::{EndpointPolicy, EndpointRule, Refusal, ReservedRange, RuleError};
+/// The keys [`HttpKickerBuilder::signing_keys`] signs with (from `unique-kick-signature`).
+pub use unique_kick_signature::SigningKeys;
 
 /// The rustls version this crate builds on, so a custom [`rustls::ClientConfig`] or a
 /// [`rustls::pki_types::CertificateDer`] passed to the builder has the matching type.

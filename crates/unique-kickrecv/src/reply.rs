@@ -6,6 +6,7 @@ use http::{HeaderValue, Method, Response, StatusCode};
 use http_body_util::Full;
 use serde::Serialize;
 use unique_client::KickAck;
+use unique_kick_signature::Rejection;
 use unique_wire::{ErrorBody, ErrorCode};
 
 #[derive(Serialize)]
@@ -44,6 +45,11 @@ fn error(code: ErrorCode, message: &str) -> Response<Full<Bytes>> {
 
 pub(crate) fn bad_request(message: &str) -> Response<Full<Bytes>> {
     error(ErrorCode::InvalidParams, message)
+}
+
+/// 401: the kick's signature did not check out; the message says why, never a key.
+pub(crate) fn unauthenticated(rejection: Rejection) -> Response<Full<Bytes>> {
+    error(ErrorCode::Unauthenticated, &rejection.to_string())
 }
 
 pub(crate) fn too_large() -> Response<Full<Bytes>> {

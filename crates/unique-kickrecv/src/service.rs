@@ -4,6 +4,7 @@ use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
+use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 use http::header::CONTENT_LENGTH;
@@ -12,6 +13,7 @@ use http_body::Body;
 use http_body_util::Full;
 use unique_client::KickHandler;
 use unique_core::{BoxError, Error, KickPayload, ValidationLimits};
+use unique_kick_signature::{DEFAULT_WINDOW, SigningKeys};
 use unique_wire::{BodyError, read_body};
 
 use crate::reply;
@@ -27,7 +29,11 @@ pub use unique_wire::MAX_KICK_BODY_BYTES as MAX_BODY_BYTES;
 ///   the kick remains here (destroyed, or nothing to destroy);
 /// - **503** when `destroy` did not finish within the handler's destroy timeout (or failed):
 ///   the arbiter then records `non-2xx` and relies on the heartbeat (I5b);
-/// - **400** for malformed JSON, a missing, unknown or mistyped field, or an invalid key
+/// - **401** `unauthenticated` when the service has [signing keys](Self::signing_keys) and
+///   the kick's `Unique-Signature` is missing, malformed, made with another key, over other
+///   bytes, or outside the window: nothing is destroyed, and the arbiter records `non-2xx`
+///   (presumed offline, I5b);
+/// - **400** for malformed JSON, a missing or mistyped field (unknown fields are ignored), or an invalid key
 ///   (checked with [`ValidationLimits::check_key`]);
 /// - **405** for any other method (with `Allow: POST`);
 /// - **413** for a body over [`MAX_BODY_BYTES`], by `Content-Length` or while reading a
@@ -42,6 +48,8 @@ pub use unique_wire::MAX_KICK_BODY_BYTES as MAX_BODY_BYTES;
 pub struct KickService {
     handler: KickHandler,
     limits: ValidationLimits,
+    signing_keys: Option<SigningKeys>,
+    signature_window: Duration,
 }
 
 impl KickService {
@@ -50,6 +58,8 @@ impl KickService {
         Self {
             handler,
             limits: ValidationLimits::default(),
+            signing_keys: None,
+            signature_window: DEFAULT_WINDOW,
         }
     }
 
@@ -57,6 +67,23 @@ impl KickService {
     #[must_use]
     pub fn validation_limits(mut self, limits: ValidationLimits) -> Self {
         self.limits = limits;
+        self
+    }
+
+    /// Verifies every kick against `keys` (any of them) before anything else looks at its
+    /// body: a kick without a valid `Unique-Signature` over its exact bytes gets 401 and
+    /// destroys nothing. Without keys (the default) kicks are not checked.
+    #[must_use]
+    pub fn signing_keys(mut self, keys: SigningKeys) -> Self {
+        self.signing_keys = Some(keys);
+        self
+    }
+
+    /// How far a signature's timestamp may be from this node's clock, either way, in
+    /// whole seconds. Default [`DEFAULT_WINDOW`] (5 minutes).
+    #[must_use]
+    pub fn signature_window(mut self, window: Duration) -> Self {
+        self.signature_window = window;
         self
     }
 
@@ -77,14 +104,27 @@ impl KickService {
         if declared_length(&request).is_some_and(|n| n > MAX_BODY_BYTES as u64) {
             return reply::too_large();
         }
+        let (parts, body) = request.into_parts();
         // Enforced while reading too: a chunked body declares no length.
-        let body = match read_body(request.into_body(), MAX_BODY_BYTES).await {
+        let body = match read_body(body, MAX_BODY_BYTES).await {
             Ok(body) => body,
             Err(BodyError::TooLarge) => return reply::too_large(),
             Err(BodyError::Unreadable(_)) => {
                 return reply::bad_request("request body could not be read");
             }
         };
+        if let Some(keys) = &self.signing_keys {
+            // A value that is not visible ASCII is checked as "", which is malformed.
+            let header = parts
+                .headers
+                .get(unique_kick_signature::HEADER)
+                .map(|value| value.to_str().unwrap_or_default());
+            let checked = keys.verify(header, &body, SystemTime::now(), self.signature_window);
+            if let Err(rejection) = checked {
+                tracing::debug!(reason = rejection.as_str(), "kick refused: signature");
+                return reply::unauthenticated(rejection);
+            }
+        }
         let payload: KickPayload = match serde_json::from_slice(&body) {
             Ok(payload) => payload,
             Err(e) => return reply::bad_request(&format!("malformed kick: {e}")),

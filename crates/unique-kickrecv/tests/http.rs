@@ -180,10 +180,6 @@ async fn malformed_payloads_are_400() {
             "missing field `gen`",
         ),
         (
-            r#"{"project":"game","env":"prod","uid":42,"gen":2,"extra":1}"#,
-            "unknown field `extra`",
-        ),
-        (
             r#"{"project":"game","env":"prod","uid":"42","gen":2}"#,
             "invalid type",
         ),
@@ -203,6 +199,26 @@ async fn malformed_payloads_are_400() {
         assert!(reply.contains(needle), "{body}: {reply}");
     }
     assert!(node.destroyed.lock().unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn an_unknown_field_is_ignored_and_the_kick_applies() {
+    let node = Node::plain().await;
+    node.sessions.insert(key(), 1);
+    let body = r#"{"project":"game","env":"prod","uid":42,"gen":2,"extra":1,"why":{"a":[]}}"#;
+    assert_eq!(
+        post(node.addr, body).await,
+        (200, r#"{"ack":"destroyed"}"#.into())
+    );
+    assert_eq!(*node.destroyed.lock().unwrap(), [(key(), 1)]);
+    // The four named fields stay required, extra fields or not.
+    let (status, reply) = post(
+        node.addr,
+        r#"{"project":"game","env":"prod","uid":42,"extra":1}"#,
+    )
+    .await;
+    assert_eq!(status, 400);
+    assert!(reply.contains("missing field `gen`"), "{reply}");
 }
 
 #[tokio::test]

@@ -9,7 +9,7 @@ use clap::{Parser, ValueEnum};
 use tokio::net::TcpListener;
 use unique_arbiter_http::{ArbiterService, Tokens, serve};
 use unique_core::{Arbiter, Store, TracingObserver};
-use unique_kick_http::{EndpointPolicy, EndpointRule, HttpKicker};
+use unique_kick_http::{EndpointPolicy, EndpointRule, HttpKicker, SigningKeys};
 
 // mimalloc: about 40 % of the instructions of glibc's malloc and free on the claim
 // path, which allocates a few times per request (see BENCHMARKS.md).
@@ -83,6 +83,12 @@ struct Args {
         value_name = "RULES"
     )]
     kick_deny: Vec<EndpointRule>,
+
+    /// Signs every kick with the first key of this file (HMAC-SHA256, `Unique-Signature`
+    /// header), for kick receivers that verify: one key per line, at least 32 bytes each
+    /// (`openssl rand -hex 32`), blank lines and `#` comments skipped. Unsigned without it.
+    #[arg(long, env = "UNIQUE_KICK_SIGNING_KEYS", value_name = "PATH")]
+    kick_signing_keys: Option<PathBuf>,
 
     /// Compare-and-set attempts per claim before failing closed (values below 1 mean 1).
     #[arg(long, env = "UNIQUE_MAX_CLAIM_ATTEMPTS", default_value_t = 3)]
@@ -225,7 +231,8 @@ async fn run_on<S: Store>(store: S, tokens: Option<Tokens>, args: &Args) -> Resu
     Ok(())
 }
 
-/// The kicker, under the `--kick-allow` / `--kick-deny` endpoint policy.
+/// The kicker, under the `--kick-allow` / `--kick-deny` endpoint policy, signing with
+/// `--kick-signing-keys` when given.
 fn kicker(args: &Args) -> Result<HttpKicker, String> {
     let policy = EndpointPolicy::new()
         .allow(args.kick_allow.iter().cloned())
@@ -242,8 +249,13 @@ fn kicker(args: &Args) -> Result<HttpKicker, String> {
         deny = %list(&args.kick_deny),
         "kick-endpoint policy"
     );
-    HttpKicker::builder()
-        .endpoint_policy(policy)
+    let mut builder = HttpKicker::builder().endpoint_policy(policy);
+    if let Some(path) = &args.kick_signing_keys {
+        let keys = SigningKeys::from_file(path).map_err(|e| format!("--kick-signing-keys: {e}"))?;
+        tracing::info!(path = %path.display(), ?keys, "kicks are signed");
+        builder = builder.signing_keys(keys);
+    }
+    builder
         .build()
         .map_err(|e| format!("cannot build the kicker: {e}"))
 }

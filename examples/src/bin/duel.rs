@@ -2,7 +2,7 @@
 //! loopback, telling the story of one user's key as it happens.
 //!
 //! The server is `unique_arbiter_http::ArbiterService` over an `Arbiter` on the in-memory store
-//! with the HTTP kicker; each node has its own kick receiver, claimer and heartbeat
+//! with the HTTP kicker, which signs every kick; each node verifies kicks and has its own kick receiver, claimer and heartbeat
 //! (every 300 ms). The story checks itself as it goes and exits non-zero if anything
 //! deviates from the specification.
 //!
@@ -19,13 +19,19 @@ use unique_client::Login;
 use unique_core::{Arbiter, EvictReason, Key, KickDetail};
 use unique_examples::events::{NodeEvent, detail_name};
 use unique_examples::node::{EventSink, Node, NodeConfig};
-use unique_kick_http::HttpKicker;
+use unique_kick_http::{HttpKicker, SigningKeys};
 use unique_store_memory::MemoryStore;
 
 const HEARTBEAT: Duration = Duration::from_millis(300);
 const KICK_TIMEOUT: Duration = Duration::from_secs(1);
 /// The bound on every wait: a deviation ends the story instead of hanging it.
 const WAIT: Duration = Duration::from_secs(10);
+
+/// The key the server signs kicks with and the nodes verify them with. A demo only: a real
+/// deployment reads its keys from a file (`SigningKeys::from_file`) and keeps them secret.
+fn kick_keys() -> SigningKeys {
+    SigningKeys::new(["duel-demo-key-not-a-secret-0123456789abcdef"]).expect("a 43-byte key")
+}
 
 #[tokio::main]
 async fn main() -> ExitCode {
@@ -44,7 +50,7 @@ async fn main() -> ExitCode {
 async fn duel() -> Result<(), String> {
     let (url, stop_server, served) = start_server().await?;
     println!(
-        "server listening on {url} (in-memory store, HTTP kicker, kick timeout {KICK_TIMEOUT:?})"
+        "server listening on {url} (in-memory store, HTTP kicker signing kicks, kick timeout {KICK_TIMEOUT:?})"
     );
     let started = Instant::now();
     let (tx, rx) = mpsc::unbounded_channel();
@@ -218,7 +224,12 @@ async fn start_server() -> Result<(String, oneshot::Sender<()>, tokio::task::Joi
         .local_addr()
         .map_err(|e| format!("cannot read the bound address: {e}"))?;
     let arbiter = Arbiter::builder(MemoryStore::new())
-        .kicker(HttpKicker::new())
+        .kicker(
+            HttpKicker::builder()
+                .signing_keys(kick_keys())
+                .build()
+                .map_err(|e| format!("cannot build the kicker: {e}"))?,
+        )
         .kick_timeout(KICK_TIMEOUT)
         .build();
     let (stop, stopped) = oneshot::channel::<()>();
@@ -242,6 +253,7 @@ async fn start_node(
         cluster: name.to_lowercase(),
         kick_listen: ([127, 0, 0, 1], 0).into(),
         heartbeat_interval: HEARTBEAT,
+        kick_signing_keys: Some(kick_keys()),
     };
     let sink: EventSink = Arc::new(move |event: NodeEvent| {
         println!(

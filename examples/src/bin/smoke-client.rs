@@ -14,6 +14,7 @@
 
 use std::io::Write;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,6 +24,7 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use unique_core::Key;
 use unique_examples::events::format_line;
 use unique_examples::node::{EventSink, Node, NodeConfig};
+use unique_kick_signature::SigningKeys;
 
 /// A scriptable unique client node (commands on stdin, events on stdout).
 #[derive(Debug, Parser)]
@@ -49,6 +51,10 @@ struct Args {
     /// Heartbeat interval (e.g. 500ms).
     #[arg(long, default_value = "500ms", value_parser = humantime::parse_duration)]
     heartbeat: Duration,
+    /// Key file (one key per line) the kick receiver verifies kicks with; unsigned kicks
+    /// are accepted without it.
+    #[arg(long, value_name = "PATH")]
+    kick_signing_keys: Option<PathBuf>,
 }
 
 /// Prints one line and flushes it, so the runner sees it at once.
@@ -69,6 +75,18 @@ async fn main() -> ExitCode {
         .init();
 
     let sink: EventSink = Arc::new(|event| emit(&event.to_line()));
+    let kick_signing_keys = match args
+        .kick_signing_keys
+        .as_deref()
+        .map(SigningKeys::from_file)
+    {
+        None => None,
+        Some(Ok(keys)) => Some(keys),
+        Some(Err(e)) => {
+            emit(&format_line("ERROR", &[], Some(&e.to_string())));
+            return ExitCode::FAILURE;
+        }
+    };
     let config = NodeConfig {
         server: args.server,
         key: Key::new(args.project, args.env, args.uid),
@@ -76,6 +94,7 @@ async fn main() -> ExitCode {
         cluster: args.node,
         kick_listen: args.kick_listen,
         heartbeat_interval: args.heartbeat,
+        kick_signing_keys,
     };
     let mut node = match Node::start(config, sink).await {
         Ok(node) => node,

@@ -17,6 +17,13 @@ use crate::smoke::{Options, StoreKind};
 /// The bound on every single wait of the runner.
 pub const WAIT: Duration = Duration::from_secs(10);
 
+/// The kick signing key of a smoke run (loopback only, in a scratch file).
+const KICK_KEY: &str = "smoke-kick-signing-key-0123456789abcdef";
+
+/// Name of the key file in the scratch directory: the server signs with it, every client
+/// verifies with it.
+const KICK_KEYS_FILE: &str = "kick.keys";
+
 /// One server, its clients, and a scratch directory for the store and the logs.
 ///
 /// Fields drop in order: the clients and the server are killed before the directory goes.
@@ -38,7 +45,11 @@ impl Harness {
             .prefix("unique-smoke-")
             .tempdir()
             .map_err(|e| format!("cannot create a scratch directory: {e}"))?;
+        let keys = dir.path().join(KICK_KEYS_FILE);
+        std::fs::write(&keys, format!("# smoke run\n{KICK_KEY}\n"))
+            .map_err(|e| format!("cannot write the kick key file: {e}"))?;
         let mut command = Command::new(options.bin_dir.join("unique-server"));
+        command.arg("--kick-signing-keys").arg(&keys);
         command.args(["--listen", "127.0.0.1:0", "--kick-timeout"]);
         command.arg(humantime::format_duration(options.kick_timeout).to_string());
         match options.store {
@@ -98,7 +109,9 @@ impl Harness {
             .args(["--project", &key.project, "--env", &key.env])
             .args(["--uid", &key.uid.to_string()])
             .args(["--kick-listen", "127.0.0.1:0", "--heartbeat"])
-            .arg(humantime::format_duration(self.options.heartbeat_interval).to_string());
+            .arg(humantime::format_duration(self.options.heartbeat_interval).to_string())
+            .arg("--kick-signing-keys")
+            .arg(self.dir.path().join(KICK_KEYS_FILE));
         let mut client = Proc::spawn(name, command, self.dir.path(), self.options.verbose)?;
         let listening = client.expect("LISTENING", WAIT).await?;
         let endpoint = listening.field("endpoint")?.to_owned();

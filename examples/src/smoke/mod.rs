@@ -4,7 +4,8 @@
 //! The server runs on the embedded SQLite store by default (a file in a scratch
 //! directory): it is the store `unique-server` runs on unless told otherwise, so the smoke
 //! covers what a user deploys, durable commits included. `--store memory` is there for a
-//! quicker loop.
+//! quicker loop. Kicks are signed: the server gets `--kick-signing-keys` and every client
+//! verifies with the same key file.
 
 mod harness;
 mod process;
@@ -58,7 +59,7 @@ pub async fn run(options: Options) -> bool {
         }
     };
     println!(
-        "smoke: unique-server on {} ({store:?} store, kick timeout {:?}), heartbeat {:?}",
+        "smoke: unique-server on {} ({store:?} store, kick timeout {:?}, signed kicks), heartbeat {:?}",
         h.server_url,
         h.kick_timeout(),
         h.interval()

@@ -6,6 +6,9 @@
 
 use std::collections::BTreeSet;
 
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
 use unique_client::Transport;
 use unique_core::{ClaimInput, Key, Owner};
 
@@ -76,9 +79,35 @@ async fn none_since(
     Ok(())
 }
 
-/// **S1** first login → gen 1, `has_prev = false`.
+/// POSTs `body` without a signature to the kick receiver at `endpoint`
+/// (`http://host:port/path`); returns the status.
+async fn unsigned_kick(endpoint: &str, body: &str) -> Result<u16, String> {
+    let rest = endpoint
+        .strip_prefix("http://")
+        .ok_or_else(|| format!("not an http endpoint: {endpoint}"))?;
+    let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
+    let fail = |e: std::io::Error| format!("unsigned kick to {endpoint}: {e}");
+    let mut stream = TcpStream::connect(authority).await.map_err(fail)?;
+    let raw = format!(
+        "POST /{path} HTTP/1.1\r\nhost: {authority}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(raw.as_bytes()).await.map_err(fail)?;
+    let mut answer = Vec::new();
+    let read = tokio::time::timeout(WAIT, stream.read_to_end(&mut answer)).await;
+    read.map_err(|_| format!("unsigned kick to {endpoint}: no answer"))?
+        .map_err(fail)?;
+    let answer = String::from_utf8_lossy(&answer);
+    answer
+        .get(9..12)
+        .and_then(|code| code.parse().ok())
+        .ok_or_else(|| format!("unsigned kick to {endpoint}: garbled answer {answer:?}"))
+}
+
+/// **S1** first login → gen 1, `has_prev = false`. Kicks are signed in the smoke run, so a
+/// kick without a signature is refused (401) and destroys nothing.
 pub(crate) async fn s1_first_login(h: &mut Harness) -> Result<String, String> {
-    h.spawn_client("A", &story_key()).await?;
+    let endpoint = h.spawn_client("A", &story_key()).await?;
     let a = login(h, "A", "login").await?;
     want(
         &a,
@@ -92,7 +121,16 @@ pub(crate) async fn s1_first_login(h: &mut Harness) -> Result<String, String> {
             ("replayed", "false"),
         ],
     )?;
-    Ok("A logged in: gen 1, has_prev false, nothing to kick".into())
+    let mark = h.client("A")?.history().len();
+    let forged = r#"{"project":"smoke","env":"main","uid":1,"gen":99}"#;
+    let status = unsigned_kick(&endpoint, forged).await?;
+    ensure(status == 401, || {
+        format!("an unsigned kick got {status}, expected 401")
+    })?;
+    let kick = h.client("A")?.expect("KICK", WAIT).await?;
+    want(&kick, "A", &[("gen", "99"), ("status", "401")])?;
+    none_since(h, "A", mark, &["DESTROYED", "EVICTED"]).await?;
+    Ok("A logged in: gen 1, has_prev false, nothing to kick; an unsigned kick got 401".into())
 }
 
 /// **S2** a second node logs in → the first receives a kick with gen 2 and destroys its

@@ -1,0 +1,71 @@
+//! `HttpKicker` with signing keys: every POST carries a `Unique-Signature` over the exact
+//! body it sent; without keys there is no such header.
+
+use std::time::SystemTime;
+
+use unique_core::{KickOutcome, KickPayload, Kicker};
+use unique_kick_contract::{ANSWER_DEADLINE, Behaviour, Peer};
+use unique_kick_http::HttpKicker;
+use unique_kick_signature::{DEFAULT_WINDOW, HEADER, Rejection, SigningKeys};
+
+const KEY: &str = "kick-http-test-key-0123456789abcdef0123";
+const OTHER: &str = "kick-http-other-key-0123456789abcdef012";
+
+fn payload(generation: i64) -> KickPayload {
+    KickPayload {
+        project: "game".into(),
+        env: "prod".into(),
+        uid: 42,
+        generation,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_kick_is_signed_over_the_bytes_it_sent() {
+    let peer = Peer::start(Behaviour::status(200)).await;
+    let keys = SigningKeys::new([KEY]).unwrap();
+    let kicker = HttpKicker::builder()
+        .signing_keys(keys.clone())
+        .build()
+        .expect("valid options");
+    // Two kicks on one pooled connection: each is signed on its own.
+    for generation in [2, 3] {
+        let outcome = kicker
+            .kick(
+                &peer.http_url("/kick"),
+                &payload(generation),
+                ANSWER_DEADLINE,
+            )
+            .await;
+        assert_eq!(outcome, KickOutcome::Confirmed);
+    }
+    let requests = peer.requests();
+    assert_eq!(requests.len(), 2);
+    let now = SystemTime::now();
+    for (request, generation) in requests.iter().zip([2, 3]) {
+        let sent: KickPayload = serde_json::from_slice(&request.body).unwrap();
+        assert_eq!(sent, payload(generation));
+        let header = request.header(HEADER);
+        assert!(header.is_some_and(|h| h.starts_with("t=")), "{header:?}");
+        assert_eq!(
+            keys.verify(header, &request.body, now, DEFAULT_WINDOW),
+            Ok(())
+        );
+        // Made with this key and no other.
+        let other = SigningKeys::new([OTHER]).unwrap();
+        assert_eq!(
+            other.verify(header, &request.body, now, DEFAULT_WINDOW),
+            Err(Rejection::BadSignature)
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_keys_kicks_are_unsigned() {
+    let peer = Peer::start(Behaviour::status(200)).await;
+    let outcome = HttpKicker::new()
+        .kick(&peer.http_url("/kick"), &payload(2), ANSWER_DEADLINE)
+        .await;
+    assert_eq!(outcome, KickOutcome::Confirmed);
+    assert_eq!(peer.requests()[0].header(HEADER), None);
+}
