@@ -6,6 +6,10 @@ use std::time::Duration;
 use hyper_util::client::legacy::connect::HttpConnector;
 use rustls::{ClientConfig, RootCertStore};
 
+mod server;
+
+pub use server::{ServerConfigError, server_config_from_files, server_config_from_pem};
+
 /// The connector [`connector`] builds: TLS for `https` URLs, plain TCP for `http` ones.
 pub type Connector = hyper_rustls::HttpsConnector<HttpConnector>;
 
