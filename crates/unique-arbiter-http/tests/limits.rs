@@ -5,8 +5,6 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
-use rustls::pki_types::CertificateDer;
-use rustls::pki_types::pem::PemObject;
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use unique_arbiter_http::{ArbiterService, ServeOptions, serve_with};
@@ -14,7 +12,7 @@ use unique_client::Transport;
 use unique_client_http::HttpTransport;
 use unique_core::{Arbiter, ClaimInput, Key, Owner};
 use unique_store_memory::MemoryStore;
-use unique_testsupport::net::{answer, closed_by_peer, connect_from};
+use unique_testsupport::net::{answer, closed_by_peer, connect_from, tls_answer};
 use unique_testsupport::pki::TestPki;
 
 const LOCAL: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
@@ -120,7 +118,7 @@ async fn over_tls_the_real_client_claims_and_reads_back() {
     .unwrap();
     let addr = start(ServeOptions::default().tls(Arc::new(config)));
 
-    let client_config = unique_tls::client_config(trusting(&pki.server_ca)).unwrap();
+    let client_config = unique_tls::client_config(pki.server_roots()).unwrap();
     let transport = HttpTransport::builder(format!("https://{addr}"))
         .tls_config(client_config.clone())
         .build()
@@ -139,15 +137,13 @@ async fn over_tls_the_real_client_claims_and_reads_back() {
     assert_eq!(current.generation, 1);
 
     // /healthz over the same TLS port, and plain HTTP there gets no answer.
-    let client = tokio_rustls::TlsConnector::from(Arc::new(client_config));
-    let tcp = TcpStream::connect(addr).await.unwrap();
-    let mut tls = client
-        .connect(rustls::pki_types::ServerName::IpAddress(LOCAL.into()), tcp)
-        .await
-        .unwrap();
-    let health = answer(&mut tls, b"GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n")
-        .await
-        .unwrap();
+    let health = tls_answer(
+        addr,
+        client_config,
+        b"GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n",
+    )
+    .await
+    .unwrap();
     assert!(
         health.starts_with("HTTP/1.1 200") && health.ends_with("ok"),
         "{health}"
@@ -157,12 +153,4 @@ async fn over_tls_the_real_client_claims_and_reads_back() {
         answer(&mut plain, b"GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n").await,
         None
     );
-}
-
-fn trusting(ca_pem: &str) -> rustls::RootCertStore {
-    let mut roots = rustls::RootCertStore::empty();
-    roots
-        .add(CertificateDer::from_pem_slice(ca_pem.as_bytes()).unwrap())
-        .unwrap();
-    roots
 }

@@ -11,13 +11,10 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::{Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full};
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
-use tokio_rustls::TlsConnector;
 use unique_serve::{RequestBody, ServeOptions};
-use unique_testsupport::net::{answer, closed_by_peer, connect_from};
+use unique_testsupport::net::{answer, closed_by_peer, connect_from, tls_answer};
 use unique_testsupport::pki::TestPki;
 
 const LOCAL: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
@@ -182,42 +179,17 @@ fn tls_options(pki: &TestPki, mutual: bool) -> ServeOptions {
     patient().tls(Arc::new(config))
 }
 
-/// A TLS client trusting the server CA, with the client leaf when `with_certificate`.
-fn connector(pki: &TestPki, with_certificate: bool) -> TlsConnector {
-    let mut roots = rustls::RootCertStore::empty();
-    roots
-        .add(CertificateDer::from_pem_slice(pki.server_ca.as_bytes()).unwrap())
-        .unwrap();
-    let config = if with_certificate {
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .unwrap()
-            .with_root_certificates(roots)
-            .with_client_auth_cert(
-                vec![CertificateDer::from_pem_slice(pki.client_cert.as_bytes()).unwrap()],
-                PrivateKeyDer::from_pem_slice(pki.client_key.as_bytes()).unwrap(),
-            )
-            .unwrap()
-    } else {
-        unique_tls::client_config(roots).unwrap()
-    };
-    TlsConnector::from(Arc::new(config))
-}
-
-/// One GET over TLS: the answer, or `None` when the handshake or the exchange failed.
-async fn tls_get(addr: SocketAddr, connector: &TlsConnector) -> Option<String> {
-    let tcp = TcpStream::connect(addr).await.unwrap();
-    let name = ServerName::IpAddress(LOCAL.into());
-    let mut tls = connector.connect(name, tcp).await.ok()?;
-    answer(&mut tls, GET).await
+/// One GET over TLS, with the client leaf when `with_certificate`: the answer, or `None` when
+/// the handshake or the exchange failed.
+async fn tls_get(addr: SocketAddr, pki: &TestPki, with_certificate: bool) -> Option<String> {
+    tls_answer(addr, pki.client_config(with_certificate), GET).await
 }
 
 #[tokio::test]
 async fn tls_serves_a_client_that_trusts_the_ca() {
     let pki = TestPki::generate();
     let addr = start(tls_options(&pki, false));
-    let answered = tls_get(addr, &connector(&pki, false)).await.unwrap();
+    let answered = tls_get(addr, &pki, false).await.unwrap();
     assert!(answered.starts_with("HTTP/1.1 200"), "{answered}");
 
     // Plain HTTP on a TLS port gets no answer.
@@ -229,8 +201,8 @@ async fn tls_serves_a_client_that_trusts_the_ca() {
 async fn mutual_tls_refuses_a_client_without_a_certificate() {
     let pki = TestPki::generate();
     let addr = start(tls_options(&pki, true));
-    assert_eq!(tls_get(addr, &connector(&pki, false)).await, None);
-    let answered = tls_get(addr, &connector(&pki, true)).await.unwrap();
+    assert_eq!(tls_get(addr, &pki, false).await, None);
+    let answered = tls_get(addr, &pki, true).await.unwrap();
     assert!(answered.starts_with("HTTP/1.1 200"), "{answered}");
 }
 

@@ -78,6 +78,28 @@ pub async fn answer(
         .unwrap_or_else(|_| panic!("no answer within {PATIENCE:?}"))
 }
 
+/// As [`answer`] over TLS: connects to `to` (the certificate must name its IP address) with
+/// `config`; `None` also when the handshake fails or the server refuses the client.
+///
+/// # Panics
+///
+/// As [`answer`], and if the TCP connection cannot be made.
+pub async fn tls_answer(
+    to: SocketAddr,
+    config: rustls::ClientConfig,
+    request: &[u8],
+) -> Option<String> {
+    let tcp = TcpStream::connect(to)
+        .await
+        .unwrap_or_else(|e| panic!("cannot connect to {to}: {e}"));
+    let name = rustls::pki_types::ServerName::IpAddress(to.ip().into());
+    let mut tls = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config))
+        .connect(name, tcp)
+        .await
+        .ok()?;
+    answer(&mut tls, request).await
+}
+
 async fn read_answer(stream: &mut (impl AsyncRead + Unpin)) -> Option<String> {
     let mut received = Vec::new();
     let mut buf = [0_u8; 4096];

@@ -2,10 +2,14 @@
 //! separate client CA with one client leaf, generated with fresh keys on every call so nothing
 //! checked in can expire or leak.
 
+use std::sync::Arc;
+
 use rcgen::{
     BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose, IsCa,
     KeyPair, KeyUsagePurpose,
 };
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
 /// PEM-encoded certificates and keys; never trust them outside tests.
 #[derive(Debug, Clone)]
@@ -32,6 +36,42 @@ impl TestPki {
     /// If rcgen refuses its fixed parameters (it does not).
     pub fn generate() -> Self {
         Self::try_generate().expect("rcgen generates the test PKI")
+    }
+
+    /// The server CA as the only root, for a client of a server presenting
+    /// [`server_chain`](Self::server_chain).
+    ///
+    /// # Panics
+    ///
+    /// Never for a generated PKI.
+    pub fn server_roots(&self) -> rustls::RootCertStore {
+        let mut roots = rustls::RootCertStore::empty();
+        roots
+            .add(CertificateDer::from_pem_slice(self.server_ca.as_bytes()).expect("a PEM CA"))
+            .expect("a usable CA");
+        roots
+    }
+
+    /// A client configuration (ring provider, safe default versions) trusting the server CA and,
+    /// when `with_certificate`, presenting the client leaf for mutual TLS.
+    ///
+    /// # Panics
+    ///
+    /// Never for a generated PKI.
+    pub fn client_config(&self, with_certificate: bool) -> rustls::ClientConfig {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let builder = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .expect("ring supports the default versions")
+            .with_root_certificates(self.server_roots());
+        if !with_certificate {
+            return builder.with_no_client_auth();
+        }
+        let chain = vec![CertificateDer::from_pem_slice(self.client_cert.as_bytes()).expect("PEM")];
+        let key = PrivateKeyDer::from_pem_slice(self.client_key.as_bytes()).expect("a PEM key");
+        builder
+            .with_client_auth_cert(chain, key)
+            .expect("the client leaf matches its key")
     }
 
     fn try_generate() -> Result<Self, rcgen::Error> {
