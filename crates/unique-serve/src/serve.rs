@@ -81,6 +81,42 @@ pub async fn serve<S, B>(
     accept_loop(listener, service, options, shutdown).await;
 }
 
+/// The bounds of [`serve`]'s service, named once for the functions behind it.
+pub(crate) trait Served<B>:
+    tower_service::Service<
+        Request<RequestBody>,
+        Response = Response<B>,
+        Future: Send + 'static,
+        Error: Into<BoxError>,
+    > + Clone
+    + Send
+    + 'static
+{
+}
+
+impl<S, B> Served<B> for S where
+    S: tower_service::Service<
+            Request<RequestBody>,
+            Response = Response<B>,
+            Future: Send + 'static,
+            Error: Into<BoxError>,
+        > + Clone
+        + Send
+        + 'static
+{
+}
+
+/// The bounds of [`serve`]'s response body.
+pub(crate) trait Answer:
+    http_body::Body<Data: Send, Error: Into<BoxError>> + Default + Send + 'static
+{
+}
+
+impl<B> Answer for B where
+    B: http_body::Body<Data: Send, Error: Into<BoxError>> + Default + Send + 'static
+{
+}
+
 /// Where connections come from: a [`TcpListener`], or in tests one that fails on purpose.
 pub(crate) trait Accept {
     fn accept(&mut self) -> impl Future<Output = io::Result<(TcpStream, SocketAddr)>> + Send;
@@ -108,15 +144,8 @@ pub(crate) async fn accept_loop<L, S, B>(
     shutdown: impl Future<Output = ()>,
 ) where
     L: Accept,
-    S: tower_service::Service<Request<RequestBody>, Response = Response<B>>
-        + Clone
-        + Send
-        + 'static,
-    S::Future: Send + 'static,
-    S::Error: Into<BoxError>,
-    B: http_body::Body + Default + Send + 'static,
-    B::Data: Send,
-    B::Error: Into<BoxError>,
+    S: Served<B>,
+    B: Answer,
 {
     let limits = ConnectionLimits::new(options.max_connections, options.max_connections_per_ip);
     let mut http = http1::Builder::new();
@@ -201,15 +230,8 @@ async fn connection<S, B>(
     shared: Arc<Shared>,
     watcher: Watcher,
 ) where
-    S: tower_service::Service<Request<RequestBody>, Response = Response<B>>
-        + Clone
-        + Send
-        + 'static,
-    S::Future: Send + 'static,
-    S::Error: Into<BoxError>,
-    B: http_body::Body + Default + Send + 'static,
-    B::Data: Send,
-    B::Error: Into<BoxError>,
+    S: Served<B>,
+    B: Answer,
 {
     let accepted = Instant::now();
     let activity = Arc::new(Activity::new(accepted));
@@ -235,15 +257,8 @@ async fn http<I, S, B>(
     watcher: Watcher,
 ) where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
-    S: tower_service::Service<Request<RequestBody>, Response = Response<B>>
-        + Clone
-        + Send
-        + 'static,
-    S::Future: Send + 'static,
-    S::Error: Into<BoxError>,
-    B: http_body::Body + Default + Send + 'static,
-    B::Data: Send,
-    B::Error: Into<BoxError>,
+    S: Served<B>,
+    B: Answer,
 {
     let service = Guarded::new(service, Arc::clone(&activity), shared.body_timeout);
     let io = TokioIo::new(Watched::new(io, Arc::clone(&activity)));

@@ -2,7 +2,6 @@
 
 mod common;
 
-use std::path::Path;
 use std::process::{Command, Stdio};
 
 use common::{BIN, announced_addr, announced_with_scheme};
@@ -123,10 +122,25 @@ async fn the_guard_flags_reach_the_server() {
     assert_eq!(closed_by_peer(&mut first).await, b"");
 }
 
-fn write_pem(dir: &Path, name: &str, pem: &str) -> std::path::PathBuf {
-    let path = dir.join(name);
-    std::fs::write(&path, pem).unwrap();
-    path
+/// The binary serving HTTPS with `pki`'s server identity, and with mutual TLS when `mutual`;
+/// returns it, its address, and the directory holding the PEM files (keep it until the end).
+fn start_tls(pki: &TestPki, mutual: bool) -> (ChildGuard, String, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut args = Vec::new();
+    let mut flag = |name: &str, file: &str, pem: &str| {
+        let path = dir.path().join(file);
+        std::fs::write(&path, pem).unwrap();
+        args.push(std::ffi::OsString::from(name));
+        args.push(path.into_os_string());
+    };
+    flag("--tls-cert", "chain.pem", &pki.server_chain);
+    flag("--tls-key", "key.pem", &pki.server_key);
+    if mutual {
+        flag("--tls-client-ca", "client-ca.pem", &pki.client_ca);
+    }
+    let args: Vec<&std::ffi::OsStr> = args.iter().map(AsRef::as_ref).collect();
+    let (server, addr) = start(&args, "https");
+    (server, addr, dir)
 }
 
 /// GET /healthz over TLS; `None` when the handshake or the exchange fails.
@@ -138,18 +152,7 @@ async fn tls_health(addr: &str, pki: &TestPki, with_certificate: bool) -> Option
 #[tokio::test]
 async fn with_a_certificate_and_key_it_serves_https() {
     let pki = TestPki::generate();
-    let dir = tempfile::tempdir().unwrap();
-    let cert = write_pem(dir.path(), "chain.pem", &pki.server_chain);
-    let key = write_pem(dir.path(), "key.pem", &pki.server_key);
-    let (_server, addr) = start(
-        &[
-            "--tls-cert".as_ref(),
-            cert.as_os_str(),
-            "--tls-key".as_ref(),
-            key.as_os_str(),
-        ],
-        "https",
-    );
+    let (_server, addr, _pem) = start_tls(&pki, false);
     let health = tls_health(&addr, &pki, false).await.unwrap();
     assert!(
         health.starts_with("HTTP/1.1 200") && health.ends_with("ok"),
@@ -160,21 +163,7 @@ async fn with_a_certificate_and_key_it_serves_https() {
 #[tokio::test]
 async fn with_a_client_ca_it_serves_only_clients_with_a_certificate() {
     let pki = TestPki::generate();
-    let dir = tempfile::tempdir().unwrap();
-    let cert = write_pem(dir.path(), "chain.pem", &pki.server_chain);
-    let key = write_pem(dir.path(), "key.pem", &pki.server_key);
-    let ca = write_pem(dir.path(), "client-ca.pem", &pki.client_ca);
-    let (_server, addr) = start(
-        &[
-            "--tls-cert".as_ref(),
-            cert.as_os_str(),
-            "--tls-key".as_ref(),
-            key.as_os_str(),
-            "--tls-client-ca".as_ref(),
-            ca.as_os_str(),
-        ],
-        "https",
-    );
+    let (_server, addr, _pem) = start_tls(&pki, true);
     assert_eq!(tls_health(&addr, &pki, false).await, None);
     let health = tls_health(&addr, &pki, true).await.unwrap();
     assert!(health.starts_with("HTTP/1.1 200"), "{health}");
