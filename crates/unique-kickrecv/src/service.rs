@@ -52,6 +52,12 @@ pub struct KickService {
     signature_window: Duration,
 }
 
+impl From<KickHandler> for KickService {
+    fn from(handler: KickHandler) -> Self {
+        Self::new(handler)
+    }
+}
+
 impl KickService {
     /// A service over `handler`, validating keys with the default limits.
     pub fn new(handler: KickHandler) -> Self {

@@ -6,16 +6,13 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
-use hyper::server::conn::http1;
-use hyper_util::rt::TokioIo;
-use hyper_util::service::TowerToHyperService;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use unique_client::{KickHandler, KickOptions, Sessions};
 use unique_core::{Arbiter, ClaimInput, Key, KickDetail, KickOutcome, KickPayload, Kicker, Owner};
 use unique_kick_http::HttpKicker;
 use unique_kick_signature::{DEFAULT_WINDOW, Rejection, SigningKeys};
-use unique_kickrecv::KickService;
+use unique_kickrecv::{KickService, ServeOptions, serve_with};
 use unique_store_memory::MemoryStore;
 
 const A: &str = "key-a-0123456789abcdef0123456789abcdef";
@@ -62,13 +59,13 @@ impl Node {
         let service = KickService::new(handler).signing_keys(keys(receiver_keys));
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        tokio::spawn(async move {
-            loop {
-                let (stream, _) = listener.accept().await.unwrap();
-                let service = TowerToHyperService::new(service.clone());
-                tokio::spawn(http1::Builder::new().serve_connection(TokioIo::new(stream), service));
-            }
-        });
+        // The real accept loop, as a node runs it.
+        tokio::spawn(serve_with(
+            listener,
+            service,
+            ServeOptions::default(),
+            std::future::pending(),
+        ));
         Self {
             addr,
             sessions,

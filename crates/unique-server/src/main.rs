@@ -3,11 +3,11 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
-use tokio::net::TcpListener;
-use unique_arbiter_http::{ArbiterService, Tokens, serve};
+use unique_arbiter_http::{ArbiterService, ServeOptions, Tokens, serve_with};
 use unique_core::{Arbiter, Store, TracingObserver};
 use unique_kick_http::{EndpointPolicy, EndpointRule, HttpKicker, SigningKeys};
 
@@ -112,6 +112,73 @@ struct Args {
     /// where every host that can reach the server is trusted (see SECURITY.md).
     #[arg(long, env = "UNIQUE_INSECURE_NO_AUTH", conflicts_with = "auth_tokens")]
     insecure_no_auth: bool,
+
+    // Connection guards and TLS (unique-serve describes each guard).
+    /// Serve HTTPS with this PEM certificate chain (leaf first); needs --tls-key.
+    #[arg(long, env = "UNIQUE_TLS_CERT", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+
+    /// PEM private key of --tls-cert (PKCS#8, PKCS#1 or SEC1).
+    #[arg(long, env = "UNIQUE_TLS_KEY", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+
+    /// Mutual TLS: PEM CA certificate(s); clients without a certificate signed by one are
+    /// refused during the handshake. Needs --tls-cert and --tls-key.
+    #[arg(long, env = "UNIQUE_TLS_CLIENT_CA", requires_all = ["tls_cert", "tls_key"])]
+    tls_client_ca: Option<PathBuf>,
+
+    /// Most open connections; more are closed as soon as they are accepted (keep below `ulimit -n`).
+    #[arg(long, env = "UNIQUE_MAX_CONNECTIONS", default_value_t = unique_serve::DEFAULT_MAX_CONNECTIONS, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    max_connections: usize,
+
+    /// Most open connections from one client IP address (raise it behind a proxy).
+    #[arg(long, env = "UNIQUE_MAX_CONNECTIONS_PER_IP", default_value_t = unique_serve::DEFAULT_MAX_CONNECTIONS_PER_IP, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    max_connections_per_ip: usize,
+
+    /// How long a request head may take (a connection's first: from the accept, TLS included).
+    #[arg(long, env = "UNIQUE_HEADER_TIMEOUT", default_value_t = unique_serve::DEFAULT_HEADER_TIMEOUT.into(), value_parser = positive_duration)]
+    header_timeout: humantime::Duration,
+
+    /// How long a keep-alive connection may wait between requests before it is closed.
+    #[arg(long, env = "UNIQUE_IDLE_TIMEOUT", default_value_t = unique_serve::DEFAULT_IDLE_TIMEOUT.into(), value_parser = positive_duration)]
+    idle_timeout: humantime::Duration,
+
+    /// How long a request body may take after its head; a slower one is answered 408.
+    #[arg(long, env = "UNIQUE_BODY_TIMEOUT", default_value_t = unique_serve::DEFAULT_BODY_TIMEOUT.into(), value_parser = positive_duration)]
+    body_timeout: humantime::Duration,
+
+    /// Listen backlog: connections waiting to be accepted (Linux caps it at net.core.somaxconn).
+    #[arg(long, env = "UNIQUE_BACKLOG", default_value_t = unique_serve::DEFAULT_BACKLOG, value_parser = clap::value_parser!(u32).range(1..))]
+    backlog: u32,
+}
+
+/// A humantime duration above zero (a zero timeout would close every connection).
+fn positive_duration(text: &str) -> Result<humantime::Duration, String> {
+    let duration: humantime::Duration = text.parse().map_err(|e| format!("{e}"))?;
+    if duration.is_zero() {
+        return Err("must be above zero".to_owned());
+    }
+    Ok(duration)
+}
+
+impl Args {
+    /// The connection guards and TLS of the flags; a TLS file that cannot be used is an error
+    /// naming it.
+    fn serve_options(&self) -> Result<ServeOptions, String> {
+        let mut options = ServeOptions::default()
+            .max_connections(self.max_connections)
+            .max_connections_per_ip(self.max_connections_per_ip)
+            .header_timeout(self.header_timeout.into())
+            .idle_timeout(self.idle_timeout.into())
+            .body_timeout(self.body_timeout.into());
+        if let (Some(cert), Some(key)) = (&self.tls_cert, &self.tls_key) {
+            let config =
+                unique_tls::server_config_from_files(cert, key, self.tls_client_ca.as_deref())
+                    .map_err(|e| format!("cannot set up TLS: {e}"))?;
+            options = options.tls(Arc::new(config));
+        }
+        Ok(options)
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -168,12 +235,13 @@ async fn run(args: Args) -> Result<(), String> {
     // Configuration mistakes stop startup before the store is opened.
     let tokens = load_tokens(&args)?;
     check_exposure(args.listen, tokens.is_some(), args.insecure_no_auth)?;
+    let options = args.serve_options()?;
     // Each store gets its own monomorphised server: the Arbiter calls the store
     // directly instead of through a `dyn Store` (one boxed future fewer per call).
     match open_store(&args).await? {
-        OpenedStore::Memory(store) => run_on(store, tokens, &args).await,
-        OpenedStore::Sqlite(store) => run_on(store, tokens, &args).await,
-        OpenedStore::Dynamodb(store) => run_on(store, tokens, &args).await,
+        OpenedStore::Memory(store) => run_on(store, tokens, options, &args).await,
+        OpenedStore::Sqlite(store) => run_on(store, tokens, options, &args).await,
+        OpenedStore::Dynamodb(store) => run_on(store, tokens, options, &args).await,
     }
 }
 
@@ -203,7 +271,12 @@ fn load_tokens(args: &Args) -> Result<Option<Tokens>, String> {
     Ok(Some(tokens))
 }
 
-async fn run_on<S: Store>(store: S, tokens: Option<Tokens>, args: &Args) -> Result<(), String> {
+async fn run_on<S: Store>(
+    store: S,
+    tokens: Option<Tokens>,
+    options: ServeOptions,
+    args: &Args,
+) -> Result<(), String> {
     let arbiter = Arbiter::builder(store)
         .kicker(kicker(args)?)
         .observer(TracingObserver)
@@ -217,16 +290,16 @@ async fn run_on<S: Store>(store: S, tokens: Option<Tokens>, args: &Args) -> Resu
         tracing::warn!("serving without caller authentication (--insecure-no-auth)");
     }
     let shutdown = shutdown_signal()?;
-    let listener = TcpListener::bind(args.listen)
-        .await
+    let listener = unique_serve::bind(args.listen, args.backlog)
         .map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
     let bound = listener
         .local_addr()
         .map_err(|e| format!("cannot read the bound address: {e}"))?;
+    let scheme = if options.is_tls() { "https" } else { "http" };
     // The smoke runner and scripts read this line to find the port.
-    println!("unique-server listening on http://{bound}");
-    tracing::info!(%bound, store = ?args.store, "listening");
-    serve(listener, service, shutdown).await;
+    println!("unique-server listening on {scheme}://{bound}");
+    tracing::info!(%bound, store = ?args.store, tls = options.is_tls(), "listening");
+    serve_with(listener, service, options, shutdown).await;
     tracing::info!("stopped");
     Ok(())
 }

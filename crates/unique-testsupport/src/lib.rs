@@ -96,4 +96,6 @@ pub fn tools_dir() -> PathBuf {
 }
 
 pub mod dynalite;
+pub mod net;
+pub mod pki;
 pub mod redis;

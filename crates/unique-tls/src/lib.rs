@@ -7,6 +7,10 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::connect::dns::GaiResolver;
 use rustls::{ClientConfig, RootCertStore};
 
+mod server;
+
+pub use server::{ServerConfigError, server_config_from_files, server_config_from_pem};
+
 /// The connector [`connector`] builds: TLS for `https` URLs, plain TCP for `http` ones,
 /// names resolved by the system resolver (`getaddrinfo` on a blocking thread).
 pub type Connector = ConnectorWith<GaiResolver>;

@@ -1,0 +1,261 @@
+//! What a connection is doing, and the watchdog that closes it when a phase lasts too long.
+//!
+//! hyper 1's own `header_read_timeout` starts its clock when a connection becomes ready for the
+//! next request head, so it bounds the keep-alive idle wait and the head together: one timeout
+//! cannot be long for idle connections and short for half-sent heads. This module keeps the two
+//! apart. A connection is always in one phase:
+//!
+//! - **head** — since the accept (first request) or since the first byte after an idle wait;
+//!   bounded by the header timeout;
+//! - **busy** — the service has the request (its body has its own timeout,
+//!   [`RequestBody`](crate::RequestBody)); not bounded here;
+//! - **idle** — since the service answered; bounded by the idle timeout.
+//!
+//! The phase is set by the connection's socket wrapper ([`Watched`]: a read of at least one byte
+//! while idle starts a head), and by the service wrapper (a call makes it busy, an answer idle).
+//! hyper drives both, and the watchdog runs in the same task, so the atomics never race; they are
+//! atomics only because the connection future must be `Send`. The watchdog is one timer per
+//! connection, re-armed at least every `min(header, idle)` timeout.
+
+use std::io;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering::Relaxed};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::time::Instant;
+
+const HEAD: u8 = 0;
+const BUSY: u8 = 1;
+const IDLE: u8 = 2;
+
+/// One connection's phase and when it began.
+#[derive(Debug)]
+pub(crate) struct Activity {
+    origin: Instant,
+    phase: AtomicU8,
+    /// Start of the phase, in microseconds after `origin`.
+    since: AtomicU64,
+    body_timed_out: AtomicBool,
+}
+
+/// Why the watchdog closed a connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Expired {
+    Header,
+    Idle,
+}
+
+impl Activity {
+    /// A connection accepted at `origin`: its first head is due within the header timeout.
+    pub(crate) fn new(origin: Instant) -> Self {
+        Self {
+            origin,
+            phase: AtomicU8::new(HEAD),
+            since: AtomicU64::new(0),
+            body_timed_out: AtomicBool::new(false),
+        }
+    }
+
+    fn enter(&self, phase: u8) {
+        let micros = u64::try_from(self.origin.elapsed().as_micros()).unwrap_or(u64::MAX);
+        self.since.store(micros, Relaxed);
+        self.phase.store(phase, Relaxed);
+    }
+
+    /// Bytes arrived: if the connection was idle, a request head has begun.
+    fn read_bytes(&self) {
+        if self.phase.load(Relaxed) == IDLE {
+            self.enter(HEAD);
+        }
+    }
+
+    /// The service got a request.
+    pub(crate) fn request_started(&self) {
+        self.body_timed_out.store(false, Relaxed);
+        self.phase.store(BUSY, Relaxed);
+    }
+
+    /// The service answered; the connection waits for the next request.
+    pub(crate) fn request_finished(&self) {
+        self.enter(IDLE);
+    }
+
+    /// The current request's body passed its deadline.
+    pub(crate) fn body_timed_out(&self) {
+        self.body_timed_out.store(true, Relaxed);
+    }
+
+    /// Whether the current request's body passed its deadline.
+    pub(crate) fn did_body_time_out(&self) -> bool {
+        self.body_timed_out.load(Relaxed)
+    }
+
+    /// Resolves once a head has lasted `header` or an idle wait `idle`; never while busy.
+    pub(crate) async fn expired(&self, header: Duration, idle: Duration) -> Expired {
+        // The phase changes without waking the watchdog (that would cost every read), so it
+        // never sleeps longer than the shorter timeout: a phase that began while it slept
+        // started after it fell asleep, so its deadline is not before the wake-up, and is then
+        // kept exactly.
+        let longest_sleep = header.min(idle);
+        let sleep = tokio::time::sleep(Duration::ZERO);
+        tokio::pin!(sleep);
+        loop {
+            let now = Instant::now();
+            let since = self.origin + Duration::from_micros(self.since.load(Relaxed));
+            let due = match self.phase.load(Relaxed) {
+                HEAD => Some((since + header, Expired::Header)),
+                IDLE => Some((since + idle, Expired::Idle)),
+                _ => None,
+            };
+            let wake = match due {
+                Some((deadline, expired)) if deadline <= now => return expired,
+                Some((deadline, _)) => deadline.min(now + longest_sleep),
+                None => now + longest_sleep,
+            };
+            sleep.as_mut().reset(wake);
+            sleep.as_mut().await;
+        }
+    }
+}
+
+/// A connection's socket, reporting reads to its [`Activity`].
+#[derive(Debug)]
+pub(crate) struct Watched<T> {
+    io: T,
+    activity: std::sync::Arc<Activity>,
+}
+
+impl<T> Watched<T> {
+    pub(crate) fn new(io: T, activity: std::sync::Arc<Activity>) -> Self {
+        Self { io, activity }
+    }
+}
+
+impl<T: AsyncRead + Unpin> AsyncRead for Watched<T> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let before = buf.filled().len();
+        let polled = Pin::new(&mut self.io).poll_read(cx, buf);
+        if buf.filled().len() > before {
+            self.activity.read_bytes();
+        }
+        polled
+    }
+}
+
+impl<T: AsyncWrite + Unpin> AsyncWrite for Watched<T> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.io).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.io).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HEADER: Duration = Duration::from_secs(10);
+    const IDLE_FOR: Duration = Duration::from_mins(1);
+
+    /// What expired, checking (on the paused clock) that it did so `after` from now, up to the
+    /// timer wheel's millisecond rounding.
+    async fn expires(activity: &Activity, after: Duration) -> Expired {
+        let started = Instant::now();
+        let expired = activity.expired(HEADER, IDLE_FOR).await;
+        assert_about(started.elapsed(), after);
+        expired
+    }
+
+    fn assert_about(elapsed: Duration, expected: Duration) {
+        assert!(
+            elapsed >= expected && elapsed <= expected + Duration::from_millis(2),
+            "{elapsed:?} is not {expected:?}"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_first_head_gets_the_header_timeout_from_the_accept() {
+        let activity = Activity::new(Instant::now());
+        assert_eq!(expires(&activity, HEADER).await, Expired::Header);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_answer_starts_the_idle_wait_and_a_byte_ends_it() {
+        let activity = Activity::new(Instant::now());
+        activity.request_started();
+        activity.request_finished();
+        assert_eq!(expires(&activity, IDLE_FOR).await, Expired::Idle);
+
+        activity.request_finished();
+        tokio::time::advance(Duration::from_secs(50)).await;
+        activity.read_bytes();
+        // The head's clock starts at its first byte, not at the start of the idle wait.
+        assert_eq!(expires(&activity, HEADER).await, Expired::Header);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_phase_that_begins_while_the_watchdog_sleeps_keeps_its_own_deadline() {
+        let activity = std::sync::Arc::new(Activity::new(Instant::now()));
+        let short = Duration::from_secs(1);
+        let watch = {
+            let activity = std::sync::Arc::clone(&activity);
+            // A long header timeout: the watchdog first sleeps towards the head's deadline.
+            tokio::spawn(async move { activity.expired(HEADER, short).await })
+        };
+        tokio::task::yield_now().await;
+        activity.request_started();
+        activity.request_finished();
+        let finished = Instant::now();
+        assert_eq!(watch.await.unwrap(), Expired::Idle);
+        assert_about(finished.elapsed(), short);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_busy_connection_is_never_expired() {
+        let activity = std::sync::Arc::new(Activity::new(Instant::now()));
+        activity.request_started();
+        let watch = {
+            let activity = std::sync::Arc::clone(&activity);
+            tokio::spawn(async move { activity.expired(HEADER, IDLE_FOR).await })
+        };
+        for _ in 0..100 {
+            // Each step wakes the watchdog's recheck and lets it run.
+            tokio::time::advance(HEADER).await;
+            activity.read_bytes(); // a body arriving: still busy
+            tokio::task::yield_now().await;
+        }
+        assert!(!watch.is_finished());
+        activity.request_finished();
+        let finished = Instant::now();
+        assert_eq!(watch.await.unwrap(), Expired::Idle);
+        assert_about(finished.elapsed(), IDLE_FOR);
+    }
+}

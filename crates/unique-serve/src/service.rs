@@ -1,0 +1,94 @@
+//! The service wrapper every connection serves through: phases for the watchdog, the body
+//! timeout, and the 408 answer when it fires.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, ready};
+use std::time::Duration;
+
+use http::header::{CONNECTION, HeaderValue};
+use http::{Request, Response, StatusCode};
+use hyper::body::Incoming;
+use tokio::time::Instant;
+
+use crate::activity::Activity;
+use crate::body::RequestBody;
+
+/// The user's service, on one connection.
+#[derive(Debug, Clone)]
+pub(crate) struct Guarded<S> {
+    inner: S,
+    activity: Arc<Activity>,
+    body_timeout: Duration,
+}
+
+impl<S> Guarded<S> {
+    pub(crate) fn new(inner: S, activity: Arc<Activity>, body_timeout: Duration) -> Self {
+        Self {
+            inner,
+            activity,
+            body_timeout,
+        }
+    }
+}
+
+impl<S, B> tower_service::Service<Request<Incoming>> for Guarded<S>
+where
+    S: tower_service::Service<Request<RequestBody>, Response = Response<B>>,
+    B: Default,
+{
+    type Response = Response<B>;
+    type Error = S::Error;
+    type Future = GuardedFuture<S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request<Incoming>) -> Self::Future {
+        self.activity.request_started();
+        let deadline = Instant::now() + self.body_timeout;
+        let activity = Arc::clone(&self.activity);
+        let request = request.map(|incoming| RequestBody::new(incoming, deadline, activity));
+        GuardedFuture {
+            inner: self.inner.call(request),
+            activity: Arc::clone(&self.activity),
+        }
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// The user's response future; its end starts the connection's idle wait.
+    pub(crate) struct GuardedFuture<F> {
+        #[pin]
+        inner: F,
+        activity: Arc<Activity>,
+    }
+}
+
+impl<F, B, E> Future for GuardedFuture<F>
+where
+    F: Future<Output = Result<Response<B>, E>>,
+    B: Default,
+{
+    type Output = Result<Response<B>, E>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        let answered = ready!(this.inner.poll(cx));
+        this.activity.request_finished();
+        if !this.activity.did_body_time_out() {
+            return Poll::Ready(answered);
+        }
+        // Whatever the service made of the failed body read (ours answer 400), the client was
+        // too slow, not wrong; and the rest of its body may still be on the way, so the
+        // connection cannot carry another request.
+        let mut timeout = Response::new(B::default());
+        *timeout.status_mut() = StatusCode::REQUEST_TIMEOUT;
+        timeout
+            .headers_mut()
+            .insert(CONNECTION, HeaderValue::from_static("close"));
+        Poll::Ready(Ok(timeout))
+    }
+}
