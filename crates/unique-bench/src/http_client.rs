@@ -14,11 +14,16 @@ use crate::load::{Claim, Client, Connector, Failure, OWNER};
 #[derive(Debug, Clone)]
 pub(crate) struct HttpConnector {
     addr: SocketAddr,
+    /// Sent as `authorization: Bearer <token>` when the server requires a token.
+    bearer_token: Option<String>,
 }
 
 impl HttpConnector {
-    pub(crate) fn new(addr: SocketAddr) -> Self {
-        Self { addr }
+    pub(crate) fn new(addr: SocketAddr, bearer_token: Option<&str>) -> Self {
+        Self {
+            addr,
+            bearer_token: bearer_token.map(str::to_owned),
+        }
     }
 }
 
@@ -26,9 +31,14 @@ impl Connector for HttpConnector {
     type Client = HttpClient;
 
     async fn connect(&self) -> Result<HttpClient, Failure> {
+        // The header lines every request repeats: host, and the token when there is one.
+        let mut headers = format!("host: {}\r\n", self.addr);
+        if let Some(token) = &self.bearer_token {
+            let _ = write!(headers, "authorization: Bearer {token}\r\n");
+        }
         Ok(HttpClient {
             conn: Conn::connect(self.addr).await?,
-            host: self.addr.to_string(),
+            headers,
             body: String::with_capacity(256),
         })
     }
@@ -37,7 +47,7 @@ impl Connector for HttpConnector {
 /// One keep-alive connection.
 pub(crate) struct HttpClient {
     conn: Conn,
-    host: String,
+    headers: String,
     body: String,
 }
 
@@ -49,7 +59,7 @@ impl Client for HttpClient {
             r#"{{"project":"bench","env":"prod","uid":{},"owner":{OWNER},"claim_id":"{}"}}"#,
             claim.uid, claim.claim_id
         );
-        write_request(&mut self.conn.request, &self.host, &self.body);
+        write_request(&mut self.conn.request, &self.headers, &self.body);
         let (answer, head) = self.conn.exchange(frame_response).await?;
         let body = &answer[head.body_start..];
         if head.status == 200 && body.starts_with(br#"{"gen":"#) {
@@ -60,11 +70,11 @@ impl Client for HttpClient {
     }
 }
 
-fn write_request(out: &mut Vec<u8>, host: &str, body: &str) {
+fn write_request(out: &mut Vec<u8>, headers: &str, body: &str) {
     use std::io::Write as _;
     let _ = write!(
         out,
-        "POST {CLAIM_PATH} HTTP/1.1\r\nhost: {host}\r\ncontent-type: application/json\r\n\
+        "POST {CLAIM_PATH} HTTP/1.1\r\n{headers}content-type: application/json\r\n\
          content-length: {}\r\n\r\n{body}",
         body.len()
     );
@@ -127,7 +137,7 @@ mod tests {
     #[test]
     fn request_has_length_and_body() {
         let mut out = Vec::new();
-        write_request(&mut out, "127.0.0.1:1", "{}");
+        write_request(&mut out, "host: 127.0.0.1:1\r\n", "{}");
         assert_eq!(
             String::from_utf8(out).unwrap(),
             "POST /v1/claim HTTP/1.1\r\nhost: 127.0.0.1:1\r\ncontent-type: application/json\r\n\
@@ -173,7 +183,7 @@ mod tests {
             service,
             std::future::pending(),
         ));
-        let mut client = HttpConnector::new(addr).connect().await.unwrap();
+        let mut client = HttpConnector::new(addr, None).connect().await.unwrap();
         for claim_id in ["a", "a", "b"] {
             client.claim(Claim { uid: 7, claim_id }).await.unwrap();
         }
@@ -203,5 +213,48 @@ mod tests {
             "http 503 unavailable"
         );
         assert_eq!(classify(200, b"{}"), "http 200 unexpected body");
+    }
+
+    /// With a token, every request carries it, and a server that requires it answers.
+    #[tokio::test]
+    async fn claims_with_a_bearer_token() {
+        const TOKEN: &str = "bench-token-0123456789";
+        let arbiter =
+            unique_core::Arbiter::builder(unique_store_memory::MemoryStore::new()).build();
+        let mut tokens = unique_arbiter_http::Tokens::new();
+        tokens
+            .add(
+                TOKEN,
+                unique_arbiter_http::Grant::new("bench", vec!["bench".into()], None),
+            )
+            .unwrap();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let service = unique_arbiter_http::ArbiterService::new(arbiter).with_tokens(tokens);
+        tokio::spawn(unique_arbiter_http::serve(
+            listener,
+            service,
+            std::future::pending(),
+        ));
+        let mut client = HttpConnector::new(addr, Some(TOKEN))
+            .connect()
+            .await
+            .unwrap();
+        client
+            .claim(Claim {
+                uid: 7,
+                claim_id: "a",
+            })
+            .await
+            .unwrap();
+        let mut anonymous = HttpConnector::new(addr, None).connect().await.unwrap();
+        let refused = anonymous
+            .claim(Claim {
+                uid: 7,
+                claim_id: "a",
+            })
+            .await
+            .expect_err("no token");
+        assert_eq!(refused.kind, "http 401 unauthenticated");
     }
 }

@@ -105,6 +105,10 @@ enum Target {
     Redis,
     /// unique-server --store memory.
     Memory,
+    /// unique-server --store memory with the security guards on: --auth-tokens (every
+    /// request carries a bearer token checked in constant time and scoped by project)
+    /// and --kick-signing-keys (a kick, when one is sent, is signed).
+    MemoryGuarded,
     /// unique-server --store sqlite --db-sync full (fsync per group commit; the default).
     SqliteFull,
     /// unique-server --store sqlite --db-sync normal (no fsync per commit).
@@ -112,9 +116,10 @@ enum Target {
 }
 
 impl Target {
-    const ALL: [Target; 4] = [
+    const ALL: [Target; 5] = [
         Target::Redis,
         Target::Memory,
+        Target::MemoryGuarded,
         Target::SqliteFull,
         Target::SqliteNormal,
     ];
@@ -123,6 +128,7 @@ impl Target {
         match self {
             Target::Redis => "redis lua script",
             Target::Memory => "unique memory",
+            Target::MemoryGuarded => "unique memory, auth + signing",
             Target::SqliteFull => "unique sqlite full",
             Target::SqliteNormal => "unique sqlite normal",
         }
@@ -196,7 +202,7 @@ fn run(args: &Args) -> Result<(), String> {
             role: match target.target {
                 Target::Redis => Role::Baseline,
                 Target::Memory => Role::Memory,
-                Target::SqliteFull | Target::SqliteNormal => Role::Other,
+                Target::MemoryGuarded | Target::SqliteFull | Target::SqliteNormal => Role::Other,
             },
             rounds,
         })
@@ -227,6 +233,7 @@ impl Running {
         server_bin: Option<&std::path::Path>,
         server_workers: usize,
     ) -> Result<Self, String> {
+        let guarded = target == Target::MemoryGuarded;
         let store = match target {
             Target::Redis => {
                 let server = RedisServer::start();
@@ -237,16 +244,17 @@ impl Running {
                     _server: Box::new(server),
                 });
             }
-            Target::Memory => ServerStore::Memory,
+            Target::Memory | Target::MemoryGuarded => ServerStore::Memory,
             Target::SqliteFull => ServerStore::Sqlite(DbSync::Full),
             Target::SqliteNormal => ServerStore::Sqlite(DbSync::Normal),
         };
         let bin = server_bin.ok_or("no unique-server binary")?;
         let workers = (server_workers > 0).then_some(server_workers);
-        let server = UniqueServer::start(bin, store, workers)?;
+        let server = UniqueServer::start(bin, store, workers, guarded)?;
+        let connector = HttpConnector::new(server.addr(), server.bearer_token());
         Ok(Self {
             target,
-            connector: Connector::Http(HttpConnector::new(server.addr())),
+            connector: Connector::Http(connector),
             pid: server.pid(),
             _server: Box::new(server),
         })

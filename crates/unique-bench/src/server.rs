@@ -56,22 +56,31 @@ pub(crate) fn build_release() -> Result<PathBuf, String> {
     }
 }
 
+/// The bearer token a guarded server requires (a bench secret, not a real one).
+const BENCH_TOKEN: &str = "unique-bench-token-0123456789abcdef";
+
+/// The kick-signing key of a guarded server (a bench secret, not a real one).
+const BENCH_SIGNING_KEY: &str = "unique-bench-signing-key-0123456789abcdef";
+
 /// A running `unique-server`, killed on drop (its database directory removed).
 pub(crate) struct UniqueServer {
     addr: SocketAddr,
+    guarded: bool,
     // Field order is drop order: the process dies before its files go.
     guard: ChildGuard,
     _stdout: BufReader<ChildStdout>,
-    _dir: Option<TempDir>,
+    _dir: TempDir,
 }
 
 impl UniqueServer {
     /// Starts `binary` on a free loopback port with logging at `warn`, and waits
-    /// for the address it prints.
+    /// for the address it prints. `guarded` turns on caller authentication
+    /// (`--auth-tokens`) and kick signing (`--kick-signing-keys`).
     pub(crate) fn start(
         binary: &Path,
         store: ServerStore,
         workers: Option<usize>,
+        guarded: bool,
     ) -> Result<Self, String> {
         let mut command = Command::new(binary);
         command
@@ -84,16 +93,35 @@ impl UniqueServer {
         if let Some(workers) = workers {
             command.args(["--workers", &workers.to_string()]);
         }
-        let dir = match store {
+        let dir = tempfile::Builder::new()
+            .prefix("unique-bench-")
+            .tempdir()
+            .map_err(|e| format!("cannot create a temporary directory: {e}"))?;
+        if guarded {
+            let write = |name: &str, text: String| {
+                let path = dir.path().join(name);
+                std::fs::write(&path, text)
+                    .map(|()| path)
+                    .map_err(|e| format!("cannot write {name}: {e}"))
+            };
+            let tokens = write(
+                "tokens.json",
+                format!(
+                    r#"{{"tokens": [{{"name": "bench", "token": "{BENCH_TOKEN}", "projects": ["bench"]}}]}}"#
+                ),
+            )?;
+            let keys = write("kick-keys", format!("{BENCH_SIGNING_KEY}\n"))?;
+            command
+                .arg("--auth-tokens")
+                .arg(tokens)
+                .arg("--kick-signing-keys")
+                .arg(keys);
+        }
+        match store {
             ServerStore::Memory => {
                 command.args(["--store", "memory"]);
-                None
             }
             ServerStore::Sqlite(sync) => {
-                let dir = tempfile::Builder::new()
-                    .prefix("unique-bench-")
-                    .tempdir()
-                    .map_err(|e| format!("cannot create a temporary directory: {e}"))?;
                 command
                     .args(["--store", "sqlite", "--db"])
                     .arg(dir.path().join("bench.db"))
@@ -104,9 +132,8 @@ impl UniqueServer {
                             DbSync::Normal => "normal",
                         },
                     ]);
-                Some(dir)
             }
-        };
+        }
         let mut child = command
             .spawn()
             .map_err(|e| format!("cannot run {}: {e}", binary.display()))?;
@@ -115,6 +142,7 @@ impl UniqueServer {
         let (addr, stdout) = read_listen_line(stdout)?;
         Ok(Self {
             addr,
+            guarded,
             guard,
             _stdout: stdout,
             _dir: dir,
@@ -124,6 +152,11 @@ impl UniqueServer {
     /// The address the server listens on.
     pub(crate) fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// The bearer token requests must carry, when the server is guarded.
+    pub(crate) fn bearer_token(&self) -> Option<&'static str> {
+        self.guarded.then_some(BENCH_TOKEN)
     }
 
     /// The server's process id.
