@@ -1,6 +1,7 @@
 #![doc = include_str!("../README.md")]
 
 mod auth;
+mod request_id;
 mod serve;
 mod service;
 

@@ -8,12 +8,14 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use crate::auth::{Grant, Tokens, Unauthenticated};
+use crate::request_id::RequestId;
 use bytes::Bytes;
 use http::header::{CONTENT_TYPE, HeaderValue, WWW_AUTHENTICATE};
 use http::{Request, Response, StatusCode};
 use http_body::Body;
 use http_body_util::Full;
 use serde::Serialize;
+use tracing::Instrument;
 use unique_core::{Arbiter, ClaimInput, Error, Key, Store};
 use unique_wire::{
     BodyError, ClaimBody, ErrorBody, ErrorCode, KeyBody, ReleaseAnswer, ReleaseBody, Route, parse,
@@ -83,6 +85,7 @@ impl<S: Store> ArbiterService<S> {
             Some(route) => route,
             None => return error(ErrorCode::NotFound, "no such path"),
         };
+        let request_id = RequestId::of(req.headers());
         // Authenticated before the body is read: a refused caller costs no more than this.
         let grant = match self
             .tokens
@@ -106,9 +109,9 @@ impl<S: Store> ArbiterService<S> {
             }
         };
         let result = match route {
-            Route::Claim => self.claim(&body, grant).await,
-            Route::Current => self.current(&body, grant).await,
-            Route::Release => self.release(&body, grant).await,
+            Route::Claim => self.claim(&body, grant, &request_id).await,
+            Route::Current => self.current(&body, grant, &request_id).await,
+            Route::Release => self.release(&body, grant, &request_id).await,
             // Answered above, before reading a body.
             Route::Health => return text(StatusCode::OK, "ok"),
         };
@@ -119,12 +122,14 @@ impl<S: Store> ArbiterService<S> {
         &self,
         body: &[u8],
         grant: Option<&Grant>,
+        request_id: &RequestId,
     ) -> Result<Response<ResponseBody>, Error> {
         let input: ClaimInput = parse::<ClaimBody>(body)?.into();
         if let Some(refused) = forbidden(grant, &input.key) {
             return Ok(refused);
         }
-        let outcome = self.arbiter.claim(&input).await?;
+        let span = request_id.span("claim", &input.key);
+        let outcome = self.arbiter.claim(&input).instrument(span).await?;
         Ok(json(StatusCode::OK, &outcome))
     }
 
@@ -132,12 +137,14 @@ impl<S: Store> ArbiterService<S> {
         &self,
         body: &[u8],
         grant: Option<&Grant>,
+        request_id: &RequestId,
     ) -> Result<Response<ResponseBody>, Error> {
         let key: Key = parse::<KeyBody>(body)?.into();
         if let Some(refused) = forbidden(grant, &key) {
             return Ok(refused);
         }
-        let view = self.arbiter.current(&key).await?;
+        let span = request_id.span("current", &key);
+        let view = self.arbiter.current(&key).instrument(span).await?;
         Ok(json(StatusCode::OK, &view))
     }
 
@@ -145,12 +152,18 @@ impl<S: Store> ArbiterService<S> {
         &self,
         body: &[u8],
         grant: Option<&Grant>,
+        request_id: &RequestId,
     ) -> Result<Response<ResponseBody>, Error> {
         let (key, generation) = parse::<ReleaseBody>(body)?.into_parts();
         if let Some(refused) = forbidden(grant, &key) {
             return Ok(refused);
         }
-        let released = self.arbiter.release(&key, generation).await?;
+        let span = request_id.span("release", &key);
+        let released = self
+            .arbiter
+            .release(&key, generation)
+            .instrument(span)
+            .await?;
         Ok(json(StatusCode::OK, &ReleaseAnswer { released }))
     }
 }
