@@ -169,20 +169,29 @@ mod tests {
         assert!(frame_response(b"SSH-2.0\r\n\r\n").unwrap_err().broken);
     }
 
-    /// The client against a real unique-server (in process, memory store): a
-    /// claim succeeds, and an answer that is not a claim is an error kind.
-    #[tokio::test]
-    async fn claims_against_a_real_server() {
+    /// A real unique-server in process (memory store), requiring `tokens` when given.
+    async fn server(tokens: Option<unique_arbiter_http::Tokens>) -> std::net::SocketAddr {
         let arbiter =
             unique_core::Arbiter::builder(unique_store_memory::MemoryStore::new()).build();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        let service = unique_arbiter_http::ArbiterService::new(arbiter);
+        let mut service = unique_arbiter_http::ArbiterService::new(arbiter);
+        if let Some(tokens) = tokens {
+            service = service.with_tokens(tokens);
+        }
         tokio::spawn(unique_arbiter_http::serve(
             listener,
             service,
             std::future::pending(),
         ));
+        addr
+    }
+
+    /// The client against a real unique-server: a claim succeeds, and an answer that
+    /// is not a claim is an error kind.
+    #[tokio::test]
+    async fn claims_against_a_real_server() {
+        let addr = server(None).await;
         let mut client = HttpConnector::new(addr, None).connect().await.unwrap();
         for claim_id in ["a", "a", "b"] {
             client.claim(Claim { uid: 7, claim_id }).await.unwrap();
@@ -219,8 +228,6 @@ mod tests {
     #[tokio::test]
     async fn claims_with_a_bearer_token() {
         const TOKEN: &str = "bench-token-0123456789";
-        let arbiter =
-            unique_core::Arbiter::builder(unique_store_memory::MemoryStore::new()).build();
         let mut tokens = unique_arbiter_http::Tokens::new();
         tokens
             .add(
@@ -228,14 +235,7 @@ mod tests {
                 unique_arbiter_http::Grant::new("bench", vec!["bench".into()], None),
             )
             .unwrap();
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let service = unique_arbiter_http::ArbiterService::new(arbiter).with_tokens(tokens);
-        tokio::spawn(unique_arbiter_http::serve(
-            listener,
-            service,
-            std::future::pending(),
-        ));
+        let addr = server(Some(tokens)).await;
         let mut client = HttpConnector::new(addr, Some(TOKEN))
             .connect()
             .await

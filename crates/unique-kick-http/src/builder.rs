@@ -8,7 +8,7 @@ use rustls::ClientConfig;
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
 
-use crate::kicker::HttpKicker;
+use crate::kicker::{HttpKicker, Inner};
 use crate::policy::EndpointPolicy;
 use crate::pool::Pool;
 use crate::resolve::PolicyResolver;
@@ -167,14 +167,14 @@ impl HttpKickerBuilder {
 
         let pool = Pool::new(self.pool_idle_timeout, self.pool_max_idle_per_host);
 
-        Ok(HttpKicker::from_parts(
+        Ok(HttpKicker::from_inner(Inner {
             connector,
             policy,
             pool,
             user_agent,
-            self.max_response_body,
-            self.signing_keys,
-        ))
+            max_response_body: self.max_response_body,
+            signing_keys: self.signing_keys,
+        }))
     }
 }
 

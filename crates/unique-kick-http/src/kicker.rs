@@ -52,13 +52,14 @@ pub struct HttpKicker {
     inner: Arc<Inner>,
 }
 
-struct Inner {
-    connector: Connector,
-    policy: Arc<EndpointPolicy>,
-    pool: Pool,
-    user_agent: HeaderValue,
-    max_response_body: usize,
-    signing_keys: Option<SigningKeys>,
+/// What a kicker holds; the builder fills it in.
+pub(crate) struct Inner {
+    pub(crate) connector: Connector,
+    pub(crate) policy: Arc<EndpointPolicy>,
+    pub(crate) pool: Pool,
+    pub(crate) user_agent: HeaderValue,
+    pub(crate) max_response_body: usize,
+    pub(crate) signing_keys: Option<SigningKeys>,
 }
 
 impl HttpKicker {
@@ -79,23 +80,9 @@ impl HttpKicker {
         HttpKickerBuilder::default()
     }
 
-    pub(crate) fn from_parts(
-        connector: Connector,
-        policy: Arc<EndpointPolicy>,
-        pool: Pool,
-        user_agent: HeaderValue,
-        max_response_body: usize,
-        signing_keys: Option<SigningKeys>,
-    ) -> Self {
+    pub(crate) fn from_inner(inner: Inner) -> Self {
         Self {
-            inner: Arc::new(Inner {
-                connector,
-                policy,
-                pool,
-                user_agent,
-                max_response_body,
-                signing_keys,
-            }),
+            inner: Arc::new(inner),
         }
     }
 }
