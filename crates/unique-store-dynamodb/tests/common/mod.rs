@@ -21,7 +21,9 @@ pub(crate) async fn store() -> DynamoStore {
 
 /// A store on `endpoint` (dynalite or a proxy in front of it) making at most
 /// `max_attempts` HTTP attempts per operation. Fixed test credentials and
-/// region, so the SDK never looks for credentials or a region itself.
+/// region, so the SDK never looks for credentials or a region itself. The
+/// timeouts are far above the defaults, so a loaded test machine never turns a
+/// slow answer into a failure; the tests of the timeouts set their own.
 pub(crate) async fn store_at(endpoint: &str, max_attempts: u32) -> DynamoStore {
     DynamoStore::builder()
         .table(TABLE)
@@ -29,6 +31,7 @@ pub(crate) async fn store_at(endpoint: &str, max_attempts: u32) -> DynamoStore {
         .region(REGION)
         .static_credentials(ACCESS_KEY_ID, SECRET_ACCESS_KEY)
         .connect_timeout(Duration::from_secs(2))
+        .attempt_timeout(Duration::from_secs(10))
         .operation_timeout(Duration::from_secs(10))
         .max_attempts(max_attempts)
         .build()
