@@ -504,13 +504,25 @@ async fn bad_endpoint_never_echoes_its_query_string() {
     assert!(!String::from_utf8_lossy(&answer.body).contains("hunter2"));
 }
 
-/// A store that fails every call the same way.
-struct FailingStore(fn() -> Error);
+/// A store that answers no call: every call fails the same way, or never finishes.
+enum BrokenStore {
+    Fails(fn() -> Error),
+    Hangs,
+}
+
+impl BrokenStore {
+    async fn answer<T>(&self) -> Result<T, Error> {
+        match self {
+            Self::Fails(fail) => Err(fail()),
+            Self::Hangs => std::future::pending().await,
+        }
+    }
+}
 
 #[async_trait]
-impl Store for FailingStore {
+impl Store for BrokenStore {
     async fn read_owner(&self, _: &Key) -> Result<OwnerState, Error> {
-        Err((self.0)())
+        self.answer().await
     }
     async fn claim_cas(
         &self,
@@ -519,13 +531,13 @@ impl Store for FailingStore {
         _: &str,
         _: &OwnerState,
     ) -> Result<CasOutcome, Error> {
-        Err((self.0)())
+        self.answer().await
     }
     async fn current(&self, _: &Key) -> Result<CurrentView, Error> {
-        Err((self.0)())
+        self.answer().await
     }
     async fn release(&self, _: &Key, _: i64) -> Result<bool, Error> {
-        Err((self.0)())
+        self.answer().await
     }
 }
 
@@ -536,7 +548,7 @@ async fn assert_every_route_fails(
     code: &str,
     needle: &str,
 ) {
-    let addr = start(Arc::new(FailingStore(fail))).await;
+    let addr = start(Arc::new(BrokenStore::Fails(fail))).await;
     let key = json!({"project": "p", "env": "e", "uid": 1});
     let release = json!({"project": "p", "env": "e", "uid": 1, "gen": 1});
     for (path, body) in [
@@ -576,7 +588,7 @@ async fn unavailable_store_is_503_on_every_route() {
 /// take traffic now); `/healthz` does not ask the store.
 #[tokio::test]
 async fn readyz_is_503_with_the_reason_when_the_store_check_fails() {
-    let addr = start(Arc::new(FailingStore(|| {
+    let addr = start(Arc::new(BrokenStore::Fails(|| {
         Error::unavailable("disk on fire")
     })))
     .await;
@@ -594,41 +606,16 @@ async fn readyz_is_503_with_the_reason_when_the_store_check_fails() {
         StatusCode::OK
     );
 
-    let throttled = start(Arc::new(FailingStore(|| Error::Throttled))).await;
+    let throttled = start(Arc::new(BrokenStore::Fails(|| Error::Throttled))).await;
     send(throttled, probe(Method::GET, "/readyz"))
         .await
         .assert_error(StatusCode::SERVICE_UNAVAILABLE, "unavailable", "throttled");
 }
 
-/// A store whose readiness check never finishes.
-struct HangingStore;
-
-#[async_trait]
-impl Store for HangingStore {
-    async fn read_owner(&self, _: &Key) -> Result<OwnerState, Error> {
-        std::future::pending().await
-    }
-    async fn claim_cas(
-        &self,
-        _: &Key,
-        _: &Owner,
-        _: &str,
-        _: &OwnerState,
-    ) -> Result<CasOutcome, Error> {
-        std::future::pending().await
-    }
-    async fn current(&self, _: &Key) -> Result<CurrentView, Error> {
-        std::future::pending().await
-    }
-    async fn release(&self, _: &Key, _: i64) -> Result<bool, Error> {
-        std::future::pending().await
-    }
-}
-
 /// The ready timeout answers for a store that does not: 503, saying so.
 #[tokio::test]
 async fn readyz_is_503_when_the_store_check_hangs() {
-    let service = ArbiterService::new(Arbiter::new(Arc::new(HangingStore) as Arc<dyn Store>))
+    let service = ArbiterService::new(Arbiter::new(Arc::new(BrokenStore::Hangs) as Arc<dyn Store>))
         .ready_timeout(Duration::from_millis(100));
     let addr = start_service(service).await;
     send(addr, probe(Method::GET, "/readyz"))

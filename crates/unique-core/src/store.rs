@@ -162,62 +162,61 @@ mod tests {
 
     fn _object_safe(_: Box<dyn Store>) {}
 
-    /// Reads through the default `check_ready`: answers `read_owner` for [`ready_key`]
-    /// only, and counts the reads.
+    /// Implements `Store` for `$ty` with `read_owner` answered by `$read` and every other
+    /// required method failing the test (readiness never writes); `$extra` adds overrides.
+    macro_rules! reading_store {
+        ($ty:ty, $read:expr, { $($extra:tt)* }) => {
+            #[async_trait]
+            impl Store for $ty {
+                async fn read_owner(&self, key: &Key) -> Result<OwnerState, Error> {
+                    ($read)(self, key)
+                }
+                async fn claim_cas(
+                    &self,
+                    _: &Key,
+                    _: &Owner,
+                    _: &str,
+                    _: &OwnerState,
+                ) -> Result<CasOutcome, Error> {
+                    unreachable!("readiness never writes")
+                }
+                async fn current(&self, _: &Key) -> Result<CurrentView, Error> {
+                    unreachable!("readiness reads with read_owner")
+                }
+                async fn release(&self, _: &Key, _: i64) -> Result<bool, Error> {
+                    unreachable!("readiness never writes")
+                }
+                $($extra)*
+            }
+        };
+    }
+
+    /// Reads through the default `check_ready`, counting the reads.
     #[derive(Default)]
     struct Sentinel(AtomicUsize);
 
-    /// Overrides `check_ready`; any other call fails the test.
+    reading_store!(
+        Sentinel,
+        |store: &Sentinel, key: &Key| {
+            assert_eq!(*key, ready_key(), "readiness reads only the sentinel");
+            store.0.fetch_add(1, Ordering::SeqCst);
+            Ok(OwnerState::default())
+        },
+        {}
+    );
+
+    /// Overrides `check_ready` with its own answer.
     struct OwnCheck;
 
-    #[async_trait]
-    impl Store for Sentinel {
-        async fn read_owner(&self, key: &Key) -> Result<OwnerState, Error> {
-            assert_eq!(*key, ready_key(), "readiness reads only the sentinel");
-            self.0.fetch_add(1, Ordering::SeqCst);
-            Ok(OwnerState::default())
+    reading_store!(
+        OwnCheck,
+        |_: &OwnCheck, _: &Key| unreachable!("the override does not read"),
+        {
+            async fn check_ready(&self) -> Result<(), Error> {
+                Err(Error::unavailable("own check"))
+            }
         }
-        async fn claim_cas(
-            &self,
-            _: &Key,
-            _: &Owner,
-            _: &str,
-            _: &OwnerState,
-        ) -> Result<CasOutcome, Error> {
-            unreachable!("readiness never writes")
-        }
-        async fn current(&self, _: &Key) -> Result<CurrentView, Error> {
-            unreachable!("readiness reads with read_owner")
-        }
-        async fn release(&self, _: &Key, _: i64) -> Result<bool, Error> {
-            unreachable!("readiness never writes")
-        }
-    }
-
-    #[async_trait]
-    impl Store for OwnCheck {
-        async fn read_owner(&self, _: &Key) -> Result<OwnerState, Error> {
-            unreachable!("the override does not read")
-        }
-        async fn claim_cas(
-            &self,
-            _: &Key,
-            _: &Owner,
-            _: &str,
-            _: &OwnerState,
-        ) -> Result<CasOutcome, Error> {
-            unreachable!("readiness never writes")
-        }
-        async fn current(&self, _: &Key) -> Result<CurrentView, Error> {
-            unreachable!("the override does not read")
-        }
-        async fn release(&self, _: &Key, _: i64) -> Result<bool, Error> {
-            unreachable!("readiness never writes")
-        }
-        async fn check_ready(&self) -> Result<(), Error> {
-            Err(Error::unavailable("own check"))
-        }
-    }
+    );
 
     #[test]
     fn ready_key_is_a_valid_key() {

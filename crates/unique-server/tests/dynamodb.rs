@@ -33,6 +33,18 @@ fn server_command(endpoint_url: &str, table: &str) -> Command {
     cmd
 }
 
+/// Starts the server with `--create-table` and waits for its address.
+fn serve(mut command: Command) -> (String, ChildGuard) {
+    let mut child = command
+        .arg("--create-table")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let addr = announced_addr(&mut child);
+    (addr, ChildGuard::new(child, "unique-server"))
+}
+
 /// One HTTP/1.1 request on a fresh connection; returns the raw answer. A server that
 /// does not answer within [`PATIENCE`] fails the test instead of hanging it.
 fn request(addr: &str, method: &str, path: &str, body: &str) -> String {
@@ -58,14 +70,10 @@ fn http(addr: &str, path: &str, body: &str) -> String {
 #[test]
 fn serves_claims_on_dynamodb_and_creates_the_table() {
     let dynalite = Dynalite::shared();
-    let mut child = server_command(&dynalite.endpoint_url(), "server-binary-test")
-        .arg("--create-table")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let addr = announced_addr(&mut child);
-    let _server = ChildGuard::new(child, "unique-server");
+    let (addr, _server) = serve(server_command(
+        &dynalite.endpoint_url(),
+        "server-binary-test",
+    ));
 
     let claim = r#"{"project":"srv","env":"ddb","uid":7,"owner":{"endpoint":"http://127.0.0.1:9/k"},"claim_id":"c1"}"#;
     let first = http(&addr, "/v1/claim", claim);
@@ -117,19 +125,14 @@ fn unreachable_endpoint_fails_within_the_startup_bound() {
 fn a_stalled_store_answers_503_within_the_bound_and_recovers() {
     let proxy = StallProxy::start(Dynalite::shared().addr());
     let (operation, kick, claim_attempts) = (Duration::from_secs(1), Duration::from_millis(500), 1);
-    let mut child = server_command(&proxy.url(), "server-stall-test")
-        .arg("--create-table")
+    let mut command = server_command(&proxy.url(), "server-stall-test");
+    command
         .args(["--store-attempt-timeout", "300ms"])
         .args(["--store-operation-timeout", "1s"])
         .args(["--store-max-attempts", "2"])
         .args(["--kick-timeout", "500ms"])
-        .args(["--max-claim-attempts", "1"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let addr = announced_addr(&mut child);
-    let _server = ChildGuard::new(child, "unique-server");
+        .args(["--max-claim-attempts", "1"]);
+    let (addr, _server) = serve(command);
     let bound = (operation + kick + operation) * claim_attempts;
     let claim = |uid: u32| {
         format!(

@@ -119,51 +119,51 @@ async fn check_reachable_is_bounded_when_the_server_never_answers() {
     holder.abort();
 }
 
+/// Connect, attempt and operation timeouts, and attempts, of the store's client.
+fn limits(store: &DynamoStore) -> [Option<Duration>; 3] {
+    let timeouts = store.client().config().timeout_config().unwrap();
+    [
+        timeouts.connect_timeout(),
+        timeouts.operation_attempt_timeout(),
+        timeouts.operation_timeout(),
+    ]
+}
+
+fn max_attempts(store: &DynamoStore) -> u32 {
+    store
+        .client()
+        .config()
+        .retry_config()
+        .unwrap()
+        .max_attempts()
+}
+
 #[tokio::test]
 async fn a_built_client_has_the_documented_timeouts_and_attempts() {
-    let store = DynamoStore::builder()
-        .region(REGION)
-        .static_credentials(ACCESS_KEY_ID, SECRET_ACCESS_KEY)
-        .build()
-        .await
-        .unwrap();
-    let conf = store.client().config();
-    let timeouts = conf.timeout_config().unwrap();
-    assert_eq!(timeouts.connect_timeout(), Some(DEFAULT_CONNECT_TIMEOUT));
+    let store = common::builder().build().await.unwrap();
     assert_eq!(
-        timeouts.operation_attempt_timeout(),
-        Some(DEFAULT_ATTEMPT_TIMEOUT)
+        limits(&store),
+        [
+            Some(DEFAULT_CONNECT_TIMEOUT),
+            Some(DEFAULT_ATTEMPT_TIMEOUT),
+            Some(DEFAULT_OPERATION_TIMEOUT)
+        ]
     );
-    assert_eq!(
-        timeouts.operation_timeout(),
-        Some(DEFAULT_OPERATION_TIMEOUT)
-    );
-    let retry = conf.retry_config().unwrap();
-    assert_eq!(retry.max_attempts(), DEFAULT_MAX_ATTEMPTS);
+    assert_eq!(max_attempts(&store), DEFAULT_MAX_ATTEMPTS);
+    let retry = store.client().config().retry_config().unwrap();
     assert_eq!(retry.initial_backoff(), DEFAULT_RETRY_BACKOFF);
 
-    let tuned = DynamoStore::builder()
-        .region(REGION)
-        .static_credentials(ACCESS_KEY_ID, SECRET_ACCESS_KEY)
-        .connect_timeout(Duration::from_millis(50))
-        .attempt_timeout(Duration::from_millis(60))
-        .operation_timeout(Duration::from_millis(70))
+    let ms = Duration::from_millis;
+    let tuned = common::builder()
+        .connect_timeout(ms(50))
+        .attempt_timeout(ms(60))
+        .operation_timeout(ms(70))
         .max_attempts(5)
         .build()
         .await
         .unwrap();
-    let conf = tuned.client().config();
-    let timeouts = conf.timeout_config().unwrap();
-    assert_eq!(timeouts.connect_timeout(), Some(Duration::from_millis(50)));
-    assert_eq!(
-        timeouts.operation_attempt_timeout(),
-        Some(Duration::from_millis(60))
-    );
-    assert_eq!(
-        timeouts.operation_timeout(),
-        Some(Duration::from_millis(70))
-    );
-    assert_eq!(conf.retry_config().unwrap().max_attempts(), 5);
+    assert_eq!(limits(&tuned), [Some(ms(50)), Some(ms(60)), Some(ms(70))]);
+    assert_eq!(max_attempts(&tuned), 5);
 }
 
 #[tokio::test]
@@ -184,13 +184,14 @@ async fn a_given_client_keeps_its_own_timeouts_unless_set() {
         .build()
         .await
         .unwrap();
-    let timeouts = store.client().config().timeout_config().unwrap().clone();
-    assert_eq!(timeouts.operation_timeout(), Some(Duration::from_secs(42)));
     assert_eq!(
-        timeouts.operation_attempt_timeout(),
-        Some(Duration::from_millis(60))
+        limits(&store),
+        [
+            None,
+            Some(Duration::from_millis(60)),
+            Some(Duration::from_secs(42))
+        ]
     );
-    assert_eq!(timeouts.connect_timeout(), None);
 }
 
 /// Readiness is one strongly consistent `GetItem` of the sentinel key; it writes nothing.
@@ -218,11 +219,9 @@ async fn check_ready_is_one_get_item_and_writes_nothing() {
 async fn a_stalled_endpoint_fails_within_the_timeouts_and_recovers() {
     common::store().await; // the table exists
     let proxy = StallProxy::start(Dynalite::shared().addr());
-    let store = DynamoStore::builder()
+    let store = common::builder()
         .table(common::TABLE)
         .endpoint_url(proxy.url())
-        .region(REGION)
-        .static_credentials(ACCESS_KEY_ID, SECRET_ACCESS_KEY)
         .attempt_timeout(Duration::from_millis(300))
         .operation_timeout(Duration::from_secs(1))
         .max_attempts(2)
