@@ -222,9 +222,9 @@ async fn a_stalled_endpoint_fails_within_the_timeouts_and_recovers() {
     let store = common::builder()
         .table(common::TABLE)
         .endpoint_url(proxy.url())
-        .attempt_timeout(Duration::from_millis(300))
-        .operation_timeout(Duration::from_secs(1))
-        .max_attempts(2)
+        .attempt_timeout(Duration::from_millis(500))
+        .operation_timeout(Duration::from_millis(1500))
+        .max_attempts(3)
         .build()
         .await
         .unwrap();
