@@ -7,6 +7,6 @@ mod service;
 
 pub use auth::{Grant, MIN_TOKEN_BYTES, Tokens, TokensError, Unauthenticated};
 pub use serve::{DRAIN_TIMEOUT, serve, serve_with};
-pub use service::{ArbiterService, MAX_BODY_BYTES, ResponseBody};
+pub use service::{ArbiterService, DEFAULT_READY_TIMEOUT, MAX_BODY_BYTES, ResponseBody};
 /// The guards of [`serve_with`]: connection caps, timeouts, TLS (from `unique-serve`).
 pub use unique_serve::ServeOptions;

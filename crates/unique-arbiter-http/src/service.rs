@@ -6,6 +6,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use crate::auth::{Grant, Tokens, Unauthenticated};
 use crate::request_id::RequestId;
@@ -28,6 +29,9 @@ pub use unique_wire::MAX_REQUEST_BODY_BYTES as MAX_BODY_BYTES;
 /// The response body type of every answer.
 pub type ResponseBody = Full<Bytes>;
 
+/// How long `/readyz` waits for the store's [`Store::check_ready`] by default.
+pub const DEFAULT_READY_TIMEOUT: Duration = Duration::from_secs(2);
+
 /// Serves the wire contract over an [`Arbiter`].
 ///
 /// A [`tower_service::Service`] for any request body whose data is [`Bytes`]: mount it in
@@ -38,6 +42,7 @@ pub struct ArbiterService<S> {
     arbiter: Arbiter<S>,
     /// `None`: every caller may act on every key (a network where every host is trusted).
     tokens: Option<Arc<Tokens>>,
+    ready_timeout: Duration,
 }
 
 impl<S> Clone for ArbiterService<S> {
@@ -45,6 +50,7 @@ impl<S> Clone for ArbiterService<S> {
         Self {
             arbiter: self.arbiter.clone(),
             tokens: self.tokens.clone(),
+            ready_timeout: self.ready_timeout,
         }
     }
 }
@@ -56,15 +62,24 @@ impl<S: Store> ArbiterService<S> {
         Self {
             arbiter,
             tokens: None,
+            ready_timeout: DEFAULT_READY_TIMEOUT,
         }
     }
 
     /// Requires a bearer token from [`Tokens`] on every `/v1/*` request: a missing or
     /// unknown token gets 401 `unauthenticated`, a key outside the token's scope 403
-    /// `forbidden`, both before the arbiter is called. `/healthz` stays open.
+    /// `forbidden`, both before the arbiter is called. `/healthz` and `/readyz` stay open.
     #[must_use]
     pub fn with_tokens(mut self, tokens: Tokens) -> Self {
         self.tokens = Some(Arc::new(tokens));
+        self
+    }
+
+    /// How long `/readyz` waits for the store's [`Store::check_ready`] before answering 503
+    /// (default [`DEFAULT_READY_TIMEOUT`]).
+    #[must_use]
+    pub fn ready_timeout(mut self, timeout: Duration) -> Self {
+        self.ready_timeout = timeout;
         self
     }
 
@@ -82,6 +97,7 @@ impl<S: Store> ArbiterService<S> {
                 );
             }
             Some(Route::Health) => return text(StatusCode::OK, "ok"),
+            Some(Route::Ready) => return self.ready().await,
             Some(route) => route,
             None => return error(ErrorCode::NotFound, "no such path"),
         };
@@ -112,10 +128,32 @@ impl<S: Store> ArbiterService<S> {
             Route::Claim => self.claim(&body, grant, &request_id).await,
             Route::Current => self.current(&body, grant, &request_id).await,
             Route::Release => self.release(&body, grant, &request_id).await,
-            // Answered above, before reading a body.
+            // Answered above, before authentication and without reading a body.
             Route::Health => return text(StatusCode::OK, "ok"),
+            Route::Ready => return self.ready().await,
         };
         result.unwrap_or_else(|e| error_body(ErrorBody::from_error(&e)))
+    }
+
+    /// `/readyz`: `ok` when the store answers within the ready timeout; any failure is 503
+    /// `unavailable` with its reason (a throttle too: the store cannot take this server's
+    /// traffic now).
+    async fn ready(&self) -> Response<ResponseBody> {
+        let within = self.ready_timeout;
+        match tokio::time::timeout(within, self.arbiter.store().check_ready()).await {
+            Ok(Ok(())) => text(StatusCode::OK, "ok"),
+            Ok(Err(e)) => {
+                let reason = ErrorBody::from_error(&e).message;
+                error(
+                    ErrorCode::Unavailable,
+                    &format!("store not ready: {reason}"),
+                )
+            }
+            Err(_) => error(
+                ErrorCode::Unavailable,
+                &format!("store not ready: no answer within {within:?}"),
+            ),
+        }
     }
 
     async fn claim(

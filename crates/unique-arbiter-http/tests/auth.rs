@@ -1,5 +1,5 @@
 //! Caller authentication over real HTTP: a missing or unknown token is 401, a key outside
-//! the token's scope 403, and neither reaches the store; `/healthz` stays open.
+//! the token's scope 403, and neither reaches the store; `/healthz` and `/readyz` stay open.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -210,20 +210,26 @@ async fn tokens_act_inside_their_scope() {
     assert_eq!(released.body, json!({"released": true}));
 }
 
+/// Probes need no token: `/healthz` answers without the store, `/readyz` reads it.
 #[tokio::test]
-async fn healthz_stays_open() {
-    let (addr, _store) = start().await;
+async fn healthz_and_readyz_stay_open() {
+    let (addr, store) = start().await;
     let stream = TcpStream::connect(addr).await.unwrap();
     let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
         .await
         .unwrap();
     tokio::spawn(conn);
-    let req = Request::get("/healthz")
-        .header("host", "test")
-        .body(Full::new(Bytes::new()))
-        .unwrap();
-    let res = sender.send_request(req).await.unwrap();
-    assert_eq!(res.status(), StatusCode::OK);
+    for path in ["/healthz", "/readyz"] {
+        let req = Request::get(path)
+            .header("host", "test")
+            .body(Full::new(Bytes::new()))
+            .unwrap();
+        let res = sender.send_request(req).await.unwrap();
+        assert_eq!(res.status(), StatusCode::OK, "{path}");
+        let body = res.into_body().collect().await.unwrap().to_bytes();
+        assert_eq!(&body[..], b"ok", "{path}");
+    }
+    assert_eq!(store.calls.load(Ordering::SeqCst), 1, "one readiness read");
 }
 
 #[tokio::test]

@@ -3,6 +3,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use http::{Method, Request, StatusCode};
@@ -18,9 +19,12 @@ use unique_store_memory::MemoryStore;
 
 /// Starts a server on a free loopback port; it stops when the test's runtime ends.
 async fn start(store: Arc<dyn Store>) -> SocketAddr {
+    start_service(ArbiterService::new(Arbiter::new(store))).await
+}
+
+async fn start_service(service: ArbiterService<Arc<dyn Store>>) -> SocketAddr {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let service = ArbiterService::new(Arbiter::new(store));
     tokio::spawn(serve(listener, service, std::future::pending()));
     addr
 }
@@ -196,16 +200,33 @@ async fn owner_region_and_cluster_may_be_omitted() {
     assert_eq!(current.json()["owner"], json!({"endpoint": "https://h/k"}));
 }
 
+fn probe(method: Method, path: &str) -> Request<Full<Bytes>> {
+    Request::builder()
+        .method(method)
+        .uri(path)
+        .header("host", "t")
+        .body(Full::new(Bytes::new()))
+        .unwrap()
+}
+
 #[tokio::test]
 async fn healthz_answers_ok() {
     let addr = memory_server().await;
-    let req = Request::get("/healthz")
-        .header("host", "t")
-        .body(Full::new(Bytes::new()))
-        .unwrap();
-    let answer = send(addr, req).await;
+    let answer = send(addr, probe(Method::GET, "/healthz")).await;
     assert_eq!(answer.status, StatusCode::OK);
     assert_eq!(&answer.body[..], b"ok");
+}
+
+#[tokio::test]
+async fn readyz_answers_ok_when_the_store_answers() {
+    let addr = memory_server().await;
+    let answer = send(addr, probe(Method::GET, "/readyz")).await;
+    assert_eq!(answer.status, StatusCode::OK);
+    assert_eq!(answer.content_type, "text/plain");
+    assert_eq!(&answer.body[..], b"ok");
+    let head = send(addr, probe(Method::HEAD, "/readyz")).await;
+    assert_eq!(head.status, StatusCode::OK);
+    assert!(head.body.is_empty(), "{:?}", head.body);
 }
 
 #[tokio::test]
@@ -227,14 +248,9 @@ async fn wrong_method_is_405_on_every_route() {
         (Method::PUT, "/v1/current"),
         (Method::DELETE, "/v1/release"),
         (Method::POST, "/healthz"),
+        (Method::PUT, "/readyz"),
     ] {
-        let req = Request::builder()
-            .method(method.clone())
-            .uri(path)
-            .header("host", "t")
-            .body(Full::new(Bytes::new()))
-            .unwrap();
-        send(addr, req).await.assert_error(
+        send(addr, probe(method, path)).await.assert_error(
             StatusCode::METHOD_NOT_ALLOWED,
             "method_not_allowed",
             "method",
@@ -488,13 +504,25 @@ async fn bad_endpoint_never_echoes_its_query_string() {
     assert!(!String::from_utf8_lossy(&answer.body).contains("hunter2"));
 }
 
-/// A store that fails every call the same way.
-struct FailingStore(fn() -> Error);
+/// A store that answers no call: every call fails the same way, or never finishes.
+enum BrokenStore {
+    Fails(fn() -> Error),
+    Hangs,
+}
+
+impl BrokenStore {
+    async fn answer<T>(&self) -> Result<T, Error> {
+        match self {
+            Self::Fails(fail) => Err(fail()),
+            Self::Hangs => std::future::pending().await,
+        }
+    }
+}
 
 #[async_trait]
-impl Store for FailingStore {
+impl Store for BrokenStore {
     async fn read_owner(&self, _: &Key) -> Result<OwnerState, Error> {
-        Err((self.0)())
+        self.answer().await
     }
     async fn claim_cas(
         &self,
@@ -503,13 +531,13 @@ impl Store for FailingStore {
         _: &str,
         _: &OwnerState,
     ) -> Result<CasOutcome, Error> {
-        Err((self.0)())
+        self.answer().await
     }
     async fn current(&self, _: &Key) -> Result<CurrentView, Error> {
-        Err((self.0)())
+        self.answer().await
     }
     async fn release(&self, _: &Key, _: i64) -> Result<bool, Error> {
-        Err((self.0)())
+        self.answer().await
     }
 }
 
@@ -520,7 +548,7 @@ async fn assert_every_route_fails(
     code: &str,
     needle: &str,
 ) {
-    let addr = start(Arc::new(FailingStore(fail))).await;
+    let addr = start(Arc::new(BrokenStore::Fails(fail))).await;
     let key = json!({"project": "p", "env": "e", "uid": 1});
     let release = json!({"project": "p", "env": "e", "uid": 1, "gen": 1});
     for (path, body) in [
@@ -554,6 +582,49 @@ async fn unavailable_store_is_503_on_every_route() {
         "disk on fire",
     )
     .await;
+}
+
+/// A failing store check is 503 with its reason, a throttle included (the store cannot
+/// take traffic now); `/healthz` does not ask the store.
+#[tokio::test]
+async fn readyz_is_503_with_the_reason_when_the_store_check_fails() {
+    let addr = start(Arc::new(BrokenStore::Fails(|| {
+        Error::unavailable("disk on fire")
+    })))
+    .await;
+    send(addr, probe(Method::GET, "/readyz"))
+        .await
+        .assert_error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "unavailable",
+            "store not ready: disk on fire",
+        );
+    let head = send(addr, probe(Method::HEAD, "/readyz")).await;
+    assert_eq!(head.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(
+        send(addr, probe(Method::GET, "/healthz")).await.status,
+        StatusCode::OK
+    );
+
+    let throttled = start(Arc::new(BrokenStore::Fails(|| Error::Throttled))).await;
+    send(throttled, probe(Method::GET, "/readyz"))
+        .await
+        .assert_error(StatusCode::SERVICE_UNAVAILABLE, "unavailable", "throttled");
+}
+
+/// The ready timeout answers for a store that does not: 503, saying so.
+#[tokio::test]
+async fn readyz_is_503_when_the_store_check_hangs() {
+    let service = ArbiterService::new(Arbiter::new(Arc::new(BrokenStore::Hangs) as Arc<dyn Store>))
+        .ready_timeout(Duration::from_millis(100));
+    let addr = start_service(service).await;
+    send(addr, probe(Method::GET, "/readyz"))
+        .await
+        .assert_error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "unavailable",
+            "store not ready: no answer within 100ms",
+        );
 }
 
 #[tokio::test]

@@ -72,6 +72,29 @@ pub trait Store: Send + Sync + 'static {
 
     /// Fenced tombstone at `generation` (C5).
     async fn release(&self, key: &Key, generation: i64) -> Result<bool, Error>;
+
+    /// Whether the store answers now: what a readiness probe asks.
+    ///
+    /// The default is one strongly consistent [`read_owner`](Store::read_owner) of
+    /// [`ready_key`]: the same kind of read a claim starts with, writing nothing. It
+    /// reads the record rather than [`current`](Store::current) so that whatever the
+    /// sentinel key holds (it is a valid key anyone may claim) cannot make a healthy
+    /// store look unready. A backend overrides it with a cheaper check that still
+    /// goes through the path its operations use. It carries no deadline of its own:
+    /// the caller bounds it.
+    ///
+    /// # Errors
+    ///
+    /// `Unavailable` when the store cannot be read; `Throttled` when it throttled.
+    async fn check_ready(&self) -> Result<(), Error> {
+        self.read_owner(&ready_key()).await.map(drop)
+    }
+}
+
+/// The sentinel key of the default [`Store::check_ready`]: project `unique`, env
+/// `readyz`, uid 1. A valid key, so every backend can read it; readiness only reads it.
+pub fn ready_key() -> Key {
+    Key::new("unique", "readyz", 1)
 }
 
 macro_rules! forward_store {
@@ -95,6 +118,9 @@ macro_rules! forward_store {
             }
             async fn release(&self, key: &Key, generation: i64) -> Result<bool, Error> {
                 (**self).release(key, generation).await
+            }
+            async fn check_ready(&self) -> Result<(), Error> {
+                (**self).check_ready().await
             }
         }
     };
@@ -130,9 +156,96 @@ pub fn decode_owner(raw: &str) -> Result<Option<Owner>, ()> {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
     use super::*;
 
     fn _object_safe(_: Box<dyn Store>) {}
+
+    /// Implements `Store` for `$ty` with `read_owner` answered by `$read` and every other
+    /// required method failing the test (readiness never writes); `$extra` adds overrides.
+    macro_rules! reading_store {
+        ($ty:ty, $read:expr, { $($extra:tt)* }) => {
+            #[async_trait]
+            impl Store for $ty {
+                async fn read_owner(&self, key: &Key) -> Result<OwnerState, Error> {
+                    ($read)(self, key)
+                }
+                async fn claim_cas(
+                    &self,
+                    _: &Key,
+                    _: &Owner,
+                    _: &str,
+                    _: &OwnerState,
+                ) -> Result<CasOutcome, Error> {
+                    unreachable!("readiness never writes")
+                }
+                async fn current(&self, _: &Key) -> Result<CurrentView, Error> {
+                    unreachable!("readiness reads with read_owner")
+                }
+                async fn release(&self, _: &Key, _: i64) -> Result<bool, Error> {
+                    unreachable!("readiness never writes")
+                }
+                $($extra)*
+            }
+        };
+    }
+
+    /// Reads through the default `check_ready`, counting the reads.
+    #[derive(Default)]
+    struct Sentinel(AtomicUsize);
+
+    reading_store!(
+        Sentinel,
+        |store: &Sentinel, key: &Key| {
+            assert_eq!(*key, ready_key(), "readiness reads only the sentinel");
+            store.0.fetch_add(1, Ordering::SeqCst);
+            Ok(OwnerState::default())
+        },
+        {}
+    );
+
+    /// Overrides `check_ready` with its own answer.
+    struct OwnCheck;
+
+    reading_store!(
+        OwnCheck,
+        |_: &OwnCheck, _: &Key| unreachable!("the override does not read"),
+        {
+            async fn check_ready(&self) -> Result<(), Error> {
+                Err(Error::unavailable("own check"))
+            }
+        }
+    );
+
+    #[test]
+    fn ready_key_is_a_valid_key() {
+        crate::ValidationLimits::default()
+            .check_key(&ready_key())
+            .unwrap();
+    }
+
+    #[tokio::test]
+    async fn default_check_ready_reads_the_sentinel_once_through_arc_and_box() {
+        let arc = Arc::new(Sentinel::default());
+        arc.check_ready().await.unwrap();
+        assert_eq!(arc.0.load(Ordering::SeqCst), 1);
+        let boxed: Box<dyn Store> = Box::new(Arc::clone(&arc));
+        boxed.check_ready().await.unwrap();
+        assert_eq!(arc.0.load(Ordering::SeqCst), 2);
+    }
+
+    #[tokio::test]
+    async fn arc_and_box_forward_an_overridden_check_ready() {
+        let arc = Arc::new(OwnCheck);
+        let boxed: Box<dyn Store> = Box::new(OwnCheck);
+        for err in [
+            arc.check_ready().await.unwrap_err(),
+            boxed.check_ready().await.unwrap_err(),
+        ] {
+            assert_eq!(err.to_string(), "unavailable: own check");
+        }
+    }
 
     #[test]
     fn owner_codec() {

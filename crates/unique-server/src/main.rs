@@ -58,6 +58,29 @@ struct Args {
     #[arg(long, env = "UNIQUE_CREATE_TABLE")]
     create_table: bool,
 
+    // DynamoDB client timeouts: together they bound every store call, so every claim.
+    /// DynamoDB: time allowed to open a connection.
+    #[arg(long, env = "UNIQUE_STORE_CONNECT_TIMEOUT", default_value_t = unique_store_dynamodb::DEFAULT_CONNECT_TIMEOUT.into(), value_parser = positive_duration)]
+    store_connect_timeout: humantime::Duration,
+
+    /// DynamoDB: time allowed for one HTTP attempt of a store call, connect included; a
+    /// connection that stopped answering is dropped and the call retried on a new one.
+    #[arg(long, env = "UNIQUE_STORE_ATTEMPT_TIMEOUT", default_value_t = unique_store_dynamodb::DEFAULT_ATTEMPT_TIMEOUT.into(), value_parser = positive_duration)]
+    store_attempt_timeout: humantime::Duration,
+
+    /// DynamoDB: time allowed for one store call, every attempt and backoff included (the
+    /// most a claim waits on each of its reads and writes).
+    #[arg(long, env = "UNIQUE_STORE_OPERATION_TIMEOUT", default_value_t = unique_store_dynamodb::DEFAULT_OPERATION_TIMEOUT.into(), value_parser = positive_duration)]
+    store_operation_timeout: humantime::Duration,
+
+    /// DynamoDB: HTTP attempts per store call (1: no retry).
+    #[arg(long, env = "UNIQUE_STORE_MAX_ATTEMPTS", default_value_t = unique_store_dynamodb::DEFAULT_MAX_ATTEMPTS, value_parser = clap::value_parser!(u32).range(1..))]
+    store_max_attempts: u32,
+
+    /// How long /readyz waits for the store to answer before it answers 503.
+    #[arg(long, env = "UNIQUE_READY_TIMEOUT", default_value_t = unique_arbiter_http::DEFAULT_READY_TIMEOUT.into(), value_parser = positive_duration)]
+    ready_timeout: humantime::Duration,
+
     /// How long an old session's kick receiver gets to confirm (e.g. 500ms, 3s).
     #[arg(long, env = "UNIQUE_KICK_TIMEOUT", default_value = "3s", value_parser = humantime::parse_duration)]
     kick_timeout: Duration,
@@ -284,7 +307,7 @@ async fn run_on<S: Store>(
         .kick_timeout(args.kick_timeout)
         .max_claim_attempts(args.max_claim_attempts)
         .build();
-    let mut service = ArbiterService::new(arbiter);
+    let mut service = ArbiterService::new(arbiter).ready_timeout(args.ready_timeout.into());
     if let Some(tokens) = tokens {
         service = service.with_tokens(tokens);
     } else if !args.listen.ip().is_loopback() {
@@ -367,7 +390,12 @@ async fn open_store(args: &Args) -> Result<OpenedStore, String> {
 }
 
 async fn open_dynamodb(args: &Args) -> Result<unique_store_dynamodb::DynamoStore, String> {
-    let mut builder = unique_store_dynamodb::DynamoStore::builder().table(&args.table);
+    let mut builder = unique_store_dynamodb::DynamoStore::builder()
+        .table(&args.table)
+        .connect_timeout(args.store_connect_timeout.into())
+        .attempt_timeout(args.store_attempt_timeout.into())
+        .operation_timeout(args.store_operation_timeout.into())
+        .max_attempts(args.store_max_attempts);
     if let Some(url) = &args.endpoint_url {
         builder = builder.endpoint_url(url);
     }
@@ -391,7 +419,13 @@ async fn open_dynamodb(args: &Args) -> Result<unique_store_dynamodb::DynamoStore
         .check_reachable(STARTUP_CHECK_TIMEOUT)
         .await
         .map_err(|e| format!("dynamodb table {} is not usable: {e}", args.table))?;
-    tracing::info!(table = %args.table, "dynamodb store ready");
+    tracing::info!(
+        table = %args.table,
+        attempt_timeout = %args.store_attempt_timeout,
+        operation_timeout = %args.store_operation_timeout,
+        max_attempts = args.store_max_attempts,
+        "dynamodb store ready"
+    );
     Ok(store)
 }
 

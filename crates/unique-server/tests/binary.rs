@@ -30,6 +30,16 @@ fn help_explains_every_flag_and_its_env_var() {
         "UNIQUE_AUTH_TOKENS",
         "--insecure-no-auth",
         "UNIQUE_INSECURE_NO_AUTH",
+        "--store-connect-timeout",
+        "UNIQUE_STORE_CONNECT_TIMEOUT",
+        "--store-attempt-timeout",
+        "UNIQUE_STORE_ATTEMPT_TIMEOUT",
+        "--store-operation-timeout",
+        "UNIQUE_STORE_OPERATION_TIMEOUT",
+        "--store-max-attempts",
+        "UNIQUE_STORE_MAX_ATTEMPTS",
+        "--ready-timeout",
+        "UNIQUE_READY_TIMEOUT",
     ] {
         assert!(help.contains(needle), "--help lacks {needle}:\n{help}");
     }
@@ -42,6 +52,10 @@ fn bad_flag_values_exit_non_zero_with_a_message() {
         &["--listen", "nowhere"],
         &["--log-format", "xml"],
         &["--store", "floppy"],
+        &["--store-attempt-timeout", "0s"],
+        &["--store-operation-timeout", "soon"],
+        &["--store-max-attempts", "0"],
+        &["--ready-timeout", "0ms"],
     ] {
         let out = Command::new(BIN).args(args).output().unwrap();
         assert!(!out.status.success(), "{args:?} should fail");
@@ -157,11 +171,13 @@ fn auth_tokens_file_guards_the_api() {
         &current_request(Some("Bearer bin-test-token-0123456789")),
     );
     assert!(allowed.starts_with("HTTP/1.1 200"), "{allowed}");
-    let health = raw(
-        &addr,
-        "GET /healthz HTTP/1.1\r\nhost: t\r\nconnection: close\r\n\r\n",
-    );
-    assert!(health.starts_with("HTTP/1.1 200"), "{health}");
+    for probe in ["/healthz", "/readyz"] {
+        let answer = raw(
+            &addr,
+            &format!("GET {probe} HTTP/1.1\r\nhost: t\r\nconnection: close\r\n\r\n"),
+        );
+        assert!(answer.starts_with("HTTP/1.1 200"), "{probe}: {answer}");
+    }
     child.kill().unwrap();
     child.wait().unwrap();
 }

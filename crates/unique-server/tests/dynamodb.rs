@@ -9,6 +9,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use unique_testsupport::dynalite::{ACCESS_KEY_ID, Dynalite, REGION, SECRET_ACCESS_KEY};
+use unique_testsupport::net::PATIENCE;
+use unique_testsupport::proxy::StallProxy;
 use unique_testsupport::{ChildGuard, free_port};
 
 use common::{BIN, announced_addr};
@@ -31,31 +33,47 @@ fn server_command(endpoint_url: &str, table: &str) -> Command {
     cmd
 }
 
-/// One HTTP/1.1 request on a fresh connection; returns the raw answer.
-fn http(addr: &str, path: &str, body: &str) -> String {
-    let mut stream = TcpStream::connect(addr).unwrap();
-    write!(
-        stream,
-        "POST {path} HTTP/1.1\r\nhost: t\r\nconnection: close\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    let mut answer = String::new();
-    stream.read_to_string(&mut answer).unwrap();
-    answer
-}
-
-#[test]
-fn serves_claims_on_dynamodb_and_creates_the_table() {
-    let dynalite = Dynalite::shared();
-    let mut child = server_command(&dynalite.endpoint_url(), "server-binary-test")
+/// Starts the server with `--create-table` and waits for its address.
+fn serve(mut command: Command) -> (String, ChildGuard) {
+    let mut child = command
         .arg("--create-table")
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
         .unwrap();
     let addr = announced_addr(&mut child);
-    let _server = ChildGuard::new(child, "unique-server");
+    (addr, ChildGuard::new(child, "unique-server"))
+}
+
+/// One HTTP/1.1 request on a fresh connection; returns the raw answer. A server that
+/// does not answer within [`PATIENCE`] fails the test instead of hanging it.
+fn request(addr: &str, method: &str, path: &str, body: &str) -> String {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream.set_read_timeout(Some(PATIENCE)).unwrap();
+    write!(
+        stream,
+        "{method} {path} HTTP/1.1\r\nhost: t\r\nconnection: close\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut answer = String::new();
+    stream
+        .read_to_string(&mut answer)
+        .unwrap_or_else(|e| panic!("no answer to {method} {path}: {e}; got {answer:?}"));
+    answer
+}
+
+fn http(addr: &str, path: &str, body: &str) -> String {
+    request(addr, "POST", path, body)
+}
+
+#[test]
+fn serves_claims_on_dynamodb_and_creates_the_table() {
+    let dynalite = Dynalite::shared();
+    let (addr, _server) = serve(server_command(
+        &dynalite.endpoint_url(),
+        "server-binary-test",
+    ));
 
     let claim = r#"{"project":"srv","env":"ddb","uid":7,"owner":{"endpoint":"http://127.0.0.1:9/k"},"claim_id":"c1"}"#;
     let first = http(&addr, "/v1/claim", claim);
@@ -96,4 +114,60 @@ fn unreachable_endpoint_fails_within_the_startup_bound() {
         "took {:?}",
         started.elapsed()
     );
+}
+
+/// The store stops answering (a proxy in front of dynalite swallows every byte, on new
+/// and pooled connections alike): a claim answers 503 within the documented bound,
+/// `max_claim_attempts × (operation timeout + kick timeout + operation timeout)`, and
+/// `/readyz` answers 503. Once the store answers again both recover, on new connections:
+/// the silenced pooled ones never answer again, so the attempt timeout must drop them.
+#[test]
+fn a_stalled_store_answers_503_within_the_bound_and_recovers() {
+    let proxy = StallProxy::start(Dynalite::shared().addr());
+    // Short store timeouts, with room for a loaded machine's slow answers while forwarding.
+    let (operation, kick, claim_attempts) =
+        (Duration::from_millis(1500), Duration::from_millis(500), 1);
+    let mut command = server_command(&proxy.url(), "server-stall-test");
+    command
+        .args(["--store-attempt-timeout", "500ms"])
+        .args(["--store-operation-timeout", "1500ms"])
+        .args(["--store-max-attempts", "3"])
+        .args(["--kick-timeout", "500ms"])
+        .args(["--max-claim-attempts", "1"]);
+    let (addr, _server) = serve(command);
+    let bound = (operation + kick + operation) * claim_attempts;
+    let claim = |uid: u32| {
+        format!(
+            r#"{{"project":"srv","env":"stall","uid":{uid},"owner":{{"endpoint":"http://127.0.0.1:9/k"}},"claim_id":"c{uid}"}}"#
+        )
+    };
+    let ok = |answer: &str| answer.starts_with("HTTP/1.1 200");
+
+    // Answering: claims and readiness go through, and leave pooled connections behind.
+    let first = http(&addr, "/v1/claim", &claim(1));
+    assert!(ok(&first), "{first}");
+    let ready = request(&addr, "GET", "/readyz", "");
+    assert!(ok(&ready) && ready.ends_with("ok"), "{ready}");
+
+    proxy.stall();
+    let started = Instant::now();
+    let stalled = http(&addr, "/v1/claim", &claim(2));
+    let took = started.elapsed();
+    assert!(stalled.starts_with("HTTP/1.1 503"), "{stalled}");
+    assert!(stalled.contains(r#""error":"unavailable""#), "{stalled}");
+    // A correctness ceiling (the claim is bounded at all), not a speed measurement.
+    assert!(
+        took < bound * 3,
+        "a stalled claim took {took:?}; bound {bound:?}"
+    );
+    let not_ready = request(&addr, "GET", "/readyz", "");
+    assert!(not_ready.starts_with("HTTP/1.1 503"), "{not_ready}");
+    assert!(not_ready.contains("store not ready"), "{not_ready}");
+
+    proxy.forward();
+    let retried = http(&addr, "/v1/claim", &claim(2));
+    assert!(ok(&retried), "{retried}");
+    assert!(retried.contains(r#""gen":1"#), "{retried}");
+    let ready = request(&addr, "GET", "/readyz", "");
+    assert!(ok(&ready), "{ready}");
 }

@@ -16,12 +16,28 @@ use crate::metrics::RequestCounter;
 /// The table name used when none is configured.
 pub const DEFAULT_TABLE: &str = "unique-sessions";
 
-/// Connect timeout of a client this builder creates (unless overridden).
-pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+/// Connect timeout of a client this builder creates (unless overridden): a TCP and TLS
+/// handshake with DynamoDB in the same region takes milliseconds.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 
-/// Whole-operation timeout (all SDK attempts together) of a client this builder
-/// creates (unless overridden): a store call never hangs a claim forever.
-pub const DEFAULT_OPERATION_TIMEOUT: Duration = Duration::from_secs(10);
+/// Per-attempt timeout of a client this builder creates (unless overridden): one HTTP
+/// attempt, connect included. A pooled connection that stopped answering costs at most
+/// this before the SDK drops it and retries on a new one.
+pub const DEFAULT_ATTEMPT_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// Whole-operation timeout (every SDK attempt and the backoff between them) of a client
+/// this builder creates (unless overridden): the most any one store call takes, so the
+/// most a claim waits on each of its reads and writes.
+pub const DEFAULT_OPERATION_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// HTTP attempts per operation of a client this builder creates (unless overridden): the
+/// SDK's standard retry policy, with backoff starting at [`DEFAULT_RETRY_BACKOFF`].
+pub const DEFAULT_MAX_ATTEMPTS: u32 = 3;
+
+/// First retry backoff of a client this builder creates (jittered, doubling). The SDK's
+/// standard 1 s would leave no room for a third attempt inside
+/// [`DEFAULT_OPERATION_TIMEOUT`].
+pub const DEFAULT_RETRY_BACKOFF: Duration = Duration::from_millis(100);
 
 /// Configures a [`DynamoStore`].
 ///
@@ -32,9 +48,12 @@ pub const DEFAULT_OPERATION_TIMEOUT: Duration = Duration::from_secs(10);
 /// web identity, container and instance metadata) is used when the default
 /// `aws-config` feature is on.
 ///
-/// Timeouts and the attempt limit apply on top of either client; a client
-/// built here defaults to [`DEFAULT_CONNECT_TIMEOUT`] and
-/// [`DEFAULT_OPERATION_TIMEOUT`] with the SDK's standard retry policy.
+/// Timeouts and the attempt limit apply on top of either client. A client built
+/// here defaults to [`DEFAULT_CONNECT_TIMEOUT`], [`DEFAULT_ATTEMPT_TIMEOUT`],
+/// [`DEFAULT_OPERATION_TIMEOUT`] and [`DEFAULT_MAX_ATTEMPTS`]; a given client
+/// keeps its own unless they are set here. With the defaults no store call takes
+/// longer than 3 s, whether DynamoDB answers slowly, not at all, or a pooled
+/// connection went silent.
 #[derive(Default)]
 pub struct DynamoStoreBuilder {
     table: Option<String>,
@@ -113,28 +132,32 @@ impl DynamoStoreBuilder {
         self
     }
 
-    /// Time allowed to open a connection.
+    /// Time allowed to open a connection (default [`DEFAULT_CONNECT_TIMEOUT`]).
     #[must_use]
     pub fn connect_timeout(mut self, timeout: Duration) -> Self {
         self.connect_timeout = Some(timeout);
         self
     }
 
-    /// Time allowed for a whole operation, SDK retries included.
+    /// Time allowed for a whole operation, SDK retries and their backoff included
+    /// (default [`DEFAULT_OPERATION_TIMEOUT`]).
     #[must_use]
     pub fn operation_timeout(mut self, timeout: Duration) -> Self {
         self.operation_timeout = Some(timeout);
         self
     }
 
-    /// Time allowed for one HTTP attempt of an operation.
+    /// Time allowed for one HTTP attempt of an operation, connect included (default
+    /// [`DEFAULT_ATTEMPT_TIMEOUT`]). An attempt that times out is retried on a new
+    /// connection while attempts and the operation timeout allow.
     #[must_use]
     pub fn attempt_timeout(mut self, timeout: Duration) -> Self {
         self.attempt_timeout = Some(timeout);
         self
     }
 
-    /// HTTP attempts per operation (1 = no SDK retry; values below 1 clamp to 1).
+    /// HTTP attempts per operation (default [`DEFAULT_MAX_ATTEMPTS`]; 1 = no SDK retry;
+    /// values below 1 clamp to 1).
     ///
     /// A retried conditional write that had already been applied fails its
     /// condition; the Arbiter's next read then finds its own claim_id and
@@ -168,9 +191,16 @@ impl DynamoStoreBuilder {
             .cloned()
             .unwrap_or_else(TimeoutConfig::disabled)
             .to_builder();
+        let mut retry = base.retry_config().cloned();
         if own_client {
             timeouts.set_connect_timeout(Some(DEFAULT_CONNECT_TIMEOUT));
+            timeouts.set_operation_attempt_timeout(Some(DEFAULT_ATTEMPT_TIMEOUT));
             timeouts.set_operation_timeout(Some(DEFAULT_OPERATION_TIMEOUT));
+            retry = Some(
+                RetryConfig::standard()
+                    .with_max_attempts(DEFAULT_MAX_ATTEMPTS)
+                    .with_initial_backoff(DEFAULT_RETRY_BACKOFF),
+            );
         }
         if let Some(t) = self.connect_timeout {
             timeouts.set_connect_timeout(Some(t));
@@ -181,13 +211,15 @@ impl DynamoStoreBuilder {
         if let Some(t) = self.attempt_timeout {
             timeouts.set_operation_attempt_timeout(Some(t));
         }
-        let mut conf = base.to_builder().timeout_config(timeouts.build());
         if let Some(attempts) = self.max_attempts {
-            let retry = base
-                .retry_config()
-                .cloned()
-                .unwrap_or_else(RetryConfig::standard)
-                .with_max_attempts(attempts);
+            retry = Some(
+                retry
+                    .unwrap_or_else(RetryConfig::standard)
+                    .with_max_attempts(attempts),
+            );
+        }
+        let mut conf = base.to_builder().timeout_config(timeouts.build());
+        if let Some(retry) = retry {
             conf = conf.retry_config(retry);
         }
         let counter = RequestCounter::default();

@@ -10,7 +10,8 @@ use aws_sdk_dynamodb::types::{
     ReturnValuesOnConditionCheckFailure, ScalarAttributeType, TableStatus,
 };
 use unique_core::{
-    CasOutcome, CurrentView, Error, Fence, Key, Owner, OwnerState, Store, async_trait, encode_owner,
+    CasOutcome, CurrentView, Error, Fence, Key, Owner, OwnerState, Store, async_trait,
+    encode_owner, ready_key,
 };
 
 use crate::builder::DynamoStoreBuilder;
@@ -35,6 +36,7 @@ const TABLE_POLL_INTERVAL: Duration = Duration::from_millis(100);
 ///   asks for the item (`ALL_OLD`) and hands it to the Arbiter as the next
 ///   snapshot when the server returns it.
 /// - `release`: one `UpdateItem SET owner = "" REMOVE cid` conditioned on `gen` (C5).
+/// - `check_ready`: a strongly consistent `GetItem` of [`ready_key`], whatever it holds.
 ///
 /// Cheap to clone (the SDK client is shared).
 #[derive(Debug, Clone)]
@@ -289,5 +291,14 @@ impl Store for DynamoStore {
                 UpdateFailure::Error(e) => Err(e),
             },
         }
+    }
+
+    /// A strongly consistent `GetItem` of the sentinel key, its item ignored: the
+    /// request a claim starts with (same endpoint, credentials, IAM action and
+    /// timeouts), so ready means claims can read. `DescribeTable` is a control-plane
+    /// call: it can answer while reads fail (or the reverse), and it needs no read
+    /// permission, so it would not say whether a claim can start.
+    async fn check_ready(&self) -> Result<(), Error> {
+        self.get(&ready_key()).await.map(drop)
     }
 }

@@ -7,7 +7,8 @@ mod error;
 mod metrics;
 
 pub use builder::{
-    DEFAULT_CONNECT_TIMEOUT, DEFAULT_OPERATION_TIMEOUT, DEFAULT_TABLE, DynamoStoreBuilder,
+    DEFAULT_ATTEMPT_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_ATTEMPTS,
+    DEFAULT_OPERATION_TIMEOUT, DEFAULT_RETRY_BACKOFF, DEFAULT_TABLE, DynamoStoreBuilder,
 };
 pub use client::DynamoStore;
 pub use metrics::RequestCounts;

@@ -6,11 +6,16 @@ mod common;
 
 use std::time::Duration;
 
+use aws_sdk_dynamodb::config::timeout::TimeoutConfig;
 use aws_sdk_dynamodb::types::{AttributeValue, BillingMode};
-use unique_core::{CasOutcome, Key, Owner, OwnerState, Store};
-use unique_store_dynamodb::{DynamoStore, RequestCounts};
+use unique_core::{CasOutcome, Key, Owner, OwnerState, Store, ready_key};
+use unique_store_dynamodb::{
+    DEFAULT_ATTEMPT_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_ATTEMPTS,
+    DEFAULT_OPERATION_TIMEOUT, DEFAULT_RETRY_BACKOFF, DynamoStore, RequestCounts,
+};
 use unique_testsupport::dynalite::{ACCESS_KEY_ID, Dynalite, REGION, SECRET_ACCESS_KEY};
 use unique_testsupport::free_port;
+use unique_testsupport::proxy::StallProxy;
 
 const BOUND: Duration = Duration::from_secs(10);
 
@@ -20,6 +25,8 @@ async fn store_on_table(table: &str) -> DynamoStore {
         .endpoint_url(Dynalite::shared().endpoint_url())
         .region(REGION)
         .static_credentials(ACCESS_KEY_ID, SECRET_ACCESS_KEY)
+        .attempt_timeout(BOUND)
+        .operation_timeout(BOUND)
         .max_attempts(1)
         .build()
         .await
@@ -110,6 +117,133 @@ async fn check_reachable_is_bounded_when_the_server_never_answers() {
     assert!(err.is_unavailable(), "{err:?}");
     assert!(err.to_string().contains("did not finish within"), "{err}");
     holder.abort();
+}
+
+/// Connect, attempt and operation timeouts, and attempts, of the store's client.
+fn limits(store: &DynamoStore) -> [Option<Duration>; 3] {
+    let timeouts = store.client().config().timeout_config().unwrap();
+    [
+        timeouts.connect_timeout(),
+        timeouts.operation_attempt_timeout(),
+        timeouts.operation_timeout(),
+    ]
+}
+
+fn max_attempts(store: &DynamoStore) -> u32 {
+    store
+        .client()
+        .config()
+        .retry_config()
+        .unwrap()
+        .max_attempts()
+}
+
+#[tokio::test]
+async fn a_built_client_has_the_documented_timeouts_and_attempts() {
+    let store = common::builder().build().await.unwrap();
+    assert_eq!(
+        limits(&store),
+        [
+            Some(DEFAULT_CONNECT_TIMEOUT),
+            Some(DEFAULT_ATTEMPT_TIMEOUT),
+            Some(DEFAULT_OPERATION_TIMEOUT)
+        ]
+    );
+    assert_eq!(max_attempts(&store), DEFAULT_MAX_ATTEMPTS);
+    let retry = store.client().config().retry_config().unwrap();
+    assert_eq!(retry.initial_backoff(), DEFAULT_RETRY_BACKOFF);
+
+    let ms = Duration::from_millis;
+    let tuned = common::builder()
+        .connect_timeout(ms(50))
+        .attempt_timeout(ms(60))
+        .operation_timeout(ms(70))
+        .max_attempts(5)
+        .build()
+        .await
+        .unwrap();
+    assert_eq!(limits(&tuned), [Some(ms(50)), Some(ms(60)), Some(ms(70))]);
+    assert_eq!(max_attempts(&tuned), 5);
+}
+
+#[tokio::test]
+async fn a_given_client_keeps_its_own_timeouts_unless_set() {
+    let mine = TimeoutConfig::builder()
+        .operation_timeout(Duration::from_secs(42))
+        .build();
+    let client = aws_sdk_dynamodb::Client::from_conf(
+        aws_sdk_dynamodb::Config::builder()
+            .behavior_version_latest()
+            .region(aws_sdk_dynamodb::config::Region::new(REGION))
+            .timeout_config(mine)
+            .build(),
+    );
+    let store = DynamoStore::builder()
+        .client(client)
+        .attempt_timeout(Duration::from_millis(60))
+        .build()
+        .await
+        .unwrap();
+    assert_eq!(
+        limits(&store),
+        [
+            None,
+            Some(Duration::from_millis(60)),
+            Some(Duration::from_secs(42))
+        ]
+    );
+}
+
+/// Readiness is one strongly consistent `GetItem` of the sentinel key; it writes nothing.
+#[tokio::test]
+async fn check_ready_is_one_get_item_and_writes_nothing() {
+    let store = common::store().await;
+    let before = store.request_counts();
+    store.check_ready().await.unwrap();
+    assert_eq!(
+        store.request_counts().since(&before),
+        RequestCounts {
+            get_item: 1,
+            update_item: 0,
+            other: 0
+        }
+    );
+    assert!(!store.read_owner(&ready_key()).await.unwrap().exists);
+}
+
+/// A store behind a proxy that stops answering: readiness and reads fail `Unavailable`
+/// within the operation timeout, on connections opened during the stall and on the pooled
+/// one silenced by it; once the proxy forwards again, the next calls succeed on new
+/// connections (the silenced one is never used again).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_endpoint_fails_within_the_timeouts_and_recovers() {
+    common::store().await; // the table exists
+    let proxy = StallProxy::start(Dynalite::shared().addr());
+    let store = common::builder()
+        .table(common::TABLE)
+        .endpoint_url(proxy.url())
+        .attempt_timeout(Duration::from_millis(500))
+        .operation_timeout(Duration::from_millis(1500))
+        .max_attempts(3)
+        .build()
+        .await
+        .unwrap();
+    let key = Key::new("stalled", "test", 1);
+    store.check_ready().await.unwrap(); // a pooled connection now exists
+
+    proxy.stall();
+    let not_ready = store.check_ready().await.unwrap_err();
+    assert!(not_ready.is_unavailable(), "{not_ready:?}");
+    assert_eq!(
+        not_ready.to_string(),
+        "unavailable: dynamodb GetItem timed out"
+    );
+    let read = store.read_owner(&key).await.unwrap_err();
+    assert!(read.is_unavailable(), "{read:?}");
+
+    proxy.forward();
+    store.check_ready().await.unwrap();
+    assert!(!store.read_owner(&key).await.unwrap().exists);
 }
 
 #[tokio::test]

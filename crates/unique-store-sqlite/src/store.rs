@@ -73,7 +73,8 @@ impl SqliteStore {
         self.synchronous
     }
 
-    /// A cheap liveness check for health endpoints: one read through the pool.
+    /// A cheap check for health endpoints: one read through the pool (also the store's
+    /// [`Store::check_ready`]).
     ///
     /// # Errors
     ///
@@ -147,5 +148,11 @@ impl Store for SqliteStore {
                 "sqlite writer answered a release with a claim",
             )),
         }
+    }
+
+    /// [`check`](SqliteStore::check): the read pool answers and the table is there,
+    /// without touching any key.
+    async fn check_ready(&self) -> Result<(), Error> {
+        self.check().await
     }
 }

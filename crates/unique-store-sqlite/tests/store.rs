@@ -358,3 +358,21 @@ async fn a_cancelled_claim_does_not_stop_the_writer() {
         "at most one of the cancelled claims was applied"
     );
 }
+
+/// Readiness is the pool's cheap read: ready on a working file without writing the
+/// sentinel key, `Unavailable` once the records table cannot be read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_ready_reads_the_file_and_fails_when_it_cannot() {
+    let fixture = Fixture::new();
+    let store: Arc<dyn Store> = fixture.store.clone();
+    store.check_ready().await.unwrap();
+    let sentinel = store.read_owner(&unique_core::ready_key()).await.unwrap();
+    assert!(!sentinel.exists, "readiness writes nothing");
+
+    Connection::open(fixture.store.path())
+        .unwrap()
+        .execute_batch("DROP TABLE records")
+        .unwrap();
+    let err = store.check_ready().await.unwrap_err();
+    assert!(err.is_unavailable(), "{err:?}");
+}

@@ -98,4 +98,5 @@ pub fn tools_dir() -> PathBuf {
 pub mod dynalite;
 pub mod net;
 pub mod pki;
+pub mod proxy;
 pub mod redis;

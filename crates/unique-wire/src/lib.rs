@@ -10,4 +10,4 @@ pub use body::{ClaimBody, KeyBody, OwnerBody, ReleaseAnswer, ReleaseBody};
 pub use error::{ErrorBody, ErrorCode, error_message};
 pub use limit::{BodyError, MAX_KICK_BODY_BYTES, MAX_REQUEST_BODY_BYTES, read_body};
 pub use parse::parse;
-pub use route::{CLAIM_PATH, CURRENT_PATH, HEALTH_PATH, RELEASE_PATH, Route};
+pub use route::{CLAIM_PATH, CURRENT_PATH, HEALTH_PATH, READY_PATH, RELEASE_PATH, Route};

@@ -8,6 +8,9 @@ pub const CURRENT_PATH: &str = "/v1/current";
 pub const RELEASE_PATH: &str = "/v1/release";
 /// `GET` or `HEAD`: liveness; the answer is `ok` as plain text.
 pub const HEALTH_PATH: &str = "/healthz";
+/// `GET` or `HEAD`: readiness; `ok` as plain text when the store answers in time, else 503
+/// `unavailable` with the reason.
+pub const READY_PATH: &str = "/readyz";
 
 /// One route of the wire contract.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -20,6 +23,8 @@ pub enum Route {
     Release,
     /// [`HEALTH_PATH`], `GET` or `HEAD`.
     Health,
+    /// [`READY_PATH`], `GET` or `HEAD`.
+    Ready,
 }
 
 impl Route {
@@ -30,6 +35,7 @@ impl Route {
             CURRENT_PATH => Some(Self::Current),
             RELEASE_PATH => Some(Self::Release),
             HEALTH_PATH => Some(Self::Health),
+            READY_PATH => Some(Self::Ready),
             _ => None,
         }
     }
@@ -41,15 +47,18 @@ impl Route {
             Self::Current => CURRENT_PATH,
             Self::Release => RELEASE_PATH,
             Self::Health => HEALTH_PATH,
+            Self::Ready => READY_PATH,
         }
     }
 
     /// Whether the route answers `method`: `POST` for the three operations, `GET` and `HEAD`
-    /// for [`Route::Health`].
+    /// for [`Route::Health`] and [`Route::Ready`].
     pub fn allows(self, method: &http::Method) -> bool {
         match self {
             Self::Claim | Self::Current | Self::Release => *method == http::Method::POST,
-            Self::Health => *method == http::Method::GET || *method == http::Method::HEAD,
+            Self::Health | Self::Ready => {
+                *method == http::Method::GET || *method == http::Method::HEAD
+            }
         }
     }
 }
@@ -62,10 +71,24 @@ mod tests {
 
     #[test]
     fn every_route_reads_back_from_its_path() {
-        for route in [Route::Claim, Route::Current, Route::Release, Route::Health] {
+        for route in [
+            Route::Claim,
+            Route::Current,
+            Route::Release,
+            Route::Health,
+            Route::Ready,
+        ] {
             assert_eq!(Route::from_path(route.path()), Some(route));
         }
-        for other in ["/", "/v1/claim/", "/v1", "/V1/claim", "/healthz?x", ""] {
+        for other in [
+            "/",
+            "/v1/claim/",
+            "/v1",
+            "/V1/claim",
+            "/healthz?x",
+            "/readyz/",
+            "",
+        ] {
             assert_eq!(Route::from_path(other), None, "{other}");
         }
     }
@@ -76,5 +99,8 @@ mod tests {
         assert!(!Route::Release.allows(&Method::GET));
         assert!(Route::Health.allows(&Method::HEAD));
         assert!(!Route::Health.allows(&Method::POST));
+        assert!(Route::Ready.allows(&Method::GET));
+        assert!(Route::Ready.allows(&Method::HEAD));
+        assert!(!Route::Ready.allows(&Method::POST));
     }
 }

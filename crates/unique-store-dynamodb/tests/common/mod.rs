@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use unique_store_dynamodb::DynamoStore;
+use unique_store_dynamodb::{DynamoStore, DynamoStoreBuilder};
 use unique_testsupport::dynalite::{ACCESS_KEY_ID, Dynalite, REGION, SECRET_ACCESS_KEY};
 
 /// Every case uses its own keys, so one table per server is enough.
@@ -19,16 +19,24 @@ pub(crate) async fn store() -> DynamoStore {
     store
 }
 
-/// A store on `endpoint` (dynalite or a proxy in front of it) making at most
-/// `max_attempts` HTTP attempts per operation. Fixed test credentials and
-/// region, so the SDK never looks for credentials or a region itself.
-pub(crate) async fn store_at(endpoint: &str, max_attempts: u32) -> DynamoStore {
+/// A builder with the fixed test credentials and region and nothing else set.
+pub(crate) fn builder() -> DynamoStoreBuilder {
     DynamoStore::builder()
-        .table(TABLE)
-        .endpoint_url(endpoint)
         .region(REGION)
         .static_credentials(ACCESS_KEY_ID, SECRET_ACCESS_KEY)
+}
+
+/// A store on `endpoint` (dynalite or a proxy in front of it) making at most
+/// `max_attempts` HTTP attempts per operation. Fixed test credentials and
+/// region, so the SDK never looks for credentials or a region itself. The
+/// timeouts are far above the defaults, so a loaded test machine never turns a
+/// slow answer into a failure; the tests of the timeouts set their own.
+pub(crate) async fn store_at(endpoint: &str, max_attempts: u32) -> DynamoStore {
+    builder()
+        .table(TABLE)
+        .endpoint_url(endpoint)
         .connect_timeout(Duration::from_secs(2))
+        .attempt_timeout(Duration::from_secs(10))
         .operation_timeout(Duration::from_secs(10))
         .max_attempts(max_attempts)
         .build()
