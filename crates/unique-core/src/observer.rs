@@ -136,19 +136,19 @@ mod tests {
     impl Observer for Recording {
         fn on_claim(&self, result: &Result<ClaimOutcome, Error>, attempts: u32, _: Duration) {
             let code = result.as_ref().map_or_else(Error::code, |_| "ok");
-            self.push(format!("claim {code} {attempts}"));
+            self.push(&format!("claim {code} {attempts}"));
         }
         fn on_kick(&self, detail: Option<KickDetail>, success: bool) {
             let detail = detail.map_or("confirmed", KickDetail::as_str);
-            self.push(format!("kick {detail} {success}"));
+            self.push(&format!("kick {detail} {success}"));
         }
         fn on_release(&self, key: &Key, released: bool) {
-            self.push(format!("release {key} {released}"));
+            self.push(&format!("release {key} {released}"));
         }
     }
 
     impl Recording {
-        fn push(&self, event: String) {
+        fn push(&self, event: &str) {
             self.log
                 .lock()
                 .unwrap()
