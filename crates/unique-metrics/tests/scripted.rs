@@ -121,6 +121,45 @@ fn histogram(snapshot: &BTreeMap<String, DebugValue>, name: &str) -> Vec<f64> {
     }
 }
 
+/// The script: seven successful claims (a replay, three kicks ending three ways, a lost
+/// race), three failed ones, a read and three releases.
+async fn run_script<S: Store>(arbiter: &Arbiter<S>) {
+    let claim = |input: ClaimInput| {
+        let arbiter = arbiter.clone();
+        async move { arbiter.claim(&input).await }
+    };
+    // First login, gen 1: no kick.
+    let first = claim(login(1, OK_NODE, "c1")).await.unwrap();
+    assert_eq!(first.generation, 1);
+    // The same claim again: a replay, no kick, no write.
+    assert!(claim(login(1, OK_NODE, "c1")).await.unwrap().replayed);
+    // Takeovers: confirmed (gen 2), non-2xx (gen 3), self-replace (gen 4), confirmed (gen 5).
+    let confirmed = claim(login(1, DOWN_NODE, "c2")).await.unwrap();
+    assert!(confirmed.kicked);
+    let refused = claim(login(1, OK_NODE, "c3")).await.unwrap();
+    assert_eq!(refused.kick_detail, Some(KickDetail::Non2xx));
+    let own = claim(login(1, OK_NODE, "c4")).await.unwrap();
+    assert_eq!(own.kick_detail, Some(KickDetail::SelfReplaceSkipped));
+    claim(login(1, RACING_NODE, "c5")).await.unwrap();
+    // Kicking the racing node lets the racer win gen 6; the second attempt kicks
+    // the racer's node (non-2xx) and wins gen 7.
+    let raced = claim(login(1, OK_NODE, "c6")).await.unwrap();
+    assert_eq!(raced.generation, 7);
+    // Refused before the store; then two store faults.
+    let invalid = claim(login(0, OK_NODE, "c7")).await.unwrap_err();
+    assert!(invalid.is_invalid_params());
+    let throttled = claim(login(THROTTLED_UID, OK_NODE, "c8")).await;
+    assert!(throttled.unwrap_err().is_throttled());
+    let unavailable = claim(login(UNAVAILABLE_UID, OK_NODE, "c9")).await;
+    assert!(unavailable.unwrap_err().is_unavailable());
+
+    let key = Key::new("p", "e", 1);
+    assert_eq!(arbiter.current(&key).await.unwrap().generation, 7);
+    assert!(arbiter.release(&key, 7).await.unwrap());
+    assert!(!arbiter.release(&key, 1).await.unwrap(), "stale gen");
+    assert!(!arbiter.release(&key, 0).await.unwrap(), "no store call");
+}
+
 #[test]
 fn a_scripted_sequence_is_counted_exactly() {
     let recorder = DebuggingRecorder::new();
@@ -136,42 +175,7 @@ fn a_scripted_sequence_is_counted_exactly() {
             .enable_time()
             .build()
             .unwrap();
-        runtime.block_on(async {
-            let claim = |input: ClaimInput| {
-                let arbiter = arbiter.clone();
-                async move { arbiter.claim(&input).await }
-            };
-            // First login, gen 1: no kick.
-            let first = claim(login(1, OK_NODE, "c1")).await.unwrap();
-            assert_eq!(first.generation, 1);
-            // The same claim again: a replay, no kick, no write.
-            assert!(claim(login(1, OK_NODE, "c1")).await.unwrap().replayed);
-            // Takeovers: confirmed (gen 2), non-2xx (gen 3), self-replace (gen 4), confirmed (gen 5).
-            let confirmed = claim(login(1, DOWN_NODE, "c2")).await.unwrap();
-            assert!(confirmed.kicked);
-            let refused = claim(login(1, OK_NODE, "c3")).await.unwrap();
-            assert_eq!(refused.kick_detail, Some(KickDetail::Non2xx));
-            let own = claim(login(1, OK_NODE, "c4")).await.unwrap();
-            assert_eq!(own.kick_detail, Some(KickDetail::SelfReplaceSkipped));
-            claim(login(1, RACING_NODE, "c5")).await.unwrap();
-            // Kicking the racing node lets the racer win gen 6; the second attempt kicks
-            // the racer's node (non-2xx) and wins gen 7.
-            let raced = claim(login(1, OK_NODE, "c6")).await.unwrap();
-            assert_eq!(raced.generation, 7);
-            // Refused before the store; then two store faults.
-            let invalid = claim(login(0, OK_NODE, "c7")).await.unwrap_err();
-            assert!(invalid.is_invalid_params());
-            let throttled = claim(login(THROTTLED_UID, OK_NODE, "c8")).await;
-            assert!(throttled.unwrap_err().is_throttled());
-            let unavailable = claim(login(UNAVAILABLE_UID, OK_NODE, "c9")).await;
-            assert!(unavailable.unwrap_err().is_unavailable());
-
-            let key = Key::new("p", "e", 1);
-            assert_eq!(arbiter.current(&key).await.unwrap().generation, 7);
-            assert!(arbiter.release(&key, 7).await.unwrap());
-            assert!(!arbiter.release(&key, 1).await.unwrap(), "stale gen");
-            assert!(!arbiter.release(&key, 0).await.unwrap(), "no store call");
-        });
+        runtime.block_on(run_script(&arbiter));
     });
 
     let snapshot = snapshot_of(&recorder);
