@@ -95,7 +95,9 @@ pub fn tools_dir() -> PathBuf {
     workspace_root().join(".tools")
 }
 
+mod apt;
 pub mod dynalite;
 pub mod net;
 pub mod pki;
+pub mod promtool;
 pub mod redis;
