@@ -257,13 +257,13 @@ async fn run(args: Args, metrics: Option<PrometheusHandle>) -> Result<(), String
     let tokens = load_tokens(&args)?;
     check_exposure(args.listen, tokens.is_some(), args.insecure_no_auth)?;
     let options = args.serve_options()?;
-    // Each store gets its own monomorphised server: the Arbiter calls the store
-    // directly instead of through a `dyn Store` (one boxed future fewer per call).
     let served = Served {
         tokens,
         options,
         metrics,
     };
+    // Each store gets its own monomorphised server: the Arbiter calls the store
+    // directly instead of through a `dyn Store` (one boxed future fewer per call).
     match open_store(&args).await? {
         OpenedStore::Memory(store) => served.run(store, &args).await,
         OpenedStore::Sqlite(store) => served.run(store, &args).await,
