@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use crate::auth::{Grant, Tokens, Unauthenticated};
 use crate::request_id::RequestId;
+use crate::telemetry::{self, Refusal};
 use bytes::Bytes;
 use http::header::{CONTENT_TYPE, HeaderValue, WWW_AUTHENTICATE};
 use http::{Request, Response, StatusCode};
@@ -69,8 +70,12 @@ impl<S: Store> ArbiterService<S> {
     /// Requires a bearer token from [`Tokens`] on every `/v1/*` request: a missing or
     /// unknown token gets 401 `unauthenticated`, a key outside the token's scope 403
     /// `forbidden`, both before the arbiter is called. `/healthz` and `/readyz` stay open.
+    ///
+    /// Refusals are counted in `unique_auth_rejections_total{reason}` through the `metrics`
+    /// facade, with handles registered here: install a recorder before calling this.
     #[must_use]
     pub fn with_tokens(mut self, tokens: Tokens) -> Self {
+        telemetry::rejections();
         self.tokens = Some(Arc::new(tokens));
         self
     }
@@ -208,6 +213,7 @@ impl<S: Store> ArbiterService<S> {
 
 /// 401 with the bearer challenge.
 fn unauthenticated(why: Unauthenticated) -> Response<ResponseBody> {
+    telemetry::count(Refusal::Unauthenticated(why));
     let mut answer = error(ErrorCode::Unauthenticated, why.message());
     answer
         .headers_mut()
@@ -221,6 +227,7 @@ fn forbidden(grant: Option<&Grant>, key: &Key) -> Option<Response<ResponseBody>>
     if grant.permits(key) {
         return None;
     }
+    telemetry::count(Refusal::Forbidden);
     let message = format!(
         "token {:?} may not act on project {:?} env {:?}",
         grant.name(),

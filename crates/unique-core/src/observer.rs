@@ -47,6 +47,22 @@ impl<T: Observer + ?Sized> Observer for Arc<T> {
     }
 }
 
+/// Both observers, `A` first: e.g. `(TracingObserver, metrics)` logs and counts every event.
+impl<A: Observer, B: Observer> Observer for (A, B) {
+    fn on_claim(&self, result: &Result<ClaimOutcome, Error>, attempts: u32, took: Duration) {
+        self.0.on_claim(result, attempts, took);
+        self.1.on_claim(result, attempts, took);
+    }
+    fn on_kick(&self, detail: Option<KickDetail>, success: bool) {
+        self.0.on_kick(detail, success);
+        self.1.on_kick(detail, success);
+    }
+    fn on_release(&self, key: &Key, released: bool) {
+        self.0.on_release(key, released);
+        self.1.on_release(key, released);
+    }
+}
+
 /// Observes nothing. The default.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct NoopObserver;
@@ -110,4 +126,60 @@ mod tests {
     use super::*;
 
     fn _object_safe(_: Box<dyn Observer>) {}
+
+    /// Writes every call it sees into a shared log, tagged with its name.
+    struct Recording {
+        name: &'static str,
+        log: Arc<std::sync::Mutex<Vec<String>>>,
+    }
+
+    impl Observer for Recording {
+        fn on_claim(&self, result: &Result<ClaimOutcome, Error>, attempts: u32, _: Duration) {
+            let code = result.as_ref().map_or_else(Error::code, |_| "ok");
+            self.push(&format!("claim {code} {attempts}"));
+        }
+        fn on_kick(&self, detail: Option<KickDetail>, success: bool) {
+            let detail = detail.map_or("confirmed", KickDetail::as_str);
+            self.push(&format!("kick {detail} {success}"));
+        }
+        fn on_release(&self, key: &Key, released: bool) {
+            self.push(&format!("release {key} {released}"));
+        }
+    }
+
+    impl Recording {
+        fn push(&self, event: &str) {
+            self.log
+                .lock()
+                .unwrap()
+                .push(format!("{}: {event}", self.name));
+        }
+    }
+
+    #[test]
+    fn a_pair_passes_every_call_to_both_first_then_second() {
+        let log = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let named = |name| Recording {
+            name,
+            log: Arc::clone(&log),
+        };
+        let pair = (named("a"), named("b"));
+        pair.on_claim(&Err(Error::Throttled), 2, Duration::ZERO);
+        pair.on_kick(Some(KickDetail::Non2xx), false);
+        pair.on_kick(None, true);
+        pair.on_release(&Key::new("p", "e", 7), true);
+        assert_eq!(
+            *log.lock().unwrap(),
+            [
+                "a: claim throttled 2",
+                "b: claim throttled 2",
+                "a: kick non-2xx false",
+                "b: kick non-2xx false",
+                "a: kick confirmed true",
+                "b: kick confirmed true",
+                "a: release p#e#7 true",
+                "b: release p#e#7 true",
+            ]
+        );
+    }
 }

@@ -3,8 +3,10 @@
 mod reply;
 mod serve;
 mod service;
+mod telemetry;
 
 pub use serve::{DEFAULT_HEADER_READ_TIMEOUT, serve, serve_with};
 pub use service::{KickService, MAX_BODY_BYTES};
+pub use telemetry::KICK_SIGNATURE_REJECTIONS_TOTAL;
 /// The guards of [`serve_with`]: connection caps, timeouts, TLS (from `unique-serve`).
 pub use unique_serve::ServeOptions;

@@ -16,7 +16,7 @@ use unique_core::{BoxError, Error, KickPayload, ValidationLimits};
 use unique_kick_signature::{DEFAULT_WINDOW, SigningKeys};
 use unique_wire::{BodyError, read_body};
 
-use crate::reply;
+use crate::{reply, telemetry};
 
 /// Largest kick body accepted; a kick payload is well under 300 bytes.
 pub use unique_wire::MAX_KICK_BODY_BYTES as MAX_BODY_BYTES;
@@ -79,8 +79,13 @@ impl KickService {
     /// Verifies every kick against `keys` (any of them) before anything else looks at its
     /// body: a kick without a valid `Unique-Signature` over its exact bytes gets 401 and
     /// destroys nothing. Without keys (the default) kicks are not checked.
+    ///
+    /// Refused kicks are counted in `unique_kick_signature_rejections_total{reason}` through
+    /// the `metrics` facade, with handles registered here: install a recorder before calling
+    /// this.
     #[must_use]
     pub fn signing_keys(mut self, keys: SigningKeys) -> Self {
+        telemetry::rejections();
         self.signing_keys = Some(keys);
         self
     }
@@ -128,6 +133,7 @@ impl KickService {
             let checked = keys.verify(header, &body, SystemTime::now(), self.signature_window);
             if let Err(rejection) = checked {
                 tracing::debug!(reason = rejection.as_str(), "kick refused: signature");
+                telemetry::count(rejection);
                 return reply::unauthenticated(rejection);
             }
         }

@@ -6,6 +6,7 @@ mod limit;
 mod options;
 mod serve;
 mod service;
+mod telemetry;
 
 pub use body::{BodyTimeout, RequestBody};
 pub use options::{
@@ -13,3 +14,4 @@ pub use options::{
     DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_CONNECTIONS_PER_IP, ServeOptions,
 };
 pub use serve::{bind, serve};
+pub use telemetry::{CONNECTIONS_OPEN, CONNECTIONS_REFUSED_TOTAL, REQUESTS_IN_FLIGHT};

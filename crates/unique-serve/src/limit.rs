@@ -4,12 +4,16 @@ use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex, PoisonError};
 
+use metrics::Gauge;
+
 /// Open connections, counted against the caps.
 #[derive(Debug)]
 pub(crate) struct ConnectionLimits {
     max_total: usize,
     max_per_ip: usize,
     open: Mutex<Open>,
+    /// Follows `open.total` (incremented and decremented, so several loops in one process add up).
+    gauge: Gauge,
 }
 
 #[derive(Debug, Default)]
@@ -21,8 +25,18 @@ struct Open {
 /// Which cap refused a connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Refused {
-    Total,
-    PerIp,
+    Total = 0,
+    PerIp = 1,
+}
+
+impl Refused {
+    /// The flag of the cap, as the `reason` label of refused connections.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Self::Total => "max-connections",
+            Self::PerIp => "max-connections-per-ip",
+        }
+    }
 }
 
 /// One admitted connection; dropping it releases its place under both caps.
@@ -33,11 +47,12 @@ pub(crate) struct ConnectionGuard {
 }
 
 impl ConnectionLimits {
-    pub(crate) fn new(max_total: usize, max_per_ip: usize) -> Arc<Self> {
+    pub(crate) fn new(max_total: usize, max_per_ip: usize, gauge: Gauge) -> Arc<Self> {
         Arc::new(Self {
             max_total,
             max_per_ip,
             open: Mutex::new(Open::default()),
+            gauge,
         })
     }
 
@@ -55,6 +70,7 @@ impl ConnectionLimits {
         }
         *from_ip += 1;
         open.total += 1;
+        self.gauge.increment(1);
         Ok(ConnectionGuard {
             limits: Arc::clone(self),
             ip,
@@ -81,6 +97,7 @@ impl Drop for ConnectionGuard {
     fn drop(&mut self) {
         let mut open = self.limits.lock();
         open.total -= 1;
+        self.limits.gauge.decrement(1);
         if let Some(from_ip) = open.per_ip.get_mut(&self.ip) {
             *from_ip -= 1;
             if *from_ip == 0 {
@@ -102,7 +119,7 @@ mod tests {
 
     #[test]
     fn the_per_ip_cap_refuses_one_address_and_not_another() {
-        let limits = ConnectionLimits::new(10, 2);
+        let limits = ConnectionLimits::new(10, 2, Gauge::noop());
         let a1 = limits.admit(A).unwrap();
         let _a2 = limits.admit(A).unwrap();
         assert_eq!(limits.admit(A).unwrap_err(), Refused::PerIp);
@@ -114,7 +131,7 @@ mod tests {
 
     #[test]
     fn the_total_cap_refuses_everyone_until_a_guard_drops() {
-        let limits = ConnectionLimits::new(2, 5);
+        let limits = ConnectionLimits::new(2, 5, Gauge::noop());
         let a = limits.admit(A).unwrap();
         let _b = limits.admit(B).unwrap();
         assert_eq!(limits.admit(A).unwrap_err(), Refused::Total);
@@ -124,7 +141,7 @@ mod tests {
 
     #[test]
     fn released_addresses_leave_no_entry_and_mapped_v4_counts_as_v4() {
-        let limits = ConnectionLimits::new(10, 1);
+        let limits = ConnectionLimits::new(10, 1, Gauge::noop());
         let mapped = IpAddr::V6(Ipv6Addr::new(0, 0, 0, 0, 0, 0xffff, 0x7f00, 1));
         let guard = limits.admit(mapped).unwrap();
         assert_eq!(limits.admit(A).unwrap_err(), Refused::PerIp);

@@ -12,6 +12,7 @@ use hyper::server::conn::http1;
 use hyper_util::rt::TokioIo;
 use hyper_util::server::graceful::{GracefulShutdown, Watcher};
 use hyper_util::service::TowerToHyperService;
+use metrics::Gauge;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::time::Instant;
@@ -22,6 +23,7 @@ use crate::body::{BoxError, RequestBody};
 use crate::limit::{ConnectionGuard, ConnectionLimits};
 use crate::options::ServeOptions;
 use crate::service::Guarded;
+use crate::telemetry::ServeMetrics;
 
 /// How long the loop pauses after an accept failure such as running out of descriptors, so it
 /// does not spin on the same error while connections close and free some.
@@ -135,6 +137,7 @@ struct Shared {
     header_timeout: Duration,
     idle_timeout: Duration,
     body_timeout: Duration,
+    in_flight: Gauge,
 }
 
 pub(crate) async fn accept_loop<L, S, B>(
@@ -147,7 +150,12 @@ pub(crate) async fn accept_loop<L, S, B>(
     S: Served<B>,
     B: Answer,
 {
-    let limits = ConnectionLimits::new(options.max_connections, options.max_connections_per_ip);
+    let metrics = ServeMetrics::new();
+    let limits = ConnectionLimits::new(
+        options.max_connections,
+        options.max_connections_per_ip,
+        metrics.open.clone(),
+    );
     let mut http = http1::Builder::new();
     // half_close: while a request is in flight hyper otherwise keeps reading the socket to
     // notice an early EOF, which reserves a fresh 8 KiB read buffer per request (the old one is
@@ -167,6 +175,7 @@ pub(crate) async fn accept_loop<L, S, B>(
         header_timeout: options.header_timeout,
         idle_timeout: options.idle_timeout,
         body_timeout: options.body_timeout,
+        in_flight: metrics.in_flight.clone(),
     });
     let graceful = GracefulShutdown::new();
     let mut shutdown = pin!(shutdown);
@@ -190,6 +199,7 @@ pub(crate) async fn accept_loop<L, S, B>(
             Err(cap) => {
                 // Closed before a byte is read: the descriptor is freed at once.
                 tracing::debug!(%peer, ?cap, "connection refused by a connection cap");
+                metrics.refused(cap);
                 drop(stream);
                 continue;
             }
@@ -260,7 +270,12 @@ async fn http<I, S, B>(
     S: Served<B>,
     B: Answer,
 {
-    let service = Guarded::new(service, Arc::clone(&activity), shared.body_timeout);
+    let service = Guarded::new(
+        service,
+        Arc::clone(&activity),
+        shared.body_timeout,
+        shared.in_flight.clone(),
+    );
     let io = TokioIo::new(Watched::new(io, Arc::clone(&activity)));
     let conn = shared
         .http
@@ -282,6 +297,8 @@ mod tests {
     use std::convert::Infallible;
     use std::future::{Ready, ready};
     use std::task::{Context, Poll};
+
+    use std::net::IpAddr;
 
     use bytes::Bytes;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -360,6 +377,142 @@ mod tests {
         stream.read_to_string(&mut answer).await.unwrap();
         assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
         assert_eq!(failed.load(std::sync::atomic::Ordering::Relaxed), 3);
+    }
+
+    /// Answers `200 ok`, except `/wait`: it reports the call, then answers once released.
+    #[derive(Clone)]
+    struct Gate {
+        called: tokio::sync::mpsc::UnboundedSender<()>,
+        release: Arc<tokio::sync::Notify>,
+    }
+
+    impl tower_service::Service<Request<RequestBody>> for Gate {
+        type Response = Response<http_body_util::Full<Bytes>>;
+        type Error = Infallible;
+        type Future =
+            std::pin::Pin<Box<dyn Future<Output = Result<Self::Response, Infallible>> + Send>>;
+
+        fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+            Poll::Ready(Ok(()))
+        }
+
+        fn call(&mut self, request: Request<RequestBody>) -> Self::Future {
+            let wait = request.uri().path() == "/wait";
+            let (called, release) = (self.called.clone(), Arc::clone(&self.release));
+            Box::pin(async move {
+                if wait {
+                    called.send(()).unwrap();
+                    release.notified().await;
+                }
+                Ok(Response::new(Bytes::from_static(b"ok").into()))
+            })
+        }
+    }
+
+    #[test]
+    fn open_connections_requests_in_flight_and_refusals_by_cap_are_recorded() {
+        use metrics_util::debugging::{DebugValue, DebuggingRecorder};
+        use unique_testsupport::net::{answer, closed_by_peer, connect_from};
+
+        let recorder = DebuggingRecorder::new();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let release = Arc::new(tokio::sync::Notify::new());
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let (server, clients) = metrics::with_local_recorder(&recorder, || {
+            runtime.block_on(async {
+                let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+                let addr = listener.local_addr().unwrap();
+                let (called, mut calls) = tokio::sync::mpsc::unbounded_channel();
+                let gate = Gate {
+                    called,
+                    release: Arc::clone(&release),
+                };
+                let options = ServeOptions::default()
+                    .max_connections(3)
+                    .max_connections_per_ip(2);
+                let shutdown = async {
+                    let _ = stopped.await;
+                };
+                let server = tokio::spawn(accept_loop(listener, gate, options, shutdown));
+                let from = |last: u8| IpAddr::from([127, 0, 0, last]);
+                let get = |path: &str| format!("GET {path} HTTP/1.1\r\nhost: t\r\n\r\n");
+
+                // Two connections from 127.0.0.1: one idle after its answer, one waiting.
+                let mut idle = connect_from(from(1), addr).await;
+                assert!(answer(&mut idle, get("/").as_bytes()).await.is_some());
+                let mut waiting = connect_from(from(1), addr).await;
+                waiting.write_all(get("/wait").as_bytes()).await.unwrap();
+                calls.recv().await.unwrap();
+                // A third from 127.0.0.1 passes the total cap, not the per-address one.
+                let mut per_ip = connect_from(from(1), addr).await;
+                assert!(closed_by_peer(&mut per_ip).await.is_empty());
+                // 127.0.0.2 takes the last place; 127.0.0.3 finds none.
+                let mut other = connect_from(from(2), addr).await;
+                assert!(answer(&mut other, get("/").as_bytes()).await.is_some());
+                let mut total = connect_from(from(3), addr).await;
+                assert!(closed_by_peer(&mut total).await.is_empty());
+                (server, (idle, waiting, other))
+            })
+        });
+        let gauge = |value: f64| DebugValue::Gauge(value.into());
+        assert_eq!(
+            recorded(&recorder),
+            [
+                ("unique_http_connections_open ".to_owned(), gauge(3.0)),
+                (
+                    "unique_http_connections_refused_total max-connections".to_owned(),
+                    DebugValue::Counter(1)
+                ),
+                (
+                    "unique_http_connections_refused_total max-connections-per-ip".to_owned(),
+                    DebugValue::Counter(1)
+                ),
+                ("unique_http_requests_in_flight ".to_owned(), gauge(1.0)),
+            ]
+        );
+
+        // The waiting request is answered, then shutdown closes every connection.
+        release.notify_one();
+        stop.send(()).unwrap();
+        runtime.block_on(server).unwrap();
+        drop(clients);
+        // A snapshot resets what it read, so this one holds the changes since the first.
+        assert_eq!(
+            recorded(&recorder),
+            [
+                ("unique_http_connections_open ".to_owned(), gauge(-3.0)),
+                (
+                    "unique_http_connections_refused_total max-connections".to_owned(),
+                    DebugValue::Counter(0)
+                ),
+                (
+                    "unique_http_connections_refused_total max-connections-per-ip".to_owned(),
+                    DebugValue::Counter(0)
+                ),
+                ("unique_http_requests_in_flight ".to_owned(), gauge(-1.0)),
+            ]
+        );
+    }
+
+    /// Every metric as `name label,label`, sorted.
+    fn recorded(
+        from: &metrics_util::debugging::DebuggingRecorder,
+    ) -> Vec<(String, metrics_util::debugging::DebugValue)> {
+        let mut recorded: Vec<_> = from
+            .snapshotter()
+            .snapshot()
+            .into_vec()
+            .into_iter()
+            .map(|(key, _, _, value)| {
+                let labels: Vec<&str> = key.key().labels().map(metrics::Label::value).collect();
+                (format!("{} {}", key.key().name(), labels.join(",")), value)
+            })
+            .collect();
+        recorded.sort_by(|a, b| a.0.cmp(&b.0));
+        recorded
     }
 
     #[test]

@@ -10,10 +10,12 @@ use std::time::Duration;
 use http::header::{CONNECTION, HeaderValue};
 use http::{Request, Response, StatusCode};
 use hyper::body::Incoming;
+use metrics::Gauge;
 use tokio::time::Instant;
 
 use crate::activity::Activity;
 use crate::body::RequestBody;
+use crate::telemetry::InFlight;
 
 /// The user's service, on one connection.
 #[derive(Debug, Clone)]
@@ -21,14 +23,21 @@ pub(crate) struct Guarded<S> {
     inner: S,
     activity: Arc<Activity>,
     body_timeout: Duration,
+    in_flight: Gauge,
 }
 
 impl<S> Guarded<S> {
-    pub(crate) fn new(inner: S, activity: Arc<Activity>, body_timeout: Duration) -> Self {
+    pub(crate) fn new(
+        inner: S,
+        activity: Arc<Activity>,
+        body_timeout: Duration,
+        in_flight: Gauge,
+    ) -> Self {
         Self {
             inner,
             activity,
             body_timeout,
+            in_flight,
         }
     }
 }
@@ -52,6 +61,7 @@ where
         let activity = Arc::clone(&self.activity);
         let request = request.map(|incoming| RequestBody::new(incoming, deadline, activity));
         GuardedFuture {
+            in_flight: InFlight::start(&self.in_flight),
             inner: self.inner.call(request),
             activity: Arc::clone(&self.activity),
         }
@@ -64,6 +74,7 @@ pin_project_lite::pin_project! {
         #[pin]
         inner: F,
         activity: Arc<Activity>,
+        in_flight: InFlight,
     }
 }
 

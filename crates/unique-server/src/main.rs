@@ -8,9 +8,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
-use unique_arbiter_http::{ArbiterService, ServeOptions, Tokens, serve_with};
-use unique_core::{Arbiter, Store, TracingObserver};
+use metrics_exporter_prometheus::PrometheusHandle;
+use unique_arbiter_http::{ArbiterService, ServeOptions, Tokens};
+use unique_core::{Arbiter, Observer, Store, TracingObserver};
 use unique_kick_http::{EndpointPolicy, EndpointRule, HttpKicker, SigningKeys};
+use unique_metrics::{MeteredStore, MetricsObserver};
+
+mod exposition;
 
 // mimalloc: about 40 % of the instructions of glibc's malloc and free on the claim
 // path, which allocates a few times per request (see BENCHMARKS.md).
@@ -117,6 +121,11 @@ struct Args {
     /// Compare-and-set attempts per claim before failing closed (values below 1 mean 1).
     #[arg(long, env = "UNIQUE_MAX_CLAIM_ATTEMPTS", default_value_t = 3)]
     max_claim_attempts: u32,
+
+    /// Record no metrics and serve no /metrics (which is otherwise open like /healthz: counts
+    /// only, no keys or tokens; see SECURITY.md).
+    #[arg(long, env = "UNIQUE_NO_METRICS")]
+    no_metrics: bool,
 
     /// Log format on stderr.
     #[arg(long, env = "UNIQUE_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
@@ -234,6 +243,18 @@ enum LogFormat {
 fn main() -> ExitCode {
     let args = Args::parse();
     init_logging(args.log_format);
+    // Before anything registers a metric: handles bind to the recorder in force when made.
+    let metrics = if args.no_metrics {
+        None
+    } else {
+        match exposition::install() {
+            Ok(handle) => Some(handle),
+            Err(message) => {
+                eprintln!("unique-server: {message}");
+                return ExitCode::FAILURE;
+            }
+        }
+    };
     let mut runtime = tokio::runtime::Builder::new_multi_thread();
     runtime.enable_all();
     if let Some(workers) = args.workers {
@@ -246,7 +267,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(run(args)) {
+    match runtime.block_on(run(args, metrics)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {
             eprintln!("unique-server: {message}");
@@ -255,17 +276,43 @@ fn main() -> ExitCode {
     }
 }
 
-async fn run(args: Args) -> Result<(), String> {
+async fn run(args: Args, metrics: Option<PrometheusHandle>) -> Result<(), String> {
     // Configuration mistakes stop startup before the store is opened.
     let tokens = load_tokens(&args)?;
     check_exposure(args.listen, tokens.is_some(), args.insecure_no_auth)?;
     let options = args.serve_options()?;
+    let served = Served {
+        tokens,
+        options,
+        metrics,
+    };
     // Each store gets its own monomorphised server: the Arbiter calls the store
     // directly instead of through a `dyn Store` (one boxed future fewer per call).
     match open_store(&args).await? {
-        OpenedStore::Memory(store) => run_on(store, tokens, options, &args).await,
-        OpenedStore::Sqlite(store) => run_on(store, tokens, options, &args).await,
-        OpenedStore::Dynamodb(store) => run_on(store, tokens, options, &args).await,
+        OpenedStore::Memory(store) => served.run(store, &args).await,
+        OpenedStore::Sqlite(store) => served.run(store, &args).await,
+        OpenedStore::Dynamodb(store) => served.run(store, &args).await,
+    }
+}
+
+/// What every store is served with.
+struct Served {
+    tokens: Option<Tokens>,
+    options: ServeOptions,
+    /// `None` with `--no-metrics`.
+    metrics: Option<PrometheusHandle>,
+}
+
+impl Served {
+    /// With metrics, the store is timed (`MeteredStore`) and claims, kicks and releases are
+    /// counted next to the log; without, the arbiter calls the store directly.
+    async fn run<S: Store>(self, store: S, args: &Args) -> Result<(), String> {
+        if self.metrics.is_some() {
+            let observer = (TracingObserver, MetricsObserver::new());
+            run_on(MeteredStore::new(store), observer, self, args).await
+        } else {
+            run_on(store, TracingObserver, self, args).await
+        }
     }
 }
 
@@ -297,13 +344,18 @@ fn load_tokens(args: &Args) -> Result<Option<Tokens>, String> {
 
 async fn run_on<S: Store>(
     store: S,
-    tokens: Option<Tokens>,
-    options: ServeOptions,
+    observer: impl Observer,
+    served: Served,
     args: &Args,
 ) -> Result<(), String> {
+    let Served {
+        tokens,
+        options,
+        metrics,
+    } = served;
     let arbiter = Arbiter::builder(store)
         .kicker(kicker(args)?)
-        .observer(TracingObserver)
+        .observer(observer)
         .kick_timeout(args.kick_timeout)
         .max_claim_attempts(args.max_claim_attempts)
         .build();
@@ -323,7 +375,11 @@ async fn run_on<S: Store>(
     // The smoke runner and scripts read this line to find the port.
     println!("unique-server listening on {scheme}://{bound}");
     tracing::info!(%bound, store = ?args.store, tls = options.is_tls(), "listening");
-    serve_with(listener, service, options, shutdown).await;
+    if let Some(handle) = &metrics {
+        exposition::spawn_upkeep(handle.clone());
+    }
+    let service = exposition::MetricsRoute::new(service, metrics);
+    unique_serve::serve(listener, service, options, shutdown).await;
     tracing::info!("stopped");
     Ok(())
 }

@@ -95,8 +95,10 @@ pub fn tools_dir() -> PathBuf {
     workspace_root().join(".tools")
 }
 
+mod apt;
 pub mod dynalite;
 pub mod net;
 pub mod pki;
+pub mod promtool;
 pub mod proxy;
 pub mod redis;

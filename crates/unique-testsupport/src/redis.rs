@@ -10,7 +10,7 @@
 //! parallel test binaries do not race each other). If that fails the test panics
 //! saying what is missing; there is no switch to skip.
 
-use std::fs::{self, File};
+use std::fs;
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
@@ -18,7 +18,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
-use crate::{ChildGuard, free_port, tools_dir};
+use crate::apt::{self, tail};
+use crate::{ChildGuard, free_port};
 
 /// How long a fresh server gets to answer `PING`.
 const START_LIMIT: Duration = Duration::from_secs(15);
@@ -113,69 +114,9 @@ pub fn shared() -> Arc<RedisServer> {
 pub fn redis_server_path() -> PathBuf {
     static INSTALLED: OnceLock<Result<PathBuf, String>> = OnceLock::new();
     INSTALLED
-        .get_or_init(locate_or_install)
+        .get_or_init(|| apt::locate_or_install("redis-server", "redis-server"))
         .clone()
         .unwrap_or_else(|missing| panic!("{missing}"))
-}
-
-fn locate() -> Option<PathBuf> {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path)
-        .chain(["/usr/bin", "/usr/sbin", "/usr/local/bin"].map(PathBuf::from))
-        .map(|dir| dir.join("redis-server"))
-        .find(|candidate| candidate.is_file())
-}
-
-fn locate_or_install() -> Result<PathBuf, String> {
-    if let Some(found) = locate() {
-        return Ok(found);
-    }
-    // Parallel test binaries may all find it missing; the lock file makes one of
-    // them install while the others wait and then find it.
-    let dir = tools_dir();
-    fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    let lock_path = dir.join("redis-server-install.lock");
-    let lock = File::create(&lock_path)
-        .map_err(|e| format!("cannot create {}: {e}", lock_path.display()))?;
-    lock.lock()
-        .map_err(|e| format!("cannot lock {}: {e}", lock_path.display()))?;
-    if let Some(found) = locate() {
-        return Ok(found);
-    }
-    apt_get(&["update"])?;
-    apt_get(&["install", "-y", "--no-install-recommends", "redis-server"])?;
-    locate().ok_or_else(|| {
-        "redis-server is missing: apt-get installed redis-server but no redis-server binary \
-         is on PATH or in /usr/bin"
-            .to_owned()
-    })
-}
-
-fn apt_get(args: &[&str]) -> Result<(), String> {
-    let output = Command::new("apt-get")
-        // Wait for another apt run (another test binary, another tool) instead of failing.
-        .args(["-o", "DPkg::Lock::Timeout=600", "-q"])
-        .args(args)
-        .env("DEBIAN_FRONTEND", "noninteractive")
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| {
-            format!(
-                "redis-server is missing and apt-get could not run ({e}); \
-                 install Debian's redis-server package"
-            )
-        })?;
-    if output.status.success() {
-        return Ok(());
-    }
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    Err(format!(
-        "redis-server is missing and `apt-get {}` failed with {}: {}; \
-         install Debian's redis-server package (apt-get install redis-server)",
-        args.join(" "),
-        output.status,
-        tail(&stderr, 800)
-    ))
 }
 
 fn try_start(binary: &Path) -> Result<RedisServer, String> {
@@ -251,25 +192,9 @@ fn ping(addr: SocketAddr) -> bool {
     stream.read_exact(&mut reply).is_ok() && &reply == b"+PONG\r\n"
 }
 
-fn tail(text: &str, max: usize) -> &str {
-    let text = text.trim();
-    let mut start = text.len().saturating_sub(max);
-    while !text.is_char_boundary(start) {
-        start += 1;
-    }
-    &text[start..]
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn tail_keeps_the_end_on_a_char_boundary() {
-        assert_eq!(tail("  abcdef \n", 3), "def");
-        assert_eq!(tail("ab", 10), "ab");
-        assert_eq!(tail("é-é", 2), "é");
-    }
 
     #[test]
     fn shared_server_answers_ping_and_is_one_per_binary() {
