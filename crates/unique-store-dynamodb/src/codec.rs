@@ -2,6 +2,9 @@
 //!
 //! One item per key: `pk` (S) = `Key::to_string()`, `gen` (N), `owner` (S, the
 //! owner's JSON, empty for a tombstone), `cid` (S, absent on a tombstone).
+//!
+//! An item without `gen` was never claimed: it reads as no record and the
+//! first-login form claims it.
 
 use std::collections::HashMap;
 
@@ -59,7 +62,8 @@ impl From<Fence<'_>> for ClaimForm {
     fn from(fence: Fence<'_>) -> Self {
         let next_generation = fence.next_generation();
         let (condition, pins) = match fence {
-            Fence::FirstLogin => ("attribute_not_exists(pk)", Vec::new()),
+            // No `gen`: no item, or an item never claimed, which reads as absent.
+            Fence::FirstLogin => ("attribute_not_exists(#gen)", Vec::new()),
             Fence::DoublePin {
                 generation,
                 claim_id,
@@ -83,7 +87,8 @@ impl From<Fence<'_>> for ClaimForm {
     }
 }
 
-/// Reads the `gen` attribute: present and an integer, or the record is unusable.
+/// Reads the `gen` attribute of an item a claim wrote: present and an integer,
+/// or the answer is unusable.
 pub(crate) fn generation(item: &Item) -> Result<i64, Error> {
     match item.get(GEN) {
         Some(AttributeValue::N(n)) => n
@@ -96,14 +101,14 @@ pub(crate) fn generation(item: &Item) -> Result<i64, Error> {
 
 /// The snapshot `read_owner` returns (C6, C7 soft path). `None` = no record.
 ///
-/// An absent `owner` reads as a tombstone; an `owner` of another type than S is
-/// as corrupt as unparseable JSON.
+/// An item without `gen` reads as no record. An absent `owner` reads as a tombstone; an
+/// `owner` of another type than S is as corrupt as unparseable JSON.
 ///
 /// # Errors
 ///
-/// `Unavailable` when `gen` is missing or not an integer, or `cid` is not a string.
+/// `Unavailable` when `gen` is not an integer, or `cid` is not a string.
 pub(crate) fn owner_state(item: Option<&Item>) -> Result<OwnerState, Error> {
-    let Some(item) = item else {
+    let Some(item) = item.filter(|item| item.contains_key(GEN)) else {
         return Ok(OwnerState::absent());
     };
     let generation = generation(item)?;
@@ -165,7 +170,7 @@ mod tests {
     #[test]
     fn each_fence_maps_to_its_condition_and_pins() {
         let first = form(&OwnerState::absent());
-        assert_eq!(first.condition, "attribute_not_exists(pk)");
+        assert_eq!(first.condition, "attribute_not_exists(#gen)");
         assert_eq!(first.next_generation, 1);
         assert!(first.pins.is_empty());
 
@@ -260,9 +265,24 @@ mod tests {
     }
 
     #[test]
+    fn an_item_without_gen_reads_absent() {
+        let owner = r#"{"endpoint":"http://h/k"}"#;
+        for never_claimed in [
+            item(&[]),
+            item(&[(OWNER, s(""))]),
+            item(&[(OWNER, s(owner)), (CID, s("c"))]),
+            item(&[(OWNER, s("{")), (CID, AttributeValue::N("1".into()))]),
+        ] {
+            let state = owner_state(Some(&never_claimed)).unwrap();
+            assert_eq!(state, OwnerState::absent(), "{never_claimed:?}");
+            let view = current_view(Some(&never_claimed)).unwrap();
+            assert!(!view.exists && view.generation == 0, "{never_claimed:?}");
+        }
+    }
+
+    #[test]
     fn bad_gen_or_cid_is_unavailable() {
         for bad in [
-            item(&[(OWNER, s(""))]),
             item(&[(GEN, s("1"))]),
             item(&[(GEN, AttributeValue::N("1.5".into()))]),
             item(&[(GEN, number(1)), (CID, AttributeValue::N("1".into()))]),
