@@ -3,8 +3,8 @@
 //! One item per key: `pk` (S) = `Key::to_string()`, `gen` (N), `owner` (S, the
 //! owner's JSON, empty for a tombstone), `cid` (S, absent on a tombstone).
 //!
-//! An item without `gen` was never claimed: it reads as no record and the
-//! first-login form claims it.
+//! An item without `gen`, or with `gen` 0, was never claimed: it reads as no
+//! record and the first-login form claims it (`docs/design.md#records`).
 
 use std::collections::HashMap;
 
@@ -41,7 +41,7 @@ pub(crate) struct ClaimForm {
     pub(crate) condition: &'static str,
     /// The gen this claim writes.
     pub(crate) next_generation: i64,
-    /// Extra expression values the condition needs (`:prev`, `:prev_cid`).
+    /// Extra expression values the condition needs (`:zero`, `:prev`, `:prev_cid`).
     pub(crate) pins: Vec<(&'static str, AttributeValue)>,
 }
 
@@ -62,8 +62,11 @@ impl From<Fence<'_>> for ClaimForm {
     fn from(fence: Fence<'_>) -> Self {
         let next_generation = fence.next_generation();
         let (condition, pins) = match fence {
-            // No `gen`: no item, or an item never claimed, which reads as absent.
-            Fence::FirstLogin => ("attribute_not_exists(#gen)", Vec::new()),
+            // No `gen` (no item, or an item never claimed) or gen 0: both read as absent.
+            Fence::FirstLogin => (
+                "attribute_not_exists(#gen) OR #gen = :zero",
+                vec![(":zero", number(0))],
+            ),
             Fence::DoublePin {
                 generation,
                 claim_id,
@@ -101,7 +104,8 @@ pub(crate) fn generation(item: &Item) -> Result<i64, Error> {
 
 /// The snapshot `read_owner` returns (C6, C7 soft path). `None` = no record.
 ///
-/// An item without `gen` reads as no record. An absent `owner` reads as a tombstone; an
+/// An item without `gen` reads as no record, as one at gen 0 does
+/// ([`OwnerState::from_record`]). An absent `owner` reads as a tombstone; an
 /// `owner` of another type than S is as corrupt as unparseable JSON.
 ///
 /// # Errors
@@ -170,9 +174,12 @@ mod tests {
     #[test]
     fn each_fence_maps_to_its_condition_and_pins() {
         let first = form(&OwnerState::absent());
-        assert_eq!(first.condition, "attribute_not_exists(#gen)");
+        assert_eq!(
+            first.condition,
+            "attribute_not_exists(#gen) OR #gen = :zero"
+        );
         assert_eq!(first.next_generation, 1);
-        assert!(first.pins.is_empty());
+        assert_eq!(first.pins, vec![(":zero", number(0))]);
 
         // Corrupt owner (owner None) with a cid: still the double-pin form.
         let corrupt = OwnerState {
@@ -265,13 +272,14 @@ mod tests {
     }
 
     #[test]
-    fn an_item_without_gen_reads_absent() {
+    fn an_item_without_gen_or_at_gen_0_reads_absent() {
         let owner = r#"{"endpoint":"http://h/k"}"#;
         for never_claimed in [
             item(&[]),
             item(&[(OWNER, s(""))]),
             item(&[(OWNER, s(owner)), (CID, s("c"))]),
             item(&[(OWNER, s("{")), (CID, AttributeValue::N("1".into()))]),
+            item(&[(GEN, number(0)), (OWNER, s(owner)), (CID, s("c"))]),
         ] {
             let state = owner_state(Some(&never_claimed)).unwrap();
             assert_eq!(state, OwnerState::absent(), "{never_claimed:?}");

@@ -248,7 +248,7 @@ async fn records_without_a_usable_gen_are_unavailable() {
     }
 }
 
-/// The first-login condition is `attribute_not_exists(gen)`: an
+/// The first-login condition is `attribute_not_exists(gen)` (or gen 0): an
 /// item that was never claimed reads as absent and the first login takes it.
 #[tokio::test]
 async fn an_item_without_gen_reads_absent_and_first_login_claims_it() {
