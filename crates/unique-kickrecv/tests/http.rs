@@ -19,8 +19,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Notify, oneshot};
 use unique_client::{KickHandler, KickOptions, Sessions};
-use unique_core::Key;
-use unique_kickrecv::{KickService, MAX_BODY_BYTES, serve};
+use unique_core::{Key, ValidationLimits};
+use unique_kickrecv::{KickService, MAX_BODY_BYTES, ServeOptions, serve, serve_with};
 
 /// A node: its sessions, its destroy log, and a receiver serving them.
 struct Node {
@@ -255,6 +255,66 @@ async fn invalid_keys_are_400() {
             format!(r#"{{"error":"invalid_params","message":"{message}"}}"#)
         );
     }
+}
+
+/// Serves `service` through the standalone listener ([`serve_with`]) until the test ends.
+async fn serve_service(service: KickService) -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(serve_with(
+        listener,
+        service,
+        ServeOptions::default(),
+        std::future::pending(),
+    ));
+    addr
+}
+
+/// A handler over `sessions` that destroys by removing the session.
+fn sessions_handler(sessions: &Sessions) -> KickHandler {
+    let (read, remove) = (sessions.clone(), sessions.clone());
+    KickHandler::new(
+        move |k: &Key| read.generation(k),
+        move |k: Key, g| {
+            remove.remove_if(&k, g);
+            async {}
+        },
+        KickOptions::default(),
+    )
+}
+
+#[tokio::test]
+async fn raised_validation_limits_accept_a_long_project_through_serve_with() {
+    let long = "p".repeat(100);
+    let kick = format!(r#"{{"project":"{long}","env":"prod","uid":1,"gen":2}}"#);
+    let long_key = Key::new(long.as_str(), "prod", 1);
+
+    // The default limits (64 bytes) refuse the kick and destroy nothing.
+    let sessions = Sessions::new();
+    sessions.insert(long_key.clone(), 1);
+    let addr = serve_service(KickService::new(sessions_handler(&sessions))).await;
+    assert_eq!(
+        post(addr, &kick).await,
+        (
+            400,
+            r#"{"error":"invalid_params","message":"project must be at most 64 bytes"}"#.into()
+        )
+    );
+    assert_eq!(sessions.generation(&long_key), Some(1));
+
+    // Limits raised to match a server that accepts longer names: the kick applies.
+    let raised = ValidationLimits {
+        tenant: 128,
+        ..ValidationLimits::default()
+    };
+    let addr =
+        serve_service(KickService::new(sessions_handler(&sessions)).validation_limits(raised))
+            .await;
+    assert_eq!(
+        post(addr, &kick).await,
+        (200, r#"{"ack":"destroyed"}"#.into())
+    );
+    assert!(sessions.is_empty());
 }
 
 #[tokio::test]
