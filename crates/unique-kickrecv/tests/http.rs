@@ -1,6 +1,8 @@
 //! The kick receiver over real HTTP: every status, the body limit both ways, single-flight
 //! across connections, mounting as a service, graceful shutdown.
 
+mod common;
+
 use std::convert::Infallible;
 use std::fmt::Write as _;
 use std::net::SocketAddr;
@@ -20,7 +22,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Notify, oneshot};
 use unique_client::{KickHandler, KickOptions, Sessions};
 use unique_core::{Key, ValidationLimits};
-use unique_kickrecv::{KickService, MAX_BODY_BYTES, ServeOptions, serve, serve_with};
+use unique_kickrecv::{KickService, MAX_BODY_BYTES, serve};
 
 /// A node: its sessions, its destroy log, and a receiver serving them.
 struct Node {
@@ -257,19 +259,6 @@ async fn invalid_keys_are_400() {
     }
 }
 
-/// Serves `service` through the standalone listener ([`serve_with`]) until the test ends.
-async fn serve_service(service: KickService) -> SocketAddr {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(serve_with(
-        listener,
-        service,
-        ServeOptions::default(),
-        std::future::pending(),
-    ));
-    addr
-}
-
 /// A handler over `sessions` that destroys by removing the session.
 fn sessions_handler(sessions: &Sessions) -> KickHandler {
     let (read, remove) = (sessions.clone(), sessions.clone());
@@ -292,7 +281,7 @@ async fn raised_validation_limits_accept_a_long_project_through_serve_with() {
     // The default limits (64 bytes) refuse the kick and destroy nothing.
     let sessions = Sessions::new();
     sessions.insert(long_key.clone(), 1);
-    let addr = serve_service(KickService::new(sessions_handler(&sessions))).await;
+    let addr = common::serve_service(KickService::new(sessions_handler(&sessions))).await;
     assert_eq!(
         post(addr, &kick).await,
         (
@@ -307,9 +296,10 @@ async fn raised_validation_limits_accept_a_long_project_through_serve_with() {
         tenant: 128,
         ..ValidationLimits::default()
     };
-    let addr =
-        serve_service(KickService::new(sessions_handler(&sessions)).validation_limits(raised))
-            .await;
+    let addr = common::serve_service(
+        KickService::new(sessions_handler(&sessions)).validation_limits(raised),
+    )
+    .await;
     assert_eq!(
         post(addr, &kick).await,
         (200, r#"{"ack":"destroyed"}"#.into())
