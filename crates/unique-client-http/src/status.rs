@@ -8,9 +8,10 @@ use unique_wire::error_message;
 /// Maps one complete response of operation `op` (`claim`, `current`, `release`).
 ///
 /// 200 → the parsed body (unparseable → `Unavailable`); 400 → `InvalidParams` with the
-/// server's message; 401 and 403 (refused credentials) → `InvalidParams`, so the caller
-/// fails at once; 429 → `Throttled`; 503, any other 5xx and any other status →
-/// `Unavailable`.
+/// server's message; 401 and 403 (refused credentials) and 404, 405 and 413
+/// (misconfiguration: a wrong base URL, or a body over the server's limit) →
+/// `InvalidParams`, so the caller fails at once; 429 → `Throttled`; 503, any other 5xx
+/// and any other status → `Unavailable`.
 pub(crate) fn classify<T: DeserializeOwned>(
     op: &str,
     status: StatusCode,
@@ -29,6 +30,18 @@ pub(crate) fn classify<T: DeserializeOwned>(
             "{op}: the server refused the credentials ({}): {}",
             status.as_u16(),
             error_message(body).unwrap_or_else(|| "no reason given".to_owned())
+        ))),
+        // No retry reaches another route or shrinks the body: fail at once with a hint.
+        StatusCode::NOT_FOUND | StatusCode::METHOD_NOT_ALLOWED => {
+            Err(Error::InvalidParams(format!(
+                "{op}: the server answered {} for /v1/{op}: check the base url (a unique server, \
+                 with its path prefix if any)",
+                status.as_u16()
+            )))
+        }
+        StatusCode::PAYLOAD_TOO_LARGE => Err(Error::InvalidParams(format!(
+            "{op}: the server answered 413: the request body is over its size limit \
+             (shorten the owner or the key's names, or raise the server's body limit)"
         ))),
         StatusCode::TOO_MANY_REQUESTS => Err(Error::Throttled),
         StatusCode::SERVICE_UNAVAILABLE => Err(Error::unavailable(match error_message(body) {
@@ -130,8 +143,27 @@ mod tests {
     }
 
     #[test]
+    fn misconfiguration_fails_at_once_with_a_hint() {
+        for status in [404, 405] {
+            let e = map(status, r#"{"released":true}"#).unwrap_err();
+            assert!(e.is_invalid_params() && !e.is_retryable(), "{status}: {e}");
+            assert_eq!(
+                e.to_string(),
+                format!(
+                    "invalid params: release: the server answered {status} for /v1/release: \
+                     check the base url (a unique server, with its path prefix if any)"
+                )
+            );
+        }
+        let e = map(413, "").unwrap_err();
+        assert!(e.is_invalid_params() && !e.is_retryable(), "{e}");
+        assert!(e.to_string().contains("413"), "{e}");
+        assert!(e.to_string().contains("size limit"), "{e}");
+    }
+
+    #[test]
     fn every_other_status_is_unavailable() {
-        for status in [500, 502, 504, 201, 204, 301, 302, 404, 405, 413] {
+        for status in [500, 502, 504, 201, 204, 301, 302, 410, 418] {
             let e = map(status, r#"{"released":true}"#).unwrap_err();
             assert!(e.is_unavailable(), "{status}: {e}");
             assert!(e.to_string().contains(&status.to_string()), "{e}");

@@ -261,8 +261,17 @@ async fn other_5xx_are_unavailable() {
 }
 
 #[tokio::test]
+async fn wrong_route_or_oversized_body_fails_at_once() {
+    for status in [404, 405, 413] {
+        let e = release_answered_by(status, "").await.unwrap_err();
+        assert!(e.is_invalid_params() && !e.is_retryable(), "{status}: {e}");
+        assert!(e.to_string().contains(&status.to_string()), "{e}");
+    }
+}
+
+#[tokio::test]
 async fn any_other_status_is_unavailable() {
-    for status in [201, 204, 302, 404, 405, 413] {
+    for status in [201, 204, 302, 410, 418] {
         let e = release_answered_by(status, r#"{"released":true}"#)
             .await
             .unwrap_err();
@@ -388,6 +397,24 @@ async fn connections_are_kept_alive_and_reused() {
     }
     assert_eq!(server.seen().len(), 10);
     assert_eq!(server.connections.load(Ordering::SeqCst), 1);
+}
+
+/// The claimer over HTTP against a wrong base URL: the 404 fails the login at
+/// once, after one request, instead of retrying for the whole budget.
+#[tokio::test]
+async fn claimer_fails_at_once_on_a_404() {
+    let server = ScriptServer::start(vec![(404, "not found")]).await;
+    let options = ClaimerOptions::default()
+        .initial_backoff(Duration::from_millis(1))
+        .jitter(Jitter::none());
+    let failed = Claimer::with_options(server.transport(), options)
+        .login(key(), claim_input().owner)
+        .await
+        .unwrap_err();
+    assert_eq!(failed.attempts, 1, "{failed}");
+    assert!(failed.error.is_invalid_params(), "{failed}");
+    assert!(failed.error.to_string().contains("base url"), "{failed}");
+    assert_eq!(server.seen().len(), 1, "no retry reached the server");
 }
 
 /// The claimer over HTTP: the retry after a 503 carries the same claim_id on the wire.

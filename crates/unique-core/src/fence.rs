@@ -11,7 +11,8 @@ use crate::types::OwnerState;
 /// gen the write stores (C4). Built from the snapshot the claim was decided on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Fence<'a> {
-    /// First login: the record must still not exist. Writes gen 1.
+    /// First login: the record must still not exist, or be stored at gen 0
+    /// (which reads as absent). Writes gen 1.
     FirstLogin,
     /// Replaces an online session or a corrupt record: the stored `gen` and `cid`
     /// both equal the snapshot's. An empty cid is a cid (C6).
@@ -77,9 +78,13 @@ impl<'a> Fence<'a> {
 
     /// Whether a record whose attributes are `stored` (`None`: no record)
     /// satisfies the condition. For stores that check the fence in process.
+    ///
+    /// A record stored at gen 0 is no record to the first login, as it reads
+    /// as absent ([`OwnerState::from_record`]).
     pub fn holds(self, stored: Option<Pins<'_>>) -> bool {
         match (self, stored) {
             (Self::FirstLogin, None) => true,
+            (Self::FirstLogin, Some(stored)) => stored.generation == 0,
             (
                 Self::DoublePin {
                     generation,
@@ -196,7 +201,11 @@ mod tests {
         assert!(!tomb.holds(Some(pins(1, None))));
         assert!(!tomb.holds(None));
         assert!(Fence::FirstLogin.holds(None));
-        assert!(!Fence::FirstLogin.holds(Some(pins(0, None))));
+        // A gen-0 record reads as absent, so the first login takes it.
+        assert!(Fence::FirstLogin.holds(Some(pins(0, None))));
+        assert!(Fence::FirstLogin.holds(Some(pins(0, Some("c")))));
+        assert!(!Fence::FirstLogin.holds(Some(pins(1, None))));
+        assert!(!Fence::FirstLogin.holds(Some(pins(-1, None))));
     }
 
     #[test]

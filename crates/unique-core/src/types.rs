@@ -100,7 +100,14 @@ impl OwnerState {
     /// The snapshot of a stored record (`exists = true`) from its attributes as a
     /// backend reads them: the one place a stored `owner` becomes `owner` and
     /// `owner_corrupt` (C7). `claim_id` is the `cid` attribute (`None`: absent, C6).
+    ///
+    /// A record whose `gen` is 0 was never claimed (no claim writes gen 0), so
+    /// it reads as [`absent`](Self::absent) and a first login may take it
+    /// (see [`Fence::holds`](crate::Fence::holds)).
     pub fn from_record(generation: i64, owner: StoredOwner<'_>, claim_id: Option<String>) -> Self {
+        if generation == 0 {
+            return Self::absent();
+        }
         let (owner, owner_corrupt) = match owner {
             StoredOwner::Absent => (None, false),
             StoredOwner::Text(raw) => match crate::decode_owner(raw) {
@@ -425,5 +432,20 @@ mod tests {
         assert_eq!(StoredOwner::from(None), StoredOwner::Absent);
         let corrupt = OwnerState::from_record(4, StoredOwner::NotText, None);
         assert!(corrupt.into_current_view().unwrap_err().is_unavailable());
+    }
+
+    #[test]
+    fn a_record_at_gen_0_reads_as_absent() {
+        for owner in [
+            StoredOwner::Absent,
+            StoredOwner::Text(r#"{"endpoint":"http://h"}"#),
+            StoredOwner::NotText,
+        ] {
+            let state = OwnerState::from_record(0, owner, Some("c".into()));
+            assert_eq!(state, OwnerState::absent(), "{owner:?}");
+            let view = state.into_current_view().expect("absent is readable");
+            assert!(!view.exists && view.generation == 0 && view.owner.is_none());
+        }
+        assert!(OwnerState::from_record(1, StoredOwner::Absent, None).exists);
     }
 }

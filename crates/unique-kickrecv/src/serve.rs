@@ -26,8 +26,11 @@ where
 /// accepting, lets requests in flight finish (at most the drain timeout), closes idle
 /// keep-alive connections, and returns.
 ///
-/// `service` is a [`KickHandler`] (kicks unsigned), or a [`KickService`] configured with
-/// [`signing_keys`](KickService::signing_keys) to refuse kicks without a valid signature.
+/// `service` is a [`KickHandler`] (kicks unsigned, keys checked with the default
+/// `ValidationLimits`), or a [`KickService`] configured with
+/// [`signing_keys`](KickService::signing_keys) to refuse kicks without a valid signature
+/// and with [`validation_limits`](KickService::validation_limits) to accept the longer
+/// names a server with raised limits accepts.
 ///
 /// Every connection speaks HTTP/1.1 with keep-alive (the arbiter's kicker pools
 /// connections), with the connection caps, header, idle and body timeouts and optional TLS of

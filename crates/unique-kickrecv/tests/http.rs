@@ -1,6 +1,8 @@
 //! The kick receiver over real HTTP: every status, the body limit both ways, single-flight
 //! across connections, mounting as a service, graceful shutdown.
 
+mod common;
+
 use std::convert::Infallible;
 use std::fmt::Write as _;
 use std::net::SocketAddr;
@@ -19,7 +21,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Notify, oneshot};
 use unique_client::{KickHandler, KickOptions, Sessions};
-use unique_core::Key;
+use unique_core::{Key, ValidationLimits};
 use unique_kickrecv::{KickService, MAX_BODY_BYTES, serve};
 
 /// A node: its sessions, its destroy log, and a receiver serving them.
@@ -255,6 +257,54 @@ async fn invalid_keys_are_400() {
             format!(r#"{{"error":"invalid_params","message":"{message}"}}"#)
         );
     }
+}
+
+/// A handler over `sessions` that destroys by removing the session.
+fn sessions_handler(sessions: &Sessions) -> KickHandler {
+    let (read, remove) = (sessions.clone(), sessions.clone());
+    KickHandler::new(
+        move |k: &Key| read.generation(k),
+        move |k: Key, g| {
+            remove.remove_if(&k, g);
+            async {}
+        },
+        KickOptions::default(),
+    )
+}
+
+#[tokio::test]
+async fn raised_validation_limits_accept_a_long_project_through_serve_with() {
+    let long = "p".repeat(100);
+    let kick = format!(r#"{{"project":"{long}","env":"prod","uid":1,"gen":2}}"#);
+    let long_key = Key::new(long.as_str(), "prod", 1);
+
+    // The default limits (64 bytes) refuse the kick and destroy nothing.
+    let sessions = Sessions::new();
+    sessions.insert(long_key.clone(), 1);
+    let addr = common::serve_service(KickService::new(sessions_handler(&sessions))).await;
+    assert_eq!(
+        post(addr, &kick).await,
+        (
+            400,
+            r#"{"error":"invalid_params","message":"project must be at most 64 bytes"}"#.into()
+        )
+    );
+    assert_eq!(sessions.generation(&long_key), Some(1));
+
+    // Limits raised to match a server that accepts longer names: the kick applies.
+    let raised = ValidationLimits {
+        tenant: 128,
+        ..ValidationLimits::default()
+    };
+    let addr = common::serve_service(
+        KickService::new(sessions_handler(&sessions)).validation_limits(raised),
+    )
+    .await;
+    assert_eq!(
+        post(addr, &kick).await,
+        (200, r#"{"ack":"destroyed"}"#.into())
+    );
+    assert!(sessions.is_empty());
 }
 
 #[tokio::test]

@@ -2,17 +2,19 @@
 //! kicker never sends) against a `KickService` with signing keys mounted on a real server.
 //! A refused kick is 401 and never reaches the destroy callback.
 
+mod common;
+
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 use unique_client::{KickHandler, KickOptions, Sessions};
 use unique_core::{Arbiter, ClaimInput, Key, KickDetail, KickOutcome, KickPayload, Kicker, Owner};
 use unique_kick_http::HttpKicker;
 use unique_kick_signature::{DEFAULT_WINDOW, Rejection, SigningKeys};
-use unique_kickrecv::{KickService, ServeOptions, serve_with};
+use unique_kickrecv::KickService;
 use unique_store_memory::MemoryStore;
 
 const A: &str = "key-a-0123456789abcdef0123456789abcdef";
@@ -57,15 +59,7 @@ impl Node {
             )
         };
         let service = KickService::new(handler).signing_keys(keys(receiver_keys));
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        // The real accept loop, as a node runs it.
-        tokio::spawn(serve_with(
-            listener,
-            service,
-            ServeOptions::default(),
-            std::future::pending(),
-        ));
+        let addr = common::serve_service(service).await;
         Self {
             addr,
             sessions,

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use unique_core::{Error, Key, Store, async_trait};
 
+pub mod absent_records;
 pub mod arbiter;
 pub mod atomic_increment;
 pub mod cid_presence;
@@ -75,6 +76,10 @@ macro_rules! __store_contract_cases {
                 read_sees_raw_write,
                 current_agrees_with_read_owner,
                 reads_never_go_back,
+            }
+            absent_records {
+                gen_0_record_reads_absent,
+                first_login_claims_gen_0_record,
             }
             fence_forms {
                 first_login_requires_absence,

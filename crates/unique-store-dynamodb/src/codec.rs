@@ -2,6 +2,9 @@
 //!
 //! One item per key: `pk` (S) = `Key::to_string()`, `gen` (N), `owner` (S, the
 //! owner's JSON, empty for a tombstone), `cid` (S, absent on a tombstone).
+//!
+//! An item without `gen`, or with `gen` 0, was never claimed: it reads as no
+//! record and the first-login form claims it (`docs/design.md#records`).
 
 use std::collections::HashMap;
 
@@ -38,7 +41,7 @@ pub(crate) struct ClaimForm {
     pub(crate) condition: &'static str,
     /// The gen this claim writes.
     pub(crate) next_generation: i64,
-    /// Extra expression values the condition needs (`:prev`, `:prev_cid`).
+    /// Extra expression values the condition needs (`:zero`, `:prev`, `:prev_cid`).
     pub(crate) pins: Vec<(&'static str, AttributeValue)>,
 }
 
@@ -59,7 +62,11 @@ impl From<Fence<'_>> for ClaimForm {
     fn from(fence: Fence<'_>) -> Self {
         let next_generation = fence.next_generation();
         let (condition, pins) = match fence {
-            Fence::FirstLogin => ("attribute_not_exists(pk)", Vec::new()),
+            // No `gen` (no item, or an item never claimed) or gen 0: both read as absent.
+            Fence::FirstLogin => (
+                "attribute_not_exists(#gen) OR #gen = :zero",
+                vec![(":zero", number(0))],
+            ),
             Fence::DoublePin {
                 generation,
                 claim_id,
@@ -83,7 +90,8 @@ impl From<Fence<'_>> for ClaimForm {
     }
 }
 
-/// Reads the `gen` attribute: present and an integer, or the record is unusable.
+/// Reads the `gen` attribute of an item a claim wrote: present and an integer,
+/// or the answer is unusable.
 pub(crate) fn generation(item: &Item) -> Result<i64, Error> {
     match item.get(GEN) {
         Some(AttributeValue::N(n)) => n
@@ -96,14 +104,15 @@ pub(crate) fn generation(item: &Item) -> Result<i64, Error> {
 
 /// The snapshot `read_owner` returns (C6, C7 soft path). `None` = no record.
 ///
-/// An absent `owner` reads as a tombstone; an `owner` of another type than S is
-/// as corrupt as unparseable JSON.
+/// An item without `gen` reads as no record, as one at gen 0 does
+/// ([`OwnerState::from_record`]). An absent `owner` reads as a tombstone; an
+/// `owner` of another type than S is as corrupt as unparseable JSON.
 ///
 /// # Errors
 ///
-/// `Unavailable` when `gen` is missing or not an integer, or `cid` is not a string.
+/// `Unavailable` when `gen` is not an integer, or `cid` is not a string.
 pub(crate) fn owner_state(item: Option<&Item>) -> Result<OwnerState, Error> {
-    let Some(item) = item else {
+    let Some(item) = item.filter(|item| item.contains_key(GEN)) else {
         return Ok(OwnerState::absent());
     };
     let generation = generation(item)?;
@@ -165,9 +174,12 @@ mod tests {
     #[test]
     fn each_fence_maps_to_its_condition_and_pins() {
         let first = form(&OwnerState::absent());
-        assert_eq!(first.condition, "attribute_not_exists(pk)");
+        assert_eq!(
+            first.condition,
+            "attribute_not_exists(#gen) OR #gen = :zero"
+        );
         assert_eq!(first.next_generation, 1);
-        assert!(first.pins.is_empty());
+        assert_eq!(first.pins, vec![(":zero", number(0))]);
 
         // Corrupt owner (owner None) with a cid: still the double-pin form.
         let corrupt = OwnerState {
@@ -260,9 +272,25 @@ mod tests {
     }
 
     #[test]
+    fn an_item_without_gen_or_at_gen_0_reads_absent() {
+        let owner = r#"{"endpoint":"http://h/k"}"#;
+        for never_claimed in [
+            item(&[]),
+            item(&[(OWNER, s(""))]),
+            item(&[(OWNER, s(owner)), (CID, s("c"))]),
+            item(&[(OWNER, s("{")), (CID, AttributeValue::N("1".into()))]),
+            item(&[(GEN, number(0)), (OWNER, s(owner)), (CID, s("c"))]),
+        ] {
+            let state = owner_state(Some(&never_claimed)).unwrap();
+            assert_eq!(state, OwnerState::absent(), "{never_claimed:?}");
+            let view = current_view(Some(&never_claimed)).unwrap();
+            assert!(!view.exists && view.generation == 0, "{never_claimed:?}");
+        }
+    }
+
+    #[test]
     fn bad_gen_or_cid_is_unavailable() {
         for bad in [
-            item(&[(OWNER, s(""))]),
             item(&[(GEN, s("1"))]),
             item(&[(GEN, AttributeValue::N("1.5".into()))]),
             item(&[(GEN, number(1)), (CID, AttributeValue::N("1".into()))]),

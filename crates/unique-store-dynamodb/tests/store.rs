@@ -365,7 +365,6 @@ async fn put(store: &DynamoStore, key: &Key, attributes: &[(&str, AttributeValue
 async fn records_without_a_usable_gen_are_unavailable() {
     let store = common::store().await;
     let cases = [
-        (1, vec![("owner", AttributeValue::S(String::new()))]),
         (2, vec![("gen", AttributeValue::S("1".into()))]),
         (3, vec![("gen", AttributeValue::N("1.5".into()))]),
     ];
@@ -380,6 +379,48 @@ async fn records_without_a_usable_gen_are_unavailable() {
             store.current(&key).await.unwrap_err().is_unavailable(),
             "{uid}"
         );
+    }
+}
+
+/// The first-login condition is `attribute_not_exists(gen)` (or gen 0): an
+/// item that was never claimed reads as absent and the first login takes it.
+#[tokio::test]
+async fn an_item_without_gen_reads_absent_and_first_login_claims_it() {
+    let store = common::store().await;
+    let owner = Owner::new("r", "c", "http://h/k");
+    let cases = [
+        vec![],
+        vec![("owner", AttributeValue::S(String::new()))],
+        vec![
+            (
+                "owner",
+                AttributeValue::S(r#"{"endpoint":"http://old"}"#.into()),
+            ),
+            ("cid", AttributeValue::S("old".into())),
+        ],
+    ];
+    for (uid, attributes) in (1..).zip(cases) {
+        let key = Key::new("no-gen", "test", uid);
+        put(&store, &key, &attributes).await;
+        let state = store.read_owner(&key).await.unwrap();
+        assert_eq!(state, OwnerState::absent(), "{attributes:?}");
+        let view = store.current(&key).await.unwrap();
+        assert!(!view.exists && view.generation == 0, "{attributes:?}");
+        assert_eq!(
+            store.claim_cas(&key, &owner, "new", &state).await.unwrap(),
+            CasOutcome::Written { generation: 1 },
+            "{attributes:?}"
+        );
+        let claimed = store.read_owner(&key).await.unwrap();
+        assert_eq!(
+            (claimed.generation, claimed.claim_id.as_deref()),
+            (1, Some("new"))
+        );
+        // Now the item has a gen: a second first login loses.
+        assert!(matches!(
+            store.claim_cas(&key, &owner, "late", &state).await.unwrap(),
+            CasOutcome::LostRace { .. }
+        ));
     }
 }
 

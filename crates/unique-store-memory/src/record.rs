@@ -19,7 +19,8 @@ impl OwnerAttr {
     /// Decodes a raw stored string (`None` = attribute absent).
     #[cfg(any(test, feature = "test-util"))]
     pub(crate) fn from_raw(raw: Option<&str>) -> Self {
-        let state = OwnerState::from_record(0, raw.into(), None);
+        // Any gen above 0 will do: a gen-0 record reads as absent, owner and all.
+        let state = OwnerState::from_record(1, raw.into(), None);
         match (state.owner, state.owner_corrupt) {
             (Some(owner), _) => Self::Valid(owner),
             (None, true) => Self::Corrupt,
@@ -61,7 +62,12 @@ impl Record {
     }
 
     /// The snapshot `read_owner` reports for this record (C6, C7 soft path).
+    /// A record at gen 0 (only a raw write stores one) reads as absent, as
+    /// [`OwnerState::from_record`] reads it in every store.
     pub(crate) fn state(&self) -> OwnerState {
+        if self.generation == 0 {
+            return OwnerState::absent();
+        }
         let (owner, owner_corrupt) = match &self.owner {
             OwnerAttr::Empty => (None, false),
             OwnerAttr::Valid(owner) => (Some(owner.clone()), false),
@@ -155,5 +161,16 @@ mod tests {
                 .is_unavailable()
         );
         assert_eq!(state_of(None), OwnerState::absent());
+    }
+
+    #[test]
+    fn a_gen_0_record_reads_absent_and_first_login_takes_it() {
+        let record = Record {
+            generation: 0,
+            owner: OwnerAttr::Valid(Owner::new("", "", "http://h")),
+            claim_id: Some("c".to_owned()),
+        };
+        assert_eq!(record.state(), OwnerState::absent());
+        assert!(unique_core::Fence::FirstLogin.holds(Some(record.pins())));
     }
 }

@@ -17,9 +17,11 @@ pub(crate) const SELECT: &str = "SELECT gen, owner, cid FROM records WHERE pk = 
 // The claim statements bind a prefix of the same parameters: ?1 pk, ?2 owner,
 // ?3 cid, ?4 the gen to write, ?5 the pinned gen, ?6 the pinned cid.
 
-/// First login: the record must still not exist.
+/// First login: the record must still not exist, or be stored at gen 0 (which
+/// reads as absent). An upsert whose `WHERE` fails changes nothing and returns no row.
 const CLAIM_FIRST_LOGIN: &str = "INSERT INTO records (pk, gen, owner, cid) VALUES (?1, ?4, ?2, ?3)
-     ON CONFLICT (pk) DO NOTHING RETURNING gen";
+     ON CONFLICT (pk) DO UPDATE SET gen = excluded.gen, owner = excluded.owner, cid = excluded.cid
+     WHERE records.gen = 0 RETURNING gen";
 /// Tombstone: same gen and no cid.
 const CLAIM_TOMBSTONE: &str = "UPDATE records SET gen = ?4, owner = ?2, cid = ?3
      WHERE pk = ?1 AND gen = ?5 AND cid IS NULL RETURNING gen";
@@ -261,6 +263,23 @@ mod tests {
                 (Some((1, Some("c"))), "a live record"),
             ],
             None,
+        );
+    }
+
+    #[test]
+    fn first_login_overwrites_a_gen_0_record() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let conn = conn(&dir);
+        put(&conn, "k", Some((0, Some("c"))));
+        assert_eq!(read_state(&conn, "k").expect("read"), OwnerState::absent());
+        assert_eq!(
+            claim(&conn, "k", "n", Fence::FirstLogin),
+            CasOutcome::Written { generation: 1 }
+        );
+        let stored = read_state(&conn, "k").expect("read");
+        assert_eq!(
+            (stored.generation, stored.claim_id.as_deref()),
+            (1, Some("n"))
         );
     }
 

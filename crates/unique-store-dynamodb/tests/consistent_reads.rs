@@ -1,0 +1,103 @@
+//! C2 on the wire: every `GetItem` the store sends asks for a strongly
+//! consistent read. An SDK interceptor on the client the store is built with
+//! records each request body; the read paths run against dynalite.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use aws_sdk_dynamodb::config::interceptors::BeforeTransmitInterceptorContextRef;
+use aws_sdk_dynamodb::config::{ConfigBag, Credentials, Intercept, Region, RuntimeComponents};
+use aws_sdk_dynamodb::error::BoxError;
+use unique_core::{Arbiter, ClaimInput, Key, Owner, Store};
+use unique_store_dynamodb::DynamoStore;
+use unique_testsupport::dynalite::{ACCESS_KEY_ID, Dynalite, REGION, SECRET_ACCESS_KEY};
+
+/// The table the other integration tests share (this binary has its own dynalite).
+const TABLE: &str = "unique-test";
+
+/// Records the body of every `GetItem` request the client transmits.
+#[derive(Debug, Clone, Default)]
+struct GetItemBodies(Arc<Mutex<Vec<String>>>);
+
+impl Intercept for GetItemBodies {
+    fn name(&self) -> &'static str {
+        "test: GetItem body recorder"
+    }
+
+    fn read_before_transmit(
+        &self,
+        context: &BeforeTransmitInterceptorContextRef<'_>,
+        _runtime_components: &RuntimeComponents,
+        _cfg: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        let request = context.request();
+        let target = request.headers().get("x-amz-target").unwrap_or_default();
+        if target.ends_with(".GetItem") {
+            let body = request.body().bytes().expect("a GetItem body is in memory");
+            self.0
+                .lock()
+                .unwrap()
+                .push(String::from_utf8_lossy(body).into_owned());
+        }
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn every_get_item_is_a_consistent_read() {
+    let recorder = GetItemBodies::default();
+    let conf = aws_sdk_dynamodb::Config::builder()
+        .behavior_version_latest()
+        .region(Region::new(REGION))
+        .endpoint_url(Dynalite::shared().endpoint_url())
+        .credentials_provider(Credentials::new(
+            ACCESS_KEY_ID,
+            SECRET_ACCESS_KEY,
+            None,
+            None,
+            "test",
+        ))
+        .interceptor(recorder.clone())
+        .build();
+    let store = DynamoStore::builder()
+        .client(aws_sdk_dynamodb::Client::from_conf(conf))
+        .table(TABLE)
+        .max_attempts(1)
+        .build()
+        .await
+        .unwrap();
+    store
+        .create_table_if_missing(Duration::from_secs(10))
+        .await
+        .unwrap();
+    store
+        .check_reachable(Duration::from_secs(10))
+        .await
+        .unwrap();
+
+    // Every read path: absent and present records, directly and through the Arbiter.
+    let key = Key::new("consistent-reads", "test", 1);
+    store.read_owner(&key).await.unwrap();
+    store.current(&key).await.unwrap();
+    let arbiter = Arbiter::new(store.clone());
+    let owner = Owner::new("r", "c", "http://127.0.0.1:9/kick");
+    arbiter
+        .claim(&ClaimInput {
+            key: key.clone(),
+            owner,
+            claim_id: "c1".into(),
+        })
+        .await
+        .unwrap();
+    store.read_owner(&key).await.unwrap();
+    store.current(&key).await.unwrap();
+
+    let bodies = recorder.0.lock().unwrap().clone();
+    assert!(bodies.len() >= 5, "the read paths sent GetItem: {bodies:?}");
+    for body in &bodies {
+        assert!(
+            body.contains(r#""ConsistentRead":true"#),
+            "a GetItem without ConsistentRead: true: {body}"
+        );
+    }
+}
