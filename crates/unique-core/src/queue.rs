@@ -6,20 +6,27 @@
 //! The store's fenced CAS still decides between processes; the queue only keeps a
 //! process from racing itself.
 //!
-//! Shape: a fixed array of shards, each a `std` mutex over a map from key to a
-//! slot. A slot exists only while a claim on its key holds or waits for the turn,
+//! Shape: a fixed array of shards, each a `std` mutex over a short list of
+//! slots, one per key. A slot exists only while a claim on its key holds or waits for the turn,
 //! and counts those claims. The first claim on an idle key inserts the slot and
-//! holds the turn at once: no semaphore, no `Arc`, and (after warm-up) no heap
-//! allocation, since the map keeps its capacity and the removed slots' keys are
-//! kept as spare buffers. A second claim creates the slot's semaphore (zero
+//! holds the turn at once: no semaphore, no `Arc`, no hashing, and (after
+//! warm-up) no heap allocation, since the list keeps its capacity and the
+//! removed slots' keys are kept as spare buffers. A list, not a hash map: a
+//! shard holds only the keys with a claim in flight (a handful), where a scan
+//! comparing uids first costs less than hashing the key three times. A second claim creates the slot's semaphore (zero
 //! permits) and waits on it; a holder that leaves while others are counted adds
 //! one permit, which tokio hands on first in, first out. A turn therefore exists
 //! at most once per slot: held by one claim, or as one permit in flight.
 //!
-//! Different keys never share a slot (the map compares whole keys); they share
-//! only a shard's mutex, held for a map lookup and never across an `.await`.
+//! Different keys never share a slot (whole keys are compared); they share
+//! only a shard's mutex, held for a lookup and never across an `.await`.
+//!
+//! No loom model: the queue's own state changes only under the shard mutex, in
+//! one critical section per step, and the handover is tokio's `Semaphore`
+//! (model-checked in tokio; tokio does not build under `--cfg loom` as a
+//! dependency). The orders that matter (a waiter or a holder dropped before,
+//! during or after a handover) are tests in `tests/claim_queue.rs`.
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use tokio::sync::Semaphore;
@@ -31,7 +38,7 @@ use crate::types::Key;
 const SHARDS: usize = 32;
 /// Spare key buffers kept per shard for the next new slot.
 const SPARE_KEYS: usize = 8;
-/// A shard's map shrinks back when it empties with more capacity than this.
+/// A shard's list shrinks back when it empties with more capacity than this.
 const KEEP_CAPACITY: usize = 64;
 
 /// The claims in flight on each key through one arbiter.
@@ -43,7 +50,7 @@ pub(crate) struct ClaimQueue {
 
 #[derive(Default)]
 struct Shard {
-    slots: HashMap<Key, Slot>,
+    slots: Vec<(Key, Slot)>,
     /// Keys of removed slots, reused (capacity and all) for new ones.
     spare: Vec<Key>,
 }
@@ -72,21 +79,22 @@ impl ClaimQueue {
     pub(crate) async fn enter<'a>(&'a self, key: &'a Key) -> Result<Turn<'a>, Error> {
         let semaphore = {
             let mut shard = self.lock(key);
-            let Some(slot) = shard.slots.get_mut(key) else {
+            let Some(index) = shard.find(key) else {
                 let owned = shard.owned(key);
-                shard.slots.insert(
+                shard.slots.push((
                     owned,
                     Slot {
                         claims: 1,
                         turn: None,
                     },
-                );
+                ));
                 return Ok(Turn {
                     queue: self,
                     key,
                     holding: true,
                 });
             };
+            let slot = &mut shard.slots[index].1;
             if slot.claims > self.max_waiters {
                 return Err(Error::unavailable(
                     "too many claims wait on this key; try again",
@@ -126,6 +134,13 @@ impl ClaimQueue {
 }
 
 impl Shard {
+    /// The index of `key`'s slot; the uid, compared first, tells most keys apart.
+    fn find(&self, key: &Key) -> Option<usize> {
+        self.slots
+            .iter()
+            .position(|(k, _)| k.uid == key.uid && k.project == key.project && k.env == key.env)
+    }
+
     /// An owned copy of `key`, in a spare key's buffers when there is one.
     fn owned(&mut self, key: &Key) -> Key {
         match self.spare.pop() {
@@ -154,9 +169,10 @@ pub(crate) struct Turn<'a> {
 impl Drop for Turn<'_> {
     fn drop(&mut self) {
         let mut shard = self.queue.lock(self.key);
-        let Some(slot) = shard.slots.get_mut(self.key) else {
+        let Some(index) = shard.find(self.key) else {
             return;
         };
+        let slot = &mut shard.slots[index].1;
         slot.claims -= 1;
         if slot.claims > 0 {
             // A waiter that leaves without the turn hands nothing on. A permit
@@ -169,9 +185,8 @@ impl Drop for Turn<'_> {
             }
             return;
         }
-        if let Some((key, _)) = shard.slots.remove_entry(self.key)
-            && shard.spare.len() < SPARE_KEYS
-        {
+        let (key, _) = shard.slots.swap_remove(index);
+        if shard.spare.len() < SPARE_KEYS {
             shard.spare.push(key);
         }
         if shard.slots.is_empty() && shard.slots.capacity() > KEEP_CAPACITY {
@@ -181,7 +196,7 @@ impl Drop for Turn<'_> {
 }
 
 /// Locks a shard, ignoring poison: every critical section leaves the map
-/// consistent (a count changed, a slot inserted or removed).
+/// consistent (a count changed, a slot pushed or removed).
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
