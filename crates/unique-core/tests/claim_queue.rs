@@ -137,6 +137,20 @@ fn start(
     Box::pin(async move { arbiter.claim(&input).await })
 }
 
+/// Writes the gated session on `key`, then starts a claim replacing it and
+/// returns that claim once its kick is held at the gate: it holds `key`'s turn.
+async fn held<'a>(
+    arbiter: &'a Arbiter<Arc<CountingStore>>,
+    entered: &mut mpsc::UnboundedReceiver<i64>,
+    key: &Key,
+) -> Pin<Box<impl Future<Output = Result<ClaimOutcome, Error>> + 'a>> {
+    arbiter.claim(&gated(key)).await.expect("gated session");
+    let mut holder = start(arbiter, claim(key, 1, "holder"));
+    assert!(pending(&mut holder).await);
+    assert_eq!(entered.recv().await, Some(2), "the kick is held");
+    holder
+}
+
 /// Polls `future` once and returns whether it is still pending (it stays pinned
 /// in `future` so the test can poll it again or drop it).
 async fn pending<F: Future>(future: &mut Pin<Box<F>>) -> bool {
@@ -233,10 +247,7 @@ async fn one_key_claims_on_two_workers_never_lose_a_race() {
 async fn a_blocked_key_holds_up_no_other_key() {
     let mut g = gated_arbiter(|b| b);
     let hot = Key::new("game", "prod", 1);
-    g.arbiter.claim(&gated(&hot)).await.expect("gated session");
-    let mut blocked = start(&g.arbiter, claim(&hot, 1, "blocked"));
-    assert!(pending(&mut blocked).await);
-    assert_eq!(g.entered.recv().await, Some(2), "the kick is held");
+    let mut blocked = held(&g.arbiter, &mut g.entered, &hot).await;
 
     let mut behind = start(&g.arbiter, claim(&hot, 2, "behind"));
     assert!(pending(&mut behind).await, "same key: waits its turn");
@@ -265,10 +276,7 @@ async fn a_blocked_key_holds_up_no_other_key() {
 async fn a_dropped_waiting_claim_does_not_wedge_the_key() {
     let mut g = gated_arbiter(|b| b);
     let key = Key::new("game", "prod", 3);
-    g.arbiter.claim(&gated(&key)).await.expect("gated session");
-    let mut holder = start(&g.arbiter, claim(&key, 1, "holder"));
-    assert!(pending(&mut holder).await);
-    g.entered.recv().await.expect("kick held");
+    let mut holder = held(&g.arbiter, &mut g.entered, &key).await;
 
     let mut dropped = start(&g.arbiter, claim(&key, 2, "dropped"));
     assert!(pending(&mut dropped).await);
@@ -295,10 +303,7 @@ async fn a_dropped_waiting_claim_does_not_wedge_the_key() {
 async fn a_dropped_holder_hands_the_turn_on() {
     let mut g = gated_arbiter(|b| b);
     let key = Key::new("game", "prod", 4);
-    g.arbiter.claim(&gated(&key)).await.expect("gated session");
-    let mut holder = start(&g.arbiter, claim(&key, 1, "holder"));
-    assert!(pending(&mut holder).await);
-    g.entered.recv().await.expect("kick held");
+    let mut holder = held(&g.arbiter, &mut g.entered, &key).await;
     let mut next = start(&g.arbiter, claim(&key, 2, "next"));
     assert!(pending(&mut next).await);
 
@@ -318,10 +323,7 @@ async fn a_dropped_holder_hands_the_turn_on() {
 async fn a_full_line_refuses_more_claims() {
     let mut g = gated_arbiter(|b| b.max_queued_claims(1));
     let key = Key::new("game", "prod", 5);
-    g.arbiter.claim(&gated(&key)).await.expect("gated session");
-    let mut holder = start(&g.arbiter, claim(&key, 1, "holder"));
-    assert!(pending(&mut holder).await);
-    g.entered.recv().await.expect("kick held");
+    let mut holder = held(&g.arbiter, &mut g.entered, &key).await;
     let mut waiter = start(&g.arbiter, claim(&key, 2, "waiter"));
     assert!(pending(&mut waiter).await);
 
