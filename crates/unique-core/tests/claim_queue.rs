@@ -247,7 +247,7 @@ async fn one_key_claims_on_two_workers_never_lose_a_race() {
 async fn a_blocked_key_holds_up_no_other_key() {
     let mut g = gated_arbiter(|b| b);
     let hot = Key::new("game", "prod", 1);
-    let mut blocked = held(&g.arbiter, &mut g.entered, &hot).await;
+    let blocked = held(&g.arbiter, &mut g.entered, &hot).await;
 
     let mut behind = start(&g.arbiter, claim(&hot, 2, "behind"));
     assert!(pending(&mut behind).await, "same key: waits its turn");
@@ -276,7 +276,7 @@ async fn a_blocked_key_holds_up_no_other_key() {
 async fn a_dropped_waiting_claim_does_not_wedge_the_key() {
     let mut g = gated_arbiter(|b| b);
     let key = Key::new("game", "prod", 3);
-    let mut holder = held(&g.arbiter, &mut g.entered, &key).await;
+    let holder = held(&g.arbiter, &mut g.entered, &key).await;
 
     let mut dropped = start(&g.arbiter, claim(&key, 2, "dropped"));
     assert!(pending(&mut dropped).await);
@@ -303,7 +303,7 @@ async fn a_dropped_waiting_claim_does_not_wedge_the_key() {
 async fn a_dropped_holder_hands_the_turn_on() {
     let mut g = gated_arbiter(|b| b);
     let key = Key::new("game", "prod", 4);
-    let mut holder = held(&g.arbiter, &mut g.entered, &key).await;
+    let holder = held(&g.arbiter, &mut g.entered, &key).await;
     let mut next = start(&g.arbiter, claim(&key, 2, "next"));
     assert!(pending(&mut next).await);
 
@@ -323,7 +323,7 @@ async fn a_dropped_holder_hands_the_turn_on() {
 async fn a_full_line_refuses_more_claims() {
     let mut g = gated_arbiter(|b| b.max_queued_claims(1));
     let key = Key::new("game", "prod", 5);
-    let mut holder = held(&g.arbiter, &mut g.entered, &key).await;
+    let holder = held(&g.arbiter, &mut g.entered, &key).await;
     let mut waiter = start(&g.arbiter, claim(&key, 2, "waiter"));
     assert!(pending(&mut waiter).await);
 
