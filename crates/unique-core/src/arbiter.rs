@@ -7,6 +7,7 @@ use crate::error::Error;
 use crate::fence::{CasOutcome, Fence};
 use crate::kicker::{KickOutcome, Kicker};
 use crate::observer::{NoopObserver, Observer};
+use crate::queue::ClaimQueue;
 use crate::store::Store;
 use crate::types::{
     ClaimInput, ClaimOutcome, CurrentView, Key, KickDetail, KickPayload, OwnerState,
@@ -22,6 +23,22 @@ pub const DEFAULT_KICK_TIMEOUT: Duration = Duration::from_secs(3);
 ///
 /// Cheap to clone (one `Arc`), `Send + Sync`, no global state. See [`Arbiter::claim`]
 /// for the algorithm.
+///
+/// # Claim queue
+///
+/// Claims on one key through one arbiter (and its clones) wait in line, first in,
+/// first out, instead of racing each other's compare-and-set: each runs its
+/// attempts alone and the next starts from what it wrote, so a process does not
+/// lose races to itself. The store's fenced CAS still decides between processes
+/// and arbiters; the store contract is unchanged. Claims on different keys never
+/// wait for each other, and `current` and `release` never wait.
+///
+/// Nothing new bounds the wait: a line of N claims on one key takes up to N claim
+/// times, each bounded by the kick timeout and the store's own timeouts. The line
+/// is unlimited by default; [`ArbiterBuilder::max_queued_claims`] refuses claims
+/// beyond a limit with `Unavailable`. A claim future dropped while it waits leaves
+/// the line; dropped while it holds the turn, it hands the turn on. The queue keeps
+/// an entry only for keys with a claim in progress ([`Arbiter::claiming_keys`]).
 pub struct Arbiter<S> {
     inner: Arc<Inner<S>>,
 }
@@ -33,6 +50,7 @@ struct Inner<S> {
     max_claim_attempts: u32,
     kick_timeout: Duration,
     limits: ValidationLimits,
+    queue: ClaimQueue,
 }
 
 impl<S> Clone for Arbiter<S> {
@@ -63,6 +81,7 @@ pub struct ArbiterBuilder<S> {
     max_claim_attempts: u32,
     kick_timeout: Duration,
     limits: ValidationLimits,
+    max_queued_claims: usize,
 }
 
 impl<S: Store> ArbiterBuilder<S> {
@@ -101,6 +120,17 @@ impl<S: Store> ArbiterBuilder<S> {
         self
     }
 
+    /// Most claims that may wait in one key's line behind the claim holding its
+    /// turn; one more is refused at once with `Unavailable` (retryable), with no
+    /// store call. Default: no limit, since each waiter is already bounded by
+    /// its own request (a server's connection cap) and each turn by the kick
+    /// and store timeouts.
+    #[must_use]
+    pub fn max_queued_claims(mut self, waiters: usize) -> Self {
+        self.max_queued_claims = waiters;
+        self
+    }
+
     /// Builds the arbiter.
     pub fn build(self) -> Arbiter<S> {
         Arbiter {
@@ -111,6 +141,7 @@ impl<S: Store> ArbiterBuilder<S> {
                 max_claim_attempts: self.max_claim_attempts,
                 kick_timeout: self.kick_timeout,
                 limits: self.limits,
+                queue: ClaimQueue::new(self.max_queued_claims),
             }),
         }
     }
@@ -126,6 +157,7 @@ impl<S: Store> Arbiter<S> {
             max_claim_attempts: DEFAULT_MAX_CLAIM_ATTEMPTS,
             kick_timeout: DEFAULT_KICK_TIMEOUT,
             limits: ValidationLimits::default(),
+            max_queued_claims: usize::MAX,
         }
     }
 
@@ -144,8 +176,16 @@ impl<S: Store> Arbiter<S> {
         &self.inner.limits
     }
 
+    /// How many keys have a claim in progress or waiting through this arbiter.
+    /// The claim queue keeps an entry only for those, so this is also the
+    /// queue's size; it falls back to 0 when the claims end.
+    pub fn claiming_keys(&self) -> usize {
+        self.inner.queue.keys()
+    }
+
     /// Claims `input.key` for `input.owner`: kick the old session first, then write.
     ///
+    /// A valid claim first waits for its key's turn (see [Claim queue](Arbiter#claim-queue)).
     /// Per attempt: (1) strong read; (2) if the record already holds this
     /// claim_id with an owner, return it as a replay (no kick, no write, I4);
     /// (3) if the record holds a session, kick it and wait for confirmation or
@@ -157,12 +197,17 @@ impl<S: Store> Arbiter<S> {
     ///
     /// `InvalidParams` before any store call, for an invalid input or a new endpoint
     /// the kicker refuses ([`Kicker::check_endpoint`]); `Throttled` when the store throttled;
-    /// `Unavailable` for any other store fault, an exhausted attempt budget or an
-    /// exhausted gen (fail-closed).
+    /// `Unavailable` for any other store fault, an exhausted attempt budget, an
+    /// exhausted gen (fail-closed) or a full line of waiting claims on the key.
     pub async fn claim(&self, input: &ClaimInput) -> Result<ClaimOutcome, Error> {
         let started = Instant::now();
         let (result, attempts) = match self.validate_claim(input) {
-            Ok(()) => self.claim_attempts(input).await,
+            Ok(()) => match self.inner.queue.enter(&input.key).await {
+                // Held until the claim is decided, so the next claim on this key
+                // reads what this one wrote.
+                Ok(_turn) => self.claim_attempts(input).await,
+                Err(e) => (Err(e), 0),
+            },
             Err(e) => (Err(e), 0),
         };
         self.inner

@@ -6,6 +6,7 @@ mod evict;
 mod fence;
 mod kicker;
 mod observer;
+mod queue;
 mod store;
 mod types;
 mod validate;

@@ -1,0 +1,202 @@
+//! The per-key claim queue: claims on one key through one [`Arbiter`](crate::Arbiter)
+//! take turns instead of racing each other at the store.
+//!
+//! Claims inside one process would otherwise lose compare-and-sets to each other
+//! and spend their attempt budget on it (`Unavailable` after three lost races).
+//! The store's fenced CAS still decides between processes; the queue only keeps a
+//! process from racing itself.
+//!
+//! Shape: a fixed array of shards, each a `std` mutex over a short list of
+//! slots, one per key. A slot exists only while a claim on its key holds or waits for the turn,
+//! and counts those claims. The first claim on an idle key inserts the slot and
+//! holds the turn at once: no semaphore, no `Arc`, no hashing, and (after
+//! warm-up) no heap allocation, since the list keeps its capacity and the
+//! removed slots' keys are kept as spare buffers. A list, not a hash map: a
+//! shard holds only the keys with a claim in flight (a handful), where a scan
+//! comparing uids first costs less than hashing the key three times. A second claim creates the slot's semaphore (zero
+//! permits) and waits on it; a holder that leaves while others are counted adds
+//! one permit, which tokio hands on first in, first out. A turn therefore exists
+//! at most once per slot: held by one claim, or as one permit in flight.
+//!
+//! Different keys never share a slot (whole keys are compared); they share
+//! only a shard's mutex, held for a lookup and never across an `.await`.
+//!
+//! No loom model: the queue's own state changes only under the shard mutex, in
+//! one critical section per step, and the handover is tokio's `Semaphore`
+//! (model-checked in tokio; tokio does not build under `--cfg loom` as a
+//! dependency). The orders that matter (a waiter or a holder dropped before,
+//! during or after a handover) are tests in `tests/claim_queue.rs`.
+
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use tokio::sync::Semaphore;
+
+use crate::error::Error;
+use crate::types::Key;
+
+/// Shards of the map; a power of two. Enough that two cores rarely meet on one.
+const SHARDS: usize = 32;
+/// Spare key buffers kept per shard for the next new slot.
+const SPARE_KEYS: usize = 8;
+/// A shard's list shrinks back when it empties with more capacity than this.
+const KEEP_CAPACITY: usize = 64;
+
+/// The claims in flight on each key through one arbiter.
+pub(crate) struct ClaimQueue {
+    shards: Box<[Mutex<Shard>]>,
+    /// Most claims that may wait behind the one holding a key's turn.
+    max_waiters: usize,
+}
+
+#[derive(Default)]
+struct Shard {
+    slots: Vec<(Key, Slot)>,
+    /// Keys of removed slots, reused (capacity and all) for new ones.
+    spare: Vec<Key>,
+}
+
+struct Slot {
+    /// Claims holding or waiting for this key's turn; at least 1.
+    claims: usize,
+    /// Hands the turn on; created by the first claim that has to wait.
+    turn: Option<Arc<Semaphore>>,
+}
+
+impl ClaimQueue {
+    pub(crate) fn new(max_waiters: usize) -> Self {
+        Self {
+            shards: (0..SHARDS).map(|_| Mutex::default()).collect(),
+            max_waiters,
+        }
+    }
+
+    /// Waits for `key`'s turn. The returned [`Turn`] holds it until dropped;
+    /// dropping this future while it waits gives up its place in line.
+    ///
+    /// # Errors
+    ///
+    /// `Unavailable` when `max_waiters` claims already wait on `key`.
+    pub(crate) async fn enter<'a>(&'a self, key: &'a Key) -> Result<Turn<'a>, Error> {
+        let semaphore = {
+            let mut shard = self.lock(key);
+            let Some(index) = shard.find(key) else {
+                let owned = shard.owned(key);
+                shard.slots.push((
+                    owned,
+                    Slot {
+                        claims: 1,
+                        turn: None,
+                    },
+                ));
+                return Ok(Turn {
+                    queue: self,
+                    key,
+                    holding: true,
+                });
+            };
+            let slot = &mut shard.slots[index].1;
+            if slot.claims > self.max_waiters {
+                return Err(Error::unavailable(
+                    "too many claims wait on this key; try again",
+                ));
+            }
+            slot.claims += 1;
+            Arc::clone(slot.turn.get_or_insert_with(|| Arc::new(Semaphore::new(0))))
+        };
+        // Counted in the slot from here: dropping `turn` while waiting uncounts it.
+        let mut turn = Turn {
+            queue: self,
+            key,
+            holding: false,
+        };
+        // Never closed, so `acquire` cannot fail; the permit is the turn itself,
+        // given back by `Turn::drop` as a new permit.
+        if let Ok(permit) = semaphore.acquire().await {
+            permit.forget();
+        }
+        turn.holding = true;
+        Ok(turn)
+    }
+
+    /// Keys with a claim holding or waiting for their turn.
+    pub(crate) fn keys(&self) -> usize {
+        self.shards.iter().map(|s| lock(s).slots.len()).sum()
+    }
+
+    fn lock(&self, key: &Key) -> MutexGuard<'_, Shard> {
+        // Fibonacci hashing of the uid: free, and spreads consecutive uids. Keys
+        // that differ only in project or env share a shard's mutex, never a slot.
+        let index = key.uid.cast_unsigned().wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 59;
+        // 32 shards: the top five bits; usize holds them on every target.
+        #[allow(clippy::cast_possible_truncation)]
+        lock(&self.shards[index as usize])
+    }
+}
+
+impl Shard {
+    /// The index of `key`'s slot; the uid, compared first, tells most keys apart.
+    fn find(&self, key: &Key) -> Option<usize> {
+        self.slots
+            .iter()
+            .position(|(k, _)| k.uid == key.uid && k.project == key.project && k.env == key.env)
+    }
+
+    /// An owned copy of `key`, in a spare key's buffers when there is one.
+    fn owned(&mut self, key: &Key) -> Key {
+        match self.spare.pop() {
+            Some(mut spare) => {
+                spare.project.clear();
+                spare.project.push_str(&key.project);
+                spare.env.clear();
+                spare.env.push_str(&key.env);
+                spare.uid = key.uid;
+                spare
+            }
+            None => key.clone(),
+        }
+    }
+}
+
+/// One claim's place in its key's line: holding the turn, or (only while
+/// [`ClaimQueue::enter`] waits) waiting for it. Dropping it leaves the line and,
+/// when it held the turn and others wait, hands the turn to the next.
+pub(crate) struct Turn<'a> {
+    queue: &'a ClaimQueue,
+    key: &'a Key,
+    holding: bool,
+}
+
+impl Drop for Turn<'_> {
+    fn drop(&mut self) {
+        let mut shard = self.queue.lock(self.key);
+        let Some(index) = shard.find(self.key) else {
+            return;
+        };
+        let slot = &mut shard.slots[index].1;
+        slot.claims -= 1;
+        if slot.claims > 0 {
+            // A waiter that leaves without the turn hands nothing on. A permit
+            // already given to it returns to the semaphore when its `acquire`
+            // future drops, and goes to the next in line.
+            if self.holding
+                && let Some(turn) = &slot.turn
+            {
+                turn.add_permits(1);
+            }
+            return;
+        }
+        let (key, _) = shard.slots.swap_remove(index);
+        if shard.spare.len() < SPARE_KEYS {
+            shard.spare.push(key);
+        }
+        if shard.slots.is_empty() && shard.slots.capacity() > KEEP_CAPACITY {
+            shard.slots.shrink_to(KEEP_CAPACITY);
+        }
+    }
+}
+
+/// Locks a shard, ignoring poison: every critical section leaves the map
+/// consistent (a count changed, a slot pushed or removed).
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
