@@ -22,7 +22,7 @@ use crate::keys::KeyChoice;
 use crate::load::{LoadPlan, Measurement};
 use crate::redis_client::RedisConnector;
 use crate::report::{Role, Row};
-use crate::server::{DbSync, ServerStore, UniqueServer};
+use crate::server::{DbSync, ServerStore, UniqueServer, Variant};
 use unique_testsupport::redis::RedisServer;
 
 /// Measures unique-server (memory and durable sqlite stores) and a redis-server claim
@@ -105,6 +105,8 @@ enum Target {
     Redis,
     /// unique-server --store memory.
     Memory,
+    /// unique-server --store memory --no-metrics: what recording metrics costs.
+    MemoryNoMetrics,
     /// unique-server --store memory with the security guards on: --auth-tokens (every
     /// request carries a bearer token checked in constant time and scoped by project)
     /// and --kick-signing-keys (a kick, when one is sent, is signed).
@@ -116,9 +118,10 @@ enum Target {
 }
 
 impl Target {
-    const ALL: [Target; 5] = [
+    const ALL: [Target; 6] = [
         Target::Redis,
         Target::Memory,
+        Target::MemoryNoMetrics,
         Target::MemoryGuarded,
         Target::SqliteFull,
         Target::SqliteNormal,
@@ -128,6 +131,7 @@ impl Target {
         match self {
             Target::Redis => "redis lua script",
             Target::Memory => "unique memory",
+            Target::MemoryNoMetrics => "unique memory, no metrics",
             Target::MemoryGuarded => "unique memory, auth + signing",
             Target::SqliteFull => "unique sqlite full",
             Target::SqliteNormal => "unique sqlite normal",
@@ -202,7 +206,10 @@ fn run(args: &Args) -> Result<(), String> {
             role: match target.target {
                 Target::Redis => Role::Baseline,
                 Target::Memory => Role::Memory,
-                Target::MemoryGuarded | Target::SqliteFull | Target::SqliteNormal => Role::Other,
+                Target::MemoryNoMetrics
+                | Target::MemoryGuarded
+                | Target::SqliteFull
+                | Target::SqliteNormal => Role::Other,
             },
             rounds,
         })
@@ -233,7 +240,11 @@ impl Running {
         server_bin: Option<&std::path::Path>,
         server_workers: usize,
     ) -> Result<Self, String> {
-        let guarded = target == Target::MemoryGuarded;
+        let variant = match target {
+            Target::MemoryNoMetrics => Variant::NoMetrics,
+            Target::MemoryGuarded => Variant::Guarded,
+            _ => Variant::Default,
+        };
         let store = match target {
             Target::Redis => {
                 let server = RedisServer::start();
@@ -244,13 +255,13 @@ impl Running {
                     _server: Box::new(server),
                 });
             }
-            Target::Memory | Target::MemoryGuarded => ServerStore::Memory,
+            Target::Memory | Target::MemoryNoMetrics | Target::MemoryGuarded => ServerStore::Memory,
             Target::SqliteFull => ServerStore::Sqlite(DbSync::Full),
             Target::SqliteNormal => ServerStore::Sqlite(DbSync::Normal),
         };
         let bin = server_bin.ok_or("no unique-server binary")?;
         let workers = (server_workers > 0).then_some(server_workers);
-        let server = UniqueServer::start(bin, store, workers, guarded)?;
+        let server = UniqueServer::start(bin, store, workers, variant)?;
         let connector = HttpConnector::new(server.addr(), server.bearer_token());
         Ok(Self {
             target,

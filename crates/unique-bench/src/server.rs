@@ -62,6 +62,17 @@ const BENCH_TOKEN: &str = "unique-bench-token-0123456789abcdef";
 /// The kick-signing key of a guarded server (a bench secret, not a real one).
 const BENCH_SIGNING_KEY: &str = "unique-bench-signing-key-0123456789abcdef";
 
+/// How a server is configured beyond its store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Variant {
+    /// The binary's defaults (metrics recorded, no authentication, kicks unsigned).
+    Default,
+    /// `--no-metrics`: nothing recorded, no `/metrics`.
+    NoMetrics,
+    /// Caller authentication (`--auth-tokens`) and kick signing (`--kick-signing-keys`).
+    Guarded,
+}
+
 /// A running `unique-server`, killed on drop (its database directory removed).
 pub(crate) struct UniqueServer {
     addr: SocketAddr,
@@ -74,14 +85,14 @@ pub(crate) struct UniqueServer {
 
 impl UniqueServer {
     /// Starts `binary` on a free loopback port with logging at `warn`, and waits
-    /// for the address it prints. `guarded` turns on caller authentication
-    /// (`--auth-tokens`) and kick signing (`--kick-signing-keys`).
+    /// for the address it prints, configured as `variant` says.
     pub(crate) fn start(
         binary: &Path,
         store: ServerStore,
         workers: Option<usize>,
-        guarded: bool,
+        variant: Variant,
     ) -> Result<Self, String> {
+        let guarded = variant == Variant::Guarded;
         let mut command = Command::new(binary);
         command
             .args(["--listen", "127.0.0.1:0"])
@@ -97,6 +108,9 @@ impl UniqueServer {
             .prefix("unique-bench-")
             .tempdir()
             .map_err(|e| format!("cannot create a temporary directory: {e}"))?;
+        if variant == Variant::NoMetrics {
+            command.arg("--no-metrics");
+        }
         if guarded {
             let write = |name: &str, text: String| {
                 let path = dir.path().join(name);
