@@ -2,11 +2,9 @@
 
 mod common;
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::process::{Command, Stdio};
 
-use common::{BIN, announced_addr};
+use common::{BIN, announced_addr, exchange, stop_with_sigterm};
 
 #[test]
 fn help_explains_every_flag_and_its_env_var() {
@@ -85,32 +83,14 @@ fn prints_address_serves_and_stops_on_sigterm() {
         .unwrap();
     let addr = announced_addr(&mut child);
 
-    let mut stream = TcpStream::connect(&addr).unwrap();
-    stream
-        .write_all(b"GET /healthz HTTP/1.1\r\nhost: t\r\nconnection: close\r\n\r\n")
-        .unwrap();
-    let mut answer = String::new();
-    stream.read_to_string(&mut answer).unwrap();
+    let answer = exchange(
+        &addr,
+        "GET /healthz HTTP/1.1\r\nhost: t\r\nconnection: close\r\n\r\n",
+    );
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
     assert!(answer.ends_with("ok"), "{answer}");
 
-    let pid = child.id().to_string();
-    assert!(
-        Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .unwrap()
-            .success()
-    );
-    let status = child.wait().unwrap();
-    assert!(status.success(), "exit after SIGTERM: {status}");
-    let mut logs = String::new();
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut logs)
-        .unwrap();
+    let logs = stop_with_sigterm(child);
     // JSON log lines, one object each.
     for l in logs.lines() {
         assert!(
@@ -119,15 +99,6 @@ fn prints_address_serves_and_stops_on_sigterm() {
         );
     }
     assert!(logs.contains("shutdown requested"), "{logs}");
-}
-
-/// One request on a fresh connection; the raw answer.
-fn raw(addr: &str, request: &str) -> String {
-    let mut stream = TcpStream::connect(addr).unwrap();
-    stream.write_all(request.as_bytes()).unwrap();
-    let mut answer = String::new();
-    stream.read_to_string(&mut answer).unwrap();
-    answer
 }
 
 fn current_request(authorization: Option<&str>) -> String {
@@ -163,16 +134,16 @@ fn auth_tokens_file_guards_the_api() {
         .spawn()
         .unwrap();
     let addr = announced_addr(&mut child);
-    let refused = raw(&addr, &current_request(None));
+    let refused = exchange(&addr, &current_request(None));
     assert!(refused.starts_with("HTTP/1.1 401"), "{refused}");
     assert!(refused.contains("unauthenticated"), "{refused}");
-    let allowed = raw(
+    let allowed = exchange(
         &addr,
         &current_request(Some("Bearer bin-test-token-0123456789")),
     );
     assert!(allowed.starts_with("HTTP/1.1 200"), "{allowed}");
     for probe in ["/healthz", "/readyz"] {
-        let answer = raw(
+        let answer = exchange(
             &addr,
             &format!("GET {probe} HTTP/1.1\r\nhost: t\r\nconnection: close\r\n\r\n"),
         );

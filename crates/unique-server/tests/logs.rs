@@ -4,11 +4,9 @@
 
 mod common;
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
 
-use common::{BIN, announced_addr};
+use common::{BIN, announced_addr, exchange, stop_with_sigterm};
 
 /// An endpoint nobody listens on (port 1 of loopback refuses), with a secret in its
 /// query string that must never reach a log line.
@@ -64,16 +62,7 @@ fn scripted_session(format: &str) -> String {
     );
     let released = exchange(&addr, &release);
     assert!(released.contains(r#"{"released":true}"#), "{released}");
-    stop(child)
-}
-
-/// Sends one raw request on a fresh connection and returns the whole answer.
-fn exchange(addr: &str, request: &str) -> String {
-    let mut stream = TcpStream::connect(addr).unwrap();
-    stream.write_all(request.as_bytes()).unwrap();
-    let mut answer = String::new();
-    stream.read_to_string(&mut answer).unwrap();
-    answer
+    stop_with_sigterm(child)
 }
 
 /// A `POST path` with extra header lines and a JSON body, closing the connection after it.
@@ -83,26 +72,6 @@ fn post(path: &str, headers: &str, body: &str) -> String {
          content-length: {}\r\n\r\n{body}",
         body.len()
     )
-}
-
-fn stop(mut child: Child) -> String {
-    let pid = child.id().to_string();
-    assert!(
-        Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .unwrap()
-            .success()
-    );
-    assert!(child.wait().unwrap().success());
-    let mut logs = String::new();
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut logs)
-        .unwrap();
-    logs
 }
 
 #[test]

@@ -1,7 +1,11 @@
 //! Shared by the tests that run the `unique-server` binary as a real process.
 
-use std::io::{BufRead, BufReader};
-use std::process::Child;
+// Each test file uses some of these helpers, not all.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command};
 
 /// The binary under test.
 pub(crate) const BIN: &str = env!("CARGO_BIN_EXE_unique-server");
@@ -21,4 +25,36 @@ pub(crate) fn announced_with_scheme(child: &mut Child, scheme: &str) -> String {
         .strip_prefix(&format!("unique-server listening on {scheme}://"))
         .unwrap_or_else(|| panic!("server did not start: {line:?}"))
         .to_owned()
+}
+
+/// Sends one raw HTTP/1.1 request on a fresh connection and returns the whole answer
+/// (the request should say `connection: close`).
+pub(crate) fn exchange(addr: &str, request: &str) -> String {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    answer
+}
+
+/// Sends SIGTERM, asserts a clean exit, and returns what the server wrote to stderr.
+pub(crate) fn stop_with_sigterm(mut child: Child) -> String {
+    let pid = child.id().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let status = child.wait().unwrap();
+    assert!(status.success(), "exit after SIGTERM: {status}");
+    let mut logs = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut logs)
+        .unwrap();
+    logs
 }
