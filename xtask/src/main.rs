@@ -20,6 +20,8 @@ commands:
   deny      cargo-deny's offline checks (installs cargo-deny when missing)
   contract  the store, kicker and lease contract suites against every in-tree backend
   loom      the loom models of the memory store's fenced write
+  fuzz      the property-based fuzz targets (wire contract, kick receiver) with
+            PROPTEST_CASES=20000 instead of the 256 cases per property `ci` runs
   smoke     S1-S6 with the server binary and client processes over loopback HTTP
   bench     the load generator: unique-server (memory, sqlite) side by side with a redis script
 ";
@@ -51,6 +53,7 @@ fn main() -> ExitCode {
         "ci" => ci(&mut run),
         "contract" => contract(&mut run),
         "loom" => loom(&mut run),
+        "fuzz" => fuzz(&mut run),
         "tidy" => tidy(&mut run),
         "deny" => deny(&mut run),
         "smoke" => smoke(&mut run),
@@ -157,6 +160,21 @@ fn contract(run: &mut Run) {
             &format!("contract {package}"),
             cargo(&["test", "-p", package, "--test", target]),
         );
+    }
+}
+
+/// The property-based fuzz targets `fuzz` runs longer than `ci` does: (package, test target).
+const FUZZ_TARGETS: &[(&str, &str)] =
+    &[("unique-arbiter-http", "fuzz"), ("unique-kickrecv", "fuzz")];
+
+/// Cases per property in `fuzz`; `ci` runs each target's default (256).
+const FUZZ_CASES: &str = "20000";
+
+fn fuzz(run: &mut Run) {
+    for (package, target) in FUZZ_TARGETS {
+        let mut cmd = cargo(&["test", "-p", package, "--test", target]);
+        cmd.env("PROPTEST_CASES", FUZZ_CASES);
+        run.step(&format!("fuzz {package} ({FUZZ_CASES} cases)"), cmd);
     }
 }
 

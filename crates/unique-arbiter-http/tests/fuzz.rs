@@ -1,0 +1,434 @@
+//! Bounded property-based fuzzing of the wire contract: `ArbiterService::handle`, called
+//! directly, gets arbitrary bytes, arbitrary JSON and mutated claim/current/release bodies on
+//! every route. It never panics, never answers 5xx (the store works, so a 5xx is a bug),
+//! never touches the store for a request it answers 400/404/405/413, and answers a claim 200
+//! only for a body that is a valid claim (and always for one).
+//!
+//! 256 cases per property by default; `PROPTEST_CASES` raises it (`cargo xtask fuzz`).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use bytes::Bytes;
+use http::{Method, Request, StatusCode};
+use http_body_util::Full;
+use proptest::prelude::*;
+use proptest::sample::Index;
+use serde_json::{Map, Value, json};
+use unique_arbiter_http::ArbiterService;
+use unique_core::{
+    Arbiter, CasOutcome, CurrentView, Error, Key, Owner, OwnerState, Store, ValidationLimits,
+    async_trait,
+};
+use unique_store_memory::MemoryStore;
+
+/// A memory store that counts reads and writes, to show a refused request touches nothing.
+#[derive(Default)]
+struct CountingStore {
+    inner: MemoryStore,
+    reads: AtomicUsize,
+    writes: AtomicUsize,
+}
+
+#[async_trait]
+impl Store for CountingStore {
+    async fn read_owner(&self, key: &Key) -> Result<OwnerState, Error> {
+        self.reads.fetch_add(1, Ordering::SeqCst);
+        self.inner.read_owner(key).await
+    }
+    async fn claim_cas(
+        &self,
+        key: &Key,
+        owner: &Owner,
+        claim_id: &str,
+        snap: &OwnerState,
+    ) -> Result<CasOutcome, Error> {
+        self.writes.fetch_add(1, Ordering::SeqCst);
+        self.inner.claim_cas(key, owner, claim_id, snap).await
+    }
+    async fn current(&self, key: &Key) -> Result<CurrentView, Error> {
+        self.reads.fetch_add(1, Ordering::SeqCst);
+        self.inner.current(key).await
+    }
+    async fn release(&self, key: &Key, generation: i64) -> Result<bool, Error> {
+        self.writes.fetch_add(1, Ordering::SeqCst);
+        self.inner.release(key, generation).await
+    }
+}
+
+/// 256 cases unless `PROPTEST_CASES` says otherwise. (`ProptestConfig::with_cases` would
+/// override the variable, so the default, which reads it, is kept when it is set.)
+fn config() -> ProptestConfig {
+    let mut config = ProptestConfig::default();
+    if std::env::var_os("PROPTEST_CASES").is_none() {
+        config.cases = 256;
+    }
+    config
+}
+
+const PATHS: &[&str] = &["/v1/claim", "/v1/current", "/v1/release"];
+
+/// Mostly `POST` on a real route; sometimes another method or an unknown path.
+fn target() -> impl Strategy<Value = (Method, &'static str)> {
+    let method = prop_oneof![
+        8 => Just(Method::POST),
+        1 => Just(Method::GET),
+        1 => Just(Method::PUT),
+        1 => Just(Method::DELETE),
+    ];
+    let path = prop_oneof![
+        10 => prop::sample::select(PATHS),
+        1 => prop::sample::select(&["/v1/claim/", "/v1/nope", "/", "/V1/CLAIM"][..]),
+    ];
+    (method, path)
+}
+
+/// Strings a careless or hostile caller sends.
+fn weird_string() -> impl Strategy<Value = String> {
+    prop_oneof![
+        4 => "[a-z0-9-]{1,12}",
+        1 => "\\PC{0,16}",
+        1 => "[a-z]{0,4}[\\x00-\\x1f\\x7f\\x{80}-\\x{9f}][a-z]{0,4}",
+        1 => "[a-z]{0,4}#[a-z]{0,4}",
+        1 => Just(String::new()),
+        1 => (60usize..200).prop_map(|n| "p".repeat(n)),
+        1 => (0usize..70_000).prop_map(|n| "x".repeat(n)),
+    ]
+}
+
+/// Object keys: the contract's own field names (so wrong values land on real fields) or others.
+fn field_name() -> impl Strategy<Value = String> {
+    prop_oneof![
+        3 => prop::sample::select(
+            &["project", "env", "uid", "owner", "claim_id", "gen", "region", "cluster", "endpoint"][..]
+        )
+        .prop_map(str::to_owned),
+        1 => "\\PC{0,8}",
+        1 => "[A-Za-z_]{1,10}",
+    ]
+}
+
+/// Numbers at and past the edges of `i64`.
+fn edge_number() -> impl Strategy<Value = Value> {
+    prop_oneof![
+        prop::sample::select(&[0, -1, 1, i64::MIN, i64::MAX][..]).prop_map(Value::from),
+        Just(Value::from(u64::MAX)),
+        Just(json!(1e300)),
+        Just(json!(7.0)),
+        Just(json!(-0.5)),
+        any::<i64>().prop_map(Value::from),
+    ]
+}
+
+/// Any JSON value, nested a few levels.
+fn json_value() -> impl Strategy<Value = Value> {
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::Bool),
+        edge_number(),
+        any::<f64>().prop_filter_map("finite", |f| {
+            serde_json::Number::from_f64(f).map(Value::Number)
+        }),
+        weird_string().prop_map(Value::String),
+    ];
+    leaf.prop_recursive(4, 48, 6, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+            prop::collection::btree_map(field_name(), inner, 0..6)
+                .prop_map(|m| Value::Object(m.into_iter().collect::<Map<_, _>>())),
+        ]
+    })
+}
+
+fn tenant() -> impl Strategy<Value = String> {
+    prop_oneof![
+        8 => "[a-z0-9-]{1,16}",
+        1 => Just("t".repeat(64)),
+        1 => "\\PC{1,8}".prop_filter("no '#'", |s| !s.contains('#') && s.len() <= 64),
+    ]
+}
+
+/// A valid body for one of the routes.
+fn valid_body() -> impl Strategy<Value = Value> {
+    let uid = prop_oneof![1i64..100, Just(i64::MAX)];
+    let endpoint = prop_oneof![
+        Just("http://127.0.0.1:9/kick".to_owned()),
+        "https://[a-z]{1,10}\\.example(:[0-9]{1,5})?/[a-z]{0,8}",
+    ];
+    let region = prop::option::of("[a-z0-9-]{0,8}");
+    let claim = (
+        tenant(),
+        tenant(),
+        uid.clone(),
+        region.clone(),
+        region,
+        endpoint,
+        "[!-~]{1,128}",
+    )
+        .prop_map(|(project, env, uid, region, cluster, endpoint, claim_id)| {
+            let mut owner = Map::new();
+            owner.insert("endpoint".into(), endpoint.into());
+            if let Some(region) = region {
+                owner.insert("region".into(), region.into());
+            }
+            if let Some(cluster) = cluster {
+                owner.insert("cluster".into(), cluster.into());
+            }
+            json!({"project": project, "env": env, "uid": uid, "owner": owner, "claim_id": claim_id})
+        });
+    let current = (tenant(), tenant(), uid.clone())
+        .prop_map(|(project, env, uid)| json!({"project": project, "env": env, "uid": uid}));
+    let release = (tenant(), tenant(), uid, any::<i64>()).prop_map(
+        |(project, env, uid, g)| json!({"project": project, "env": env, "uid": uid, "gen": g}),
+    );
+    prop_oneof![2 => claim, 1 => current, 1 => release]
+}
+
+/// One change to a body.
+#[derive(Debug, Clone)]
+enum Mutation {
+    /// Drops a field.
+    Drop(Index),
+    /// Renames a field.
+    Rename(Index, String),
+    /// Gives a field another value (a wrong type, a bad string, an edge number, garbage).
+    Replace(Index, Value),
+    /// Adds a field to one of the objects.
+    Insert(Index, String, Value),
+}
+
+fn mutation() -> impl Strategy<Value = Mutation> {
+    let value = prop_oneof![
+        edge_number(),
+        weird_string().prop_map(Value::String),
+        json_value(),
+    ];
+    prop_oneof![
+        any::<Index>().prop_map(Mutation::Drop),
+        (any::<Index>(), field_name()).prop_map(|(i, n)| Mutation::Rename(i, n)),
+        (any::<Index>(), value).prop_map(|(i, v)| Mutation::Replace(i, v)),
+        (any::<Index>(), field_name(), json_value())
+            .prop_map(|(i, n, v)| Mutation::Insert(i, n, v)),
+    ]
+}
+
+/// Every object key in `value`, as a path of keys.
+fn paths(value: &Value, prefix: &mut Vec<String>, out: &mut Vec<Vec<String>>) {
+    if let Value::Object(map) = value {
+        for (k, v) in map {
+            prefix.push(k.clone());
+            out.push(prefix.clone());
+            paths(v, prefix, out);
+            prefix.pop();
+        }
+    }
+}
+
+/// The object at `path` (the root for an empty path), when it is one.
+fn object_at<'a>(value: &'a mut Value, path: &[String]) -> Option<&'a mut Map<String, Value>> {
+    let mut at = value;
+    for key in path {
+        at = at.as_object_mut()?.get_mut(key)?;
+    }
+    at.as_object_mut()
+}
+
+fn apply(mut body: Value, mutations: &[Mutation]) -> Value {
+    for mutation in mutations {
+        let mut fields = Vec::new();
+        paths(&body, &mut Vec::new(), &mut fields);
+        match mutation {
+            Mutation::Drop(i) | Mutation::Rename(i, _) | Mutation::Replace(i, _) => {
+                if fields.is_empty() {
+                    continue;
+                }
+                let path = i.get(&fields);
+                let (last, parent) = path.split_last().expect("paths are never empty");
+                let Some(object) = object_at(&mut body, parent) else {
+                    continue;
+                };
+                match mutation {
+                    Mutation::Drop(_) => {
+                        object.remove(last);
+                    }
+                    Mutation::Rename(_, name) => {
+                        if let Some(v) = object.remove(last) {
+                            object.insert(name.clone(), v);
+                        }
+                    }
+                    Mutation::Replace(_, v) => {
+                        object.insert(last.clone(), v.clone());
+                    }
+                    Mutation::Insert(..) => unreachable!(),
+                }
+            }
+            Mutation::Insert(i, name, v) => {
+                let mut objects = vec![Vec::new()];
+                objects.extend(fields);
+                let path = i.get(&objects).clone();
+                if let Some(object) = object_at(&mut body, &path) {
+                    object.insert(name.clone(), v.clone());
+                }
+            }
+        }
+    }
+    body
+}
+
+/// Whether `bytes` is a claim the contract accepts: exactly the claim's fields with the
+/// right types, and values that pass the validation rules. Written from the contract, not
+/// with the server's parser.
+fn is_valid_claim(bytes: &[u8]) -> bool {
+    let Ok(Value::Object(body)) = serde_json::from_slice::<Value>(bytes) else {
+        return false;
+    };
+    let only = |map: &Map<String, Value>, allowed: &[&str]| {
+        map.keys().all(|k| allowed.contains(&k.as_str()))
+    };
+    if !only(&body, &["project", "env", "uid", "owner", "claim_id"]) {
+        return false;
+    }
+    let (Some(project), Some(env), Some(uid), Some(owner), Some(claim_id)) = (
+        body.get("project").and_then(Value::as_str),
+        body.get("env").and_then(Value::as_str),
+        body.get("uid").and_then(Value::as_i64),
+        body.get("owner").and_then(Value::as_object),
+        body.get("claim_id").and_then(Value::as_str),
+    ) else {
+        return false;
+    };
+    if !only(owner, &["region", "cluster", "endpoint"]) {
+        return false;
+    }
+    let optional = |name: &str| match owner.get(name) {
+        None => Some(""),
+        Some(v) => v.as_str(),
+    };
+    let (Some(region), Some(cluster), Some(endpoint)) = (
+        optional("region"),
+        optional("cluster"),
+        owner.get("endpoint").and_then(Value::as_str),
+    ) else {
+        return false;
+    };
+    let limits = ValidationLimits::default();
+    limits.check_key(&Key::new(project, env, uid)).is_ok()
+        && limits.check_claim_id(claim_id).is_ok()
+        && limits
+            .check_owner(&Owner::new(region, cluster, endpoint))
+            .is_ok()
+}
+
+/// What one request did.
+struct Outcome {
+    status: StatusCode,
+    reads: usize,
+    writes: usize,
+}
+
+fn send(method: Method, path: &str, body: Vec<u8>) -> Outcome {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let store = Arc::new(CountingStore::default());
+    let service = ArbiterService::new(Arbiter::new(Arc::clone(&store)));
+    let request = Request::builder()
+        .method(method)
+        .uri(path)
+        .body(Full::new(Bytes::from(body)))
+        .unwrap();
+    let status = runtime.block_on(service.handle(request)).status();
+    Outcome {
+        status,
+        reads: store.reads.load(Ordering::SeqCst),
+        writes: store.writes.load(Ordering::SeqCst),
+    }
+}
+
+/// The properties every answer has; `structured` when the body came from a `Value` (so it
+/// holds no duplicate keys and the oracle's reading is the contract's).
+fn check(
+    method: &Method,
+    path: &str,
+    body: Vec<u8>,
+    structured: bool,
+) -> Result<(), TestCaseError> {
+    let valid_claim = is_valid_claim(&body);
+    let outcome = send(method.clone(), path, body);
+    let status = outcome.status;
+    prop_assert!(status.as_u16() < 500, "{method} {path}: {status}");
+    if [400, 404, 405, 413].contains(&status.as_u16()) {
+        prop_assert_eq!(
+            outcome.writes,
+            0,
+            "{} {}: {} after a store write",
+            method,
+            path,
+            status
+        );
+        prop_assert_eq!(
+            outcome.reads,
+            0,
+            "{} {}: {} after a store read",
+            method,
+            path,
+            status
+        );
+    }
+    let claim = *method == Method::POST && path == "/v1/claim";
+    if claim && status == StatusCode::OK {
+        prop_assert!(valid_claim, "claim answered 200 for an invalid claim");
+    }
+    if claim && structured && valid_claim {
+        prop_assert_eq!(status, StatusCode::OK, "a valid claim was refused");
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(config())]
+
+    #[test]
+    fn arbitrary_bytes((method, path) in target(), body in prop::collection::vec(any::<u8>(), 0..512)) {
+        check(&method, path, body, false)?;
+    }
+
+    #[test]
+    fn arbitrary_json((method, path) in target(), body in json_value()) {
+        check(&method, path, serde_json::to_vec(&body).unwrap(), true)?;
+    }
+
+    #[test]
+    fn mutated_bodies(
+        (method, path) in target(),
+        body in valid_body(),
+        mutations in prop::collection::vec(mutation(), 0..4),
+    ) {
+        let body = apply(body, &mutations);
+        check(&method, path, serde_json::to_vec(&body).unwrap(), true)?;
+    }
+
+    /// A valid body's bytes cut short or with one byte changed or added.
+    #[test]
+    fn mangled_bytes(
+        (method, path) in target(),
+        body in valid_body(),
+        at in any::<Index>(),
+        byte in any::<u8>(),
+        how in 0u8..3,
+    ) {
+        let mut bytes = serde_json::to_vec(&body).unwrap();
+        let i = at.index(bytes.len() + 1);
+        match how {
+            0 => bytes.truncate(i),
+            1 => bytes.insert(i, byte),
+            _ => {
+                if let Some(b) = bytes.get_mut(i) {
+                    *b = byte;
+                }
+            }
+        }
+        check(&method, path, bytes, false)?;
+    }
+}
