@@ -21,6 +21,7 @@ use unique_core::{
     async_trait,
 };
 use unique_store_memory::MemoryStore;
+use unique_testsupport::fuzz::{Vocabulary, apply, config};
 
 /// A memory store that counts reads and writes, to show a refused request touches nothing.
 #[derive(Default)]
@@ -56,16 +57,6 @@ impl Store for CountingStore {
     }
 }
 
-/// 256 cases unless `PROPTEST_CASES` says otherwise. (`ProptestConfig::with_cases` would
-/// override the variable, so the default, which reads it, is kept when it is set.)
-fn config() -> ProptestConfig {
-    let mut config = ProptestConfig::default();
-    if std::env::var_os("PROPTEST_CASES").is_none() {
-        config.cases = 256;
-    }
-    config
-}
-
 const PATHS: &[&str] = &["/v1/claim", "/v1/current", "/v1/release"];
 
 /// Mostly `POST` on a real route; sometimes another method or an unknown path.
@@ -83,62 +74,15 @@ fn target() -> impl Strategy<Value = (Method, &'static str)> {
     (method, path)
 }
 
-/// Strings a careless or hostile caller sends.
-fn weird_string() -> impl Strategy<Value = String> {
-    prop_oneof![
-        4 => "[a-z0-9-]{1,12}",
-        1 => "\\PC{0,16}",
-        1 => "[a-z]{0,4}[\\x00-\\x1f\\x7f\\x{80}-\\x{9f}][a-z]{0,4}",
-        1 => "[a-z]{0,4}#[a-z]{0,4}",
-        1 => Just(String::new()),
-        1 => (60usize..200).prop_map(|n| "p".repeat(n)),
-        1 => (0usize..70_000).prop_map(|n| "x".repeat(n)),
-    ]
-}
-
-/// Object keys: the contract's own field names (so wrong values land on real fields) or others.
-fn field_name() -> impl Strategy<Value = String> {
-    prop_oneof![
-        3 => prop::sample::select(
-            &["project", "env", "uid", "owner", "claim_id", "gen", "region", "cluster", "endpoint"][..]
-        )
-        .prop_map(str::to_owned),
-        1 => "\\PC{0,8}",
-        1 => "[A-Za-z_]{1,10}",
-    ]
-}
-
-/// Numbers at and past the edges of `i64`.
-fn edge_number() -> impl Strategy<Value = Value> {
-    prop_oneof![
-        prop::sample::select(&[0, -1, 1, i64::MIN, i64::MAX][..]).prop_map(Value::from),
-        Just(Value::from(u64::MAX)),
-        Just(json!(1e300)),
-        Just(json!(7.0)),
-        Just(json!(-0.5)),
-        any::<i64>().prop_map(Value::from),
-    ]
-}
-
-/// Any JSON value, nested a few levels.
-fn json_value() -> impl Strategy<Value = Value> {
-    let leaf = prop_oneof![
-        Just(Value::Null),
-        any::<bool>().prop_map(Value::Bool),
-        edge_number(),
-        any::<f64>().prop_filter_map("finite", |f| {
-            serde_json::Number::from_f64(f).map(Value::Number)
-        }),
-        weird_string().prop_map(Value::String),
-    ];
-    leaf.prop_recursive(4, 48, 6, |inner| {
-        prop_oneof![
-            prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
-            prop::collection::btree_map(field_name(), inner, 0..6)
-                .prop_map(|m| Value::Object(m.into_iter().collect::<Map<_, _>>())),
-        ]
-    })
-}
+/// The claim, current and release contract's words.
+const WIRE: Vocabulary = Vocabulary {
+    fields: &[
+        "project", "env", "uid", "owner", "claim_id", "gen", "region", "cluster", "endpoint",
+    ],
+    strings: &["game", "prod"],
+    numbers: &[7],
+    longest: 70_000,
+};
 
 fn tenant() -> impl Strategy<Value = String> {
     prop_oneof![
@@ -182,97 +126,6 @@ fn valid_body() -> impl Strategy<Value = Value> {
         |(project, env, uid, g)| json!({"project": project, "env": env, "uid": uid, "gen": g}),
     );
     prop_oneof![2 => claim, 1 => current, 1 => release]
-}
-
-/// One change to a body.
-#[derive(Debug, Clone)]
-enum Mutation {
-    /// Drops a field.
-    Drop(Index),
-    /// Renames a field.
-    Rename(Index, String),
-    /// Gives a field another value (a wrong type, a bad string, an edge number, garbage).
-    Replace(Index, Value),
-    /// Adds a field to one of the objects.
-    Insert(Index, String, Value),
-}
-
-fn mutation() -> impl Strategy<Value = Mutation> {
-    let value = prop_oneof![
-        edge_number(),
-        weird_string().prop_map(Value::String),
-        json_value(),
-    ];
-    prop_oneof![
-        any::<Index>().prop_map(Mutation::Drop),
-        (any::<Index>(), field_name()).prop_map(|(i, n)| Mutation::Rename(i, n)),
-        (any::<Index>(), value).prop_map(|(i, v)| Mutation::Replace(i, v)),
-        (any::<Index>(), field_name(), json_value())
-            .prop_map(|(i, n, v)| Mutation::Insert(i, n, v)),
-    ]
-}
-
-/// Every object key in `value`, as a path of keys.
-fn paths(value: &Value, prefix: &mut Vec<String>, out: &mut Vec<Vec<String>>) {
-    if let Value::Object(map) = value {
-        for (k, v) in map {
-            prefix.push(k.clone());
-            out.push(prefix.clone());
-            paths(v, prefix, out);
-            prefix.pop();
-        }
-    }
-}
-
-/// The object at `path` (the root for an empty path), when it is one.
-fn object_at<'a>(value: &'a mut Value, path: &[String]) -> Option<&'a mut Map<String, Value>> {
-    let mut at = value;
-    for key in path {
-        at = at.as_object_mut()?.get_mut(key)?;
-    }
-    at.as_object_mut()
-}
-
-fn apply(mut body: Value, mutations: &[Mutation]) -> Value {
-    for mutation in mutations {
-        let mut fields = Vec::new();
-        paths(&body, &mut Vec::new(), &mut fields);
-        match mutation {
-            Mutation::Drop(i) | Mutation::Rename(i, _) | Mutation::Replace(i, _) => {
-                if fields.is_empty() {
-                    continue;
-                }
-                let path = i.get(&fields);
-                let (last, parent) = path.split_last().expect("paths are never empty");
-                let Some(object) = object_at(&mut body, parent) else {
-                    continue;
-                };
-                match mutation {
-                    Mutation::Drop(_) => {
-                        object.remove(last);
-                    }
-                    Mutation::Rename(_, name) => {
-                        if let Some(v) = object.remove(last) {
-                            object.insert(name.clone(), v);
-                        }
-                    }
-                    Mutation::Replace(_, v) => {
-                        object.insert(last.clone(), v.clone());
-                    }
-                    Mutation::Insert(..) => unreachable!(),
-                }
-            }
-            Mutation::Insert(i, name, v) => {
-                let mut objects = vec![Vec::new()];
-                objects.extend(fields);
-                let path = i.get(&objects).clone();
-                if let Some(object) = object_at(&mut body, &path) {
-                    object.insert(name.clone(), v.clone());
-                }
-            }
-        }
-    }
-    body
 }
 
 /// Whether `bytes` is a claim the contract accepts: exactly the claim's fields with the
@@ -395,7 +248,7 @@ proptest! {
     }
 
     #[test]
-    fn arbitrary_json((method, path) in target(), body in json_value()) {
+    fn arbitrary_json((method, path) in target(), body in WIRE.json_value()) {
         check(&method, path, serde_json::to_vec(&body).unwrap(), true)?;
     }
 
@@ -403,7 +256,7 @@ proptest! {
     fn mutated_bodies(
         (method, path) in target(),
         body in valid_body(),
-        mutations in prop::collection::vec(mutation(), 0..4),
+        mutations in prop::collection::vec(WIRE.mutation(), 0..4),
     ) {
         let body = apply(body, &mutations);
         check(&method, path, serde_json::to_vec(&body).unwrap(), true)?;

@@ -14,26 +14,17 @@ use http::{Method, Request, StatusCode};
 use http_body_util::Full;
 use proptest::prelude::*;
 use proptest::sample::Index;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use tower_service::Service;
 use unique_client::{KickHandler, KickOptions};
 use unique_core::{Key, ValidationLimits};
 use unique_kickrecv::{KickService, MAX_BODY_BYTES};
+use unique_testsupport::fuzz::{Vocabulary, apply, config};
 
 /// The one session this node holds.
 const PROJECT: &str = "game";
 const ENV: &str = "prod";
 const UID: i64 = 7;
-
-/// 256 cases unless `PROPTEST_CASES` says otherwise. (`ProptestConfig::with_cases` would
-/// override the variable, so the default, which reads it, is kept when it is set.)
-fn config() -> ProptestConfig {
-    let mut config = ProptestConfig::default();
-    if std::env::var_os("PROPTEST_CASES").is_none() {
-        config.cases = 256;
-    }
-    config
-}
 
 fn method() -> impl Strategy<Value = Method> {
     prop_oneof![
@@ -44,59 +35,13 @@ fn method() -> impl Strategy<Value = Method> {
     ]
 }
 
-/// Strings a careless or hostile kicker sends.
-fn weird_string() -> impl Strategy<Value = String> {
-    prop_oneof![
-        4 => "[a-z0-9-]{1,12}",
-        2 => prop::sample::select(&[PROJECT, ENV][..]).prop_map(str::to_owned),
-        1 => "\\PC{0,16}",
-        1 => "[a-z]{0,4}[\\x00-\\x1f\\x7f\\x{80}-\\x{9f}][a-z]{0,4}",
-        1 => "[a-z]{0,4}#[a-z]{0,4}",
-        1 => Just(String::new()),
-        1 => (60usize..200).prop_map(|n| "p".repeat(n)),
-        1 => (0usize..6_000).prop_map(|n| "x".repeat(n)),
-    ]
-}
-
-fn field_name() -> impl Strategy<Value = String> {
-    prop_oneof![
-        3 => prop::sample::select(&["project", "env", "uid", "gen", "generation"][..])
-            .prop_map(str::to_owned),
-        1 => "\\PC{0,8}",
-        1 => "[A-Za-z_]{1,10}",
-    ]
-}
-
-/// Numbers at and past the edges of `i64`, and near the local session's key and gen.
-fn edge_number() -> impl Strategy<Value = Value> {
-    prop_oneof![
-        prop::sample::select(&[0, -1, 1, UID, i64::MIN, i64::MAX][..]).prop_map(Value::from),
-        Just(Value::from(u64::MAX)),
-        Just(json!(1e300)),
-        Just(json!(7.0)),
-        Just(json!(-0.5)),
-        any::<i64>().prop_map(Value::from),
-    ]
-}
-
-fn json_value() -> impl Strategy<Value = Value> {
-    let leaf = prop_oneof![
-        Just(Value::Null),
-        any::<bool>().prop_map(Value::Bool),
-        edge_number(),
-        any::<f64>().prop_filter_map("finite", |f| {
-            serde_json::Number::from_f64(f).map(Value::Number)
-        }),
-        weird_string().prop_map(Value::String),
-    ];
-    leaf.prop_recursive(4, 48, 6, |inner| {
-        prop_oneof![
-            prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
-            prop::collection::btree_map(field_name(), inner, 0..6)
-                .prop_map(|m| Value::Object(m.into_iter().collect::<Map<_, _>>())),
-        ]
-    })
-}
+/// The kick payload's words, and this node's session.
+const KICK: Vocabulary = Vocabulary {
+    fields: &["project", "env", "uid", "gen", "generation"],
+    strings: &[PROJECT, ENV],
+    numbers: &[UID],
+    longest: 6_000,
+};
 
 /// A valid kick: mostly for the local session's key, with a gen around the local one.
 fn valid_payload() -> impl Strategy<Value = Value> {
@@ -106,54 +51,6 @@ fn valid_payload() -> impl Strategy<Value = Value> {
     let generation = prop_oneof![3 => 0i64..20, 1 => any::<i64>()];
     (project, env, uid, generation)
         .prop_map(|(p, e, u, g)| json!({"project": p, "env": e, "uid": u, "gen": g}))
-}
-
-#[derive(Debug, Clone)]
-enum Mutation {
-    Drop(Index),
-    Rename(Index, String),
-    Replace(Index, Value),
-    /// An extra field, which a receiver ignores.
-    Insert(String, Value),
-}
-
-fn mutation() -> impl Strategy<Value = Mutation> {
-    let value = prop_oneof![
-        edge_number(),
-        weird_string().prop_map(Value::String),
-        json_value(),
-    ];
-    prop_oneof![
-        any::<Index>().prop_map(Mutation::Drop),
-        (any::<Index>(), field_name()).prop_map(|(i, n)| Mutation::Rename(i, n)),
-        (any::<Index>(), value).prop_map(|(i, v)| Mutation::Replace(i, v)),
-        (field_name(), json_value()).prop_map(|(n, v)| Mutation::Insert(n, v)),
-    ]
-}
-
-fn apply(mut body: Value, mutations: &[Mutation]) -> Value {
-    let object = body.as_object_mut().expect("a payload is an object");
-    for mutation in mutations {
-        let keys: Vec<String> = object.keys().cloned().collect();
-        match mutation {
-            Mutation::Insert(name, v) => {
-                object.insert(name.clone(), v.clone());
-            }
-            _ if keys.is_empty() => {}
-            Mutation::Drop(i) => {
-                object.remove(i.get(&keys));
-            }
-            Mutation::Rename(i, name) => {
-                if let Some(v) = object.remove(i.get(&keys)) {
-                    object.insert(name.clone(), v);
-                }
-            }
-            Mutation::Replace(i, v) => {
-                object.insert(i.get(&keys).clone(), v.clone());
-            }
-        }
-    }
-    body
 }
 
 /// The kick `bytes` carry when the contract accepts them: all four fields with the right
@@ -275,7 +172,7 @@ proptest! {
     }
 
     #[test]
-    fn arbitrary_json(method in method(), body in json_value(), local in local_gen()) {
+    fn arbitrary_json(method in method(), body in KICK.json_value(), local in local_gen()) {
         check(&method, serde_json::to_vec(&body).unwrap(), local, true)?;
     }
 
@@ -283,7 +180,7 @@ proptest! {
     fn mutated_payloads(
         method in method(),
         body in valid_payload(),
-        mutations in prop::collection::vec(mutation(), 0..4),
+        mutations in prop::collection::vec(KICK.mutation(), 0..4),
         local in local_gen(),
     ) {
         let body = apply(body, &mutations);

@@ -97,6 +97,7 @@ pub fn tools_dir() -> PathBuf {
 
 mod apt;
 pub mod dynalite;
+pub mod fuzz;
 pub mod net;
 pub mod pki;
 pub mod promtool;
