@@ -3,7 +3,6 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use bytes::Bytes;
 use http::{Request, StatusCode};
@@ -14,52 +13,13 @@ use tokio::net::{TcpListener, TcpStream};
 use unique_arbiter_http::{ArbiterService, Grant, Tokens, serve};
 use unique_client::Transport;
 use unique_client_http::HttpTransport;
-use unique_core::{
-    Arbiter, CasOutcome, ClaimInput, CurrentView, Error, Key, Owner, OwnerState, Store, async_trait,
-};
-use unique_store_memory::MemoryStore;
+use unique_core::{Arbiter, ClaimInput, Key, Owner};
+mod common;
+
+use common::CountingStore;
 
 const GAME_PROD: &str = "game-prod-token-0123456789";
 const OPS: &str = "ops-token-0123456789abcdef";
-
-/// A memory store that counts every call, to show a refused request touches nothing.
-#[derive(Default)]
-struct CountingStore {
-    inner: MemoryStore,
-    calls: AtomicUsize,
-}
-
-impl CountingStore {
-    fn count(&self) {
-        self.calls.fetch_add(1, Ordering::SeqCst);
-    }
-}
-
-#[async_trait]
-impl Store for CountingStore {
-    async fn read_owner(&self, key: &Key) -> Result<OwnerState, Error> {
-        self.count();
-        self.inner.read_owner(key).await
-    }
-    async fn claim_cas(
-        &self,
-        key: &Key,
-        owner: &Owner,
-        claim_id: &str,
-        snap: &OwnerState,
-    ) -> Result<CasOutcome, Error> {
-        self.count();
-        self.inner.claim_cas(key, owner, claim_id, snap).await
-    }
-    async fn current(&self, key: &Key) -> Result<CurrentView, Error> {
-        self.count();
-        self.inner.current(key).await
-    }
-    async fn release(&self, key: &Key, generation: i64) -> Result<bool, Error> {
-        self.count();
-        self.inner.release(key, generation).await
-    }
-}
 
 fn tokens() -> Tokens {
     let mut tokens = Tokens::new();
@@ -156,11 +116,7 @@ async fn missing_or_unknown_tokens_are_401_and_touch_nothing() {
             assert!(!message.contains(unknown), "{message}");
         }
     }
-    assert_eq!(
-        store.calls.load(Ordering::SeqCst),
-        0,
-        "nothing read or written"
-    );
+    assert_eq!(store.calls(), 0, "nothing read or written");
 }
 
 #[tokio::test]
@@ -180,11 +136,7 @@ async fn keys_outside_the_scope_are_403_and_touch_nothing() {
             assert!(!message.contains(GAME_PROD), "never the secret: {message}");
         }
     }
-    assert_eq!(
-        store.calls.load(Ordering::SeqCst),
-        0,
-        "nothing read or written"
-    );
+    assert_eq!(store.calls(), 0, "nothing read or written");
 }
 
 #[tokio::test]
@@ -229,7 +181,7 @@ async fn healthz_and_readyz_stay_open() {
         let body = res.into_body().collect().await.unwrap().to_bytes();
         assert_eq!(&body[..], b"ok", "{path}");
     }
-    assert_eq!(store.calls.load(Ordering::SeqCst), 1, "one readiness read");
+    assert_eq!(store.calls(), 1, "one readiness read");
 }
 
 #[tokio::test]
@@ -249,7 +201,7 @@ async fn the_http_transport_sends_its_token() {
     };
     let outcome = with(GAME_PROD).claim(&input).await.unwrap();
     assert_eq!(outcome.generation, 1);
-    let touched = store.calls.load(Ordering::SeqCst);
+    let touched = store.calls();
 
     let anonymous = HttpTransport::new(&base).unwrap();
     let e = anonymous.claim(&input).await.unwrap_err();
@@ -263,9 +215,5 @@ async fn the_http_transport_sends_its_token() {
         e.is_invalid_params(),
         "an out-of-scope key fails at once: {e}"
     );
-    assert_eq!(
-        store.calls.load(Ordering::SeqCst),
-        touched,
-        "refusals touch nothing"
-    );
+    assert_eq!(store.calls(), touched, "refusals touch nothing");
 }

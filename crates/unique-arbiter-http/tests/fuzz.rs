@@ -7,7 +7,7 @@
 //! 256 cases per property by default; `PROPTEST_CASES` raises it (`cargo xtask fuzz`).
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
 use http::{Method, Request, StatusCode};
@@ -16,46 +16,11 @@ use proptest::prelude::*;
 use proptest::sample::Index;
 use serde_json::{Map, Value, json};
 use unique_arbiter_http::ArbiterService;
-use unique_core::{
-    Arbiter, CasOutcome, CurrentView, Error, Key, Owner, OwnerState, Store, ValidationLimits,
-    async_trait,
-};
-use unique_store_memory::MemoryStore;
+use unique_core::{Arbiter, Key, Owner, ValidationLimits};
+mod common;
+
+use common::CountingStore;
 use unique_testsupport::fuzz::{Vocabulary, apply, config};
-
-/// A memory store that counts reads and writes, to show a refused request touches nothing.
-#[derive(Default)]
-struct CountingStore {
-    inner: MemoryStore,
-    reads: AtomicUsize,
-    writes: AtomicUsize,
-}
-
-#[async_trait]
-impl Store for CountingStore {
-    async fn read_owner(&self, key: &Key) -> Result<OwnerState, Error> {
-        self.reads.fetch_add(1, Ordering::SeqCst);
-        self.inner.read_owner(key).await
-    }
-    async fn claim_cas(
-        &self,
-        key: &Key,
-        owner: &Owner,
-        claim_id: &str,
-        snap: &OwnerState,
-    ) -> Result<CasOutcome, Error> {
-        self.writes.fetch_add(1, Ordering::SeqCst);
-        self.inner.claim_cas(key, owner, claim_id, snap).await
-    }
-    async fn current(&self, key: &Key) -> Result<CurrentView, Error> {
-        self.reads.fetch_add(1, Ordering::SeqCst);
-        self.inner.current(key).await
-    }
-    async fn release(&self, key: &Key, generation: i64) -> Result<bool, Error> {
-        self.writes.fetch_add(1, Ordering::SeqCst);
-        self.inner.release(key, generation).await
-    }
-}
 
 const PATHS: &[&str] = &["/v1/claim", "/v1/current", "/v1/release"];
 
