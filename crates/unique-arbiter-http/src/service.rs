@@ -120,7 +120,8 @@ impl<S: Store> ArbiterService<S> {
         let body = match read_body(req.into_body(), MAX_BODY_BYTES).await {
             Ok(body) => body,
             Err(BodyError::TooLarge) => {
-                return error(ErrorCode::TooLarge, "request body exceeds 65536 bytes");
+                let message = format!("request body exceeds {MAX_BODY_BYTES} bytes");
+                return error(ErrorCode::TooLarge, &message);
             }
             Err(BodyError::Unreadable(e)) => {
                 return error(

@@ -53,7 +53,8 @@ pub(crate) fn unauthenticated(rejection: Rejection) -> Response<Full<Bytes>> {
 }
 
 pub(crate) fn too_large() -> Response<Full<Bytes>> {
-    error(ErrorCode::TooLarge, "kick body over 4096 bytes")
+    let message = format!("kick body over {} bytes", unique_wire::MAX_KICK_BODY_BYTES);
+    error(ErrorCode::TooLarge, &message)
 }
 
 pub(crate) fn method_not_allowed() -> Response<Full<Bytes>> {
