@@ -1,0 +1,551 @@
+//! The checker: the four rules over one key's operations in real-time order.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+
+use unique_core::Key;
+
+use crate::history::{History, Op, OpKind, Outcome};
+
+/// The rules a history must keep, per key. See the crate docs for why each holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Rule {
+    /// (a) A claim answered with a new write (not replayed) gets a gen strictly above every
+    /// gen observed by an operation that finished before it started.
+    ClaimAbove,
+    /// (b) Nothing goes back: a read or a replayed claim sees a gen at least as high as every
+    /// gen observed by an operation that finished before it started.
+    NoGoingBack,
+    /// (c) One gen belongs to one claim_id: no two claim_ids are ever seen at the same gen,
+    /// and a claim_id a read sees at a gen was sent by a claim that wrote that gen or may
+    /// have (it did not answer, or it answered that gen or a later one).
+    OneClaimPerGen,
+    /// (d) A released gen reads back as a tombstone: a read that starts after a release of
+    /// gen g held sees a gen above g, or g with no owner.
+    ReleasedIsTombstone,
+}
+
+impl Rule {
+    /// Every rule, in the order of the crate docs.
+    pub const ALL: [Rule; 4] = [
+        Rule::ClaimAbove,
+        Rule::NoGoingBack,
+        Rule::OneClaimPerGen,
+        Rule::ReleasedIsTombstone,
+    ];
+
+    /// The rule in words.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Self::ClaimAbove => {
+                "a claim that starts after another operation finished gets a strictly higher gen"
+            }
+            Self::NoGoingBack => "reads never go back",
+            Self::OneClaimPerGen => "one gen belongs to one claim_id",
+            Self::ReleasedIsTombstone => "a released gen reads back as a tombstone",
+        }
+    }
+}
+
+impl fmt::Display for Rule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.describe())
+    }
+}
+
+/// A broken rule: which, on which key, the operations involved, and what happened.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Violation {
+    /// The rule broken.
+    pub rule: Rule,
+    /// The key.
+    pub key: Key,
+    /// The operations involved: the earlier one(s) first, the one that broke the rule last.
+    pub ops: Vec<Op>,
+    /// What happened, in words.
+    pub message: String,
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "[{}] {}: {}", self.rule, self.key, self.message)?;
+        // Times relative to the first operation's start, which is all real-time order needs.
+        let origin = self.ops.iter().map(|op| op.start).min();
+        for op in &self.ops {
+            let at = |t: std::time::Instant| origin.map_or(0.0, |o| (t - o).as_secs_f64() * 1e3);
+            write!(
+                f,
+                "\n    {op}  [{:.3} ms .. {:.3} ms]",
+                at(op.start),
+                at(op.end)
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// Checks every rule on every key of `history`; an empty list means it holds.
+///
+/// Each key is checked on its own: rules (a), (b) and (d) by one sweep over the operations
+/// ordered by when they finished and started (`O(n log n)`), rule (c) with two maps.
+pub fn check(history: &History) -> Vec<Violation> {
+    let mut by_key: BTreeMap<&Key, Vec<&Op>> = BTreeMap::new();
+    for op in history.ops() {
+        by_key.entry(&op.key).or_default().push(op);
+    }
+    let mut violations = Vec::new();
+    for (key, ops) in by_key {
+        check_order(key, &ops, &mut violations);
+        check_claim_ids(key, &ops, &mut violations);
+    }
+    violations
+}
+
+/// Rules (a), (b) and (d): what an operation sees against everything answered before it
+/// started.
+fn check_order(key: &Key, ops: &[&Op], violations: &mut Vec<Violation>) {
+    // The operations that observed a gen, by end; indeterminate ones observed nothing.
+    let mut sources: Vec<(&Op, i64)> = ops
+        .iter()
+        .filter_map(|op| op.outcome.observed(&op.kind).map(|g| (*op, g)))
+        .collect();
+    sources.sort_by_key(|(op, _)| op.end);
+    let mut targets: Vec<&Op> = ops
+        .iter()
+        .copied()
+        .filter(|op| matches!(op.outcome, Outcome::Claimed { .. } | Outcome::Read { .. }))
+        .collect();
+    targets.sort_by_key(|op| op.start);
+
+    // The highest gen observed, and the highest gen released, among the operations finished
+    // so far (with the operation that observed it, for the report).
+    let mut highest: Option<(i64, &Op)> = None;
+    let mut released: Option<(i64, &Op)> = None;
+    let mut next = 0;
+    for target in targets {
+        while let Some(&(source, generation)) = sources.get(next) {
+            if !source.finished_before(target) {
+                break;
+            }
+            next += 1;
+            if highest.is_none_or(|(g, _)| generation > g) {
+                highest = Some((generation, source));
+            }
+            if matches!(source.outcome, Outcome::Released { .. })
+                && released.is_none_or(|(g, _)| generation > g)
+            {
+                released = Some((generation, source));
+            }
+        }
+        let mut report = |rule, earlier: &Op, message: String| {
+            violations.push(Violation {
+                rule,
+                key: key.clone(),
+                ops: vec![earlier.clone(), target.clone()],
+                message,
+            });
+        };
+        match &target.outcome {
+            Outcome::Claimed {
+                generation,
+                replayed: false,
+            } => {
+                if let Some((seen, earlier)) = highest.filter(|(g, _)| generation <= g) {
+                    report(
+                        Rule::ClaimAbove,
+                        earlier,
+                        format!(
+                            "a new claim got gen {generation}, but gen {seen} had been observed \
+                             before it started"
+                        ),
+                    );
+                }
+            }
+            Outcome::Claimed {
+                generation,
+                replayed: true,
+            }
+            | Outcome::Read { generation, .. } => {
+                if let Some((seen, earlier)) = highest.filter(|(g, _)| generation < g) {
+                    report(
+                        Rule::NoGoingBack,
+                        earlier,
+                        format!(
+                            "it saw gen {generation}, but gen {seen} had been observed before it \
+                             started"
+                        ),
+                    );
+                }
+            }
+            _ => {}
+        }
+        if let Outcome::Read {
+            generation,
+            holder: Some(holder),
+        } = &target.outcome
+            && let Some((gone, earlier)) = released.filter(|(g, _)| g == generation)
+        {
+            report(
+                Rule::ReleasedIsTombstone,
+                earlier,
+                format!(
+                    "gen {gone} was released before the read started, yet the read saw it held \
+                     by {holder}"
+                ),
+            );
+        }
+    }
+}
+
+/// Rule (c): one claim_id per gen, and every claim_id a read sees was written by its claim.
+fn check_claim_ids(key: &Key, ops: &[&Op], violations: &mut Vec<Violation>) {
+    // (gen, claim_id) facts: claims answered, and reads of a held record.
+    let mut owner_of: HashMap<i64, (&str, &Op)> = HashMap::new();
+    // The claims that may have written for each claim_id: every one not refused outright.
+    let mut writers: HashMap<&str, Vec<&Op>> = HashMap::new();
+    for op in ops {
+        if let Some(claim_id) = op.kind.claim_id()
+            && !matches!(op.outcome, Outcome::Failed(_))
+        {
+            writers.entry(claim_id).or_default().push(op);
+        }
+    }
+    for op in ops {
+        let fact = match (&op.kind, &op.outcome) {
+            (
+                OpKind::Claim { claim_id } | OpKind::Replay { claim_id },
+                Outcome::Claimed { generation, .. },
+            ) => Some((*generation, claim_id.as_str())),
+            (
+                OpKind::Read,
+                Outcome::Read {
+                    generation,
+                    holder: Some(holder),
+                },
+            ) => Some((*generation, holder.as_str())),
+            _ => None,
+        };
+        let Some((generation, claim_id)) = fact else {
+            continue;
+        };
+        match owner_of.get(&generation) {
+            Some(&(first, earlier)) if first != claim_id => violations.push(Violation {
+                rule: Rule::OneClaimPerGen,
+                key: key.clone(),
+                ops: vec![earlier.clone(), (*op).clone()],
+                message: format!(
+                    "gen {generation} was seen held by two claim_ids: {first} and {claim_id}"
+                ),
+            }),
+            Some(_) => {}
+            None => {
+                owner_of.insert(generation, (claim_id, op));
+            }
+        }
+        if matches!(op.kind, OpKind::Read) && !written_by(claim_id, generation, op, &writers) {
+            violations.push(Violation {
+                rule: Rule::OneClaimPerGen,
+                key: key.clone(),
+                ops: vec![(*op).clone()],
+                message: format!(
+                    "the read saw gen {generation} held by {claim_id}, which no claim sent \
+                     before the read ended could have written"
+                ),
+            });
+        }
+    }
+}
+
+/// Whether a claim with `claim_id` that started before `reader` ended may have written
+/// `generation`: it did not answer, or it answered that gen or a later one (one claim can
+/// write twice when its first write's answer was lost and a rival wrote in between).
+fn written_by(
+    claim_id: &str,
+    generation: i64,
+    reader: &Op,
+    writers: &HashMap<&str, Vec<&Op>>,
+) -> bool {
+    writers.get(claim_id).is_some_and(|claims| {
+        claims.iter().any(|claim| {
+            claim.start < reader.end
+                && match claim.outcome {
+                    Outcome::Indeterminate(_) => true,
+                    Outcome::Claimed { generation: g, .. } => g >= generation,
+                    _ => false,
+                }
+        })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use super::*;
+
+    /// Builds hand-made histories on one key, with times in milliseconds from one origin.
+    struct Script {
+        origin: Instant,
+        ops: Vec<Op>,
+    }
+
+    impl Script {
+        fn new() -> Self {
+            Self {
+                origin: Instant::now(),
+                ops: Vec::new(),
+            }
+        }
+
+        fn op(mut self, span: (u64, u64), kind: OpKind, outcome: Outcome) -> Self {
+            let at = |ms| self.origin + Duration::from_millis(ms);
+            self.ops.push(Op {
+                id: self.ops.len(),
+                client: self.ops.len(),
+                key: Key::new("p", "e", 1),
+                kind,
+                start: at(span.0),
+                end: at(span.1),
+                outcome,
+            });
+            self
+        }
+
+        fn claim(self, span: (u64, u64), claim_id: &str, generation: i64) -> Self {
+            self.op(
+                span,
+                claim(claim_id),
+                Outcome::Claimed {
+                    generation,
+                    replayed: false,
+                },
+            )
+        }
+
+        fn replayed(self, span: (u64, u64), claim_id: &str, generation: i64) -> Self {
+            self.op(
+                span,
+                OpKind::Replay {
+                    claim_id: claim_id.into(),
+                },
+                Outcome::Claimed {
+                    generation,
+                    replayed: true,
+                },
+            )
+        }
+
+        fn read(self, span: (u64, u64), generation: i64, holder: Option<&str>) -> Self {
+            self.op(
+                span,
+                OpKind::Read,
+                Outcome::Read {
+                    generation,
+                    holder: holder.map(str::to_owned),
+                },
+            )
+        }
+
+        fn release(self, span: (u64, u64), generation: i64, released: bool) -> Self {
+            self.op(
+                span,
+                OpKind::Release { generation },
+                Outcome::Released { released },
+            )
+        }
+
+        fn lost(self, span: (u64, u64), kind: OpKind) -> Self {
+            self.op(span, kind, Outcome::Indeterminate("timeout".into()))
+        }
+
+        fn check(self) -> Vec<Violation> {
+            check(&History::new(self.ops))
+        }
+    }
+
+    fn claim(claim_id: &str) -> OpKind {
+        OpKind::Claim {
+            claim_id: claim_id.into(),
+        }
+    }
+
+    fn rules(violations: &[Violation]) -> Vec<Rule> {
+        violations.iter().map(|v| v.rule).collect()
+    }
+
+    #[test]
+    fn a_correct_history_has_no_violation() {
+        let violations = Script::new()
+            .read((0, 1), 0, None)
+            .claim((2, 4), "a", 1)
+            .replayed((5, 6), "a", 1)
+            .read((5, 7), 1, Some("a"))
+            // Two concurrent claims: either order is fine.
+            .claim((8, 12), "b", 3)
+            .claim((9, 11), "c", 2)
+            .read((13, 14), 3, Some("b"))
+            .release((15, 16), 3, true)
+            .read((17, 18), 3, None)
+            .release((17, 18), 2, false)
+            .claim((19, 20), "d", 4)
+            // A read concurrent with a claim may see either side of it.
+            .claim((21, 30), "e", 5)
+            .read((22, 23), 4, Some("d"))
+            .read((24, 25), 5, Some("e"))
+            .check();
+        assert!(violations.is_empty(), "{violations:#?}");
+    }
+
+    #[test]
+    fn a_claim_that_does_not_climb_above_a_finished_claim_breaks_a() {
+        let violations = Script::new()
+            .claim((0, 1), "a", 2)
+            .claim((2, 3), "b", 2)
+            .check();
+        assert!(
+            rules(&violations).contains(&Rule::ClaimAbove),
+            "{violations:#?}"
+        );
+        // The same gen under two claim_ids also breaks (c).
+        assert!(rules(&violations).contains(&Rule::OneClaimPerGen));
+
+        let below = Script::new()
+            .read((0, 1), 4, Some("x"))
+            .lost((0, 0), claim("x"))
+            .claim((2, 3), "b", 3)
+            .check();
+        assert_eq!(rules(&below), [Rule::ClaimAbove], "{below:#?}");
+        assert!(below[0].message.contains("gen 4"), "{}", below[0]);
+    }
+
+    #[test]
+    fn a_read_that_goes_back_breaks_b() {
+        let violations = Script::new()
+            .claim((0, 1), "a", 5)
+            .read((2, 3), 4, Some("z"))
+            .lost((0, 0), claim("z"))
+            .check();
+        assert_eq!(rules(&violations), [Rule::NoGoingBack], "{violations:#?}");
+        assert_eq!(violations[0].ops.len(), 2);
+
+        // A replay that answers an older gen than one already seen goes back too.
+        let replay = Script::new()
+            .claim((0, 1), "a", 1)
+            .read((2, 3), 2, Some("b"))
+            .claim((1, 2), "b", 2)
+            .replayed((4, 5), "a", 1)
+            .check();
+        assert!(rules(&replay).contains(&Rule::NoGoingBack), "{replay:#?}");
+    }
+
+    #[test]
+    fn two_claim_ids_at_one_gen_break_c() {
+        // Concurrent, so only (c) can see it.
+        let violations = Script::new()
+            .claim((0, 10), "a", 1)
+            .claim((1, 9), "b", 1)
+            .check();
+        assert_eq!(
+            rules(&violations),
+            [Rule::OneClaimPerGen],
+            "{violations:#?}"
+        );
+
+        // A replay that answers a gen another claim_id holds.
+        let replay = Script::new()
+            .claim((0, 1), "a", 1)
+            .claim((2, 3), "b", 2)
+            .replayed((2, 9), "a", 2)
+            .check();
+        assert_eq!(rules(&replay), [Rule::OneClaimPerGen], "{replay:#?}");
+    }
+
+    #[test]
+    fn a_read_of_a_claim_id_nobody_could_have_written_breaks_c() {
+        // Nobody sent "ghost".
+        let ghost = Script::new().read((0, 1), 1, Some("ghost")).check();
+        assert_eq!(rules(&ghost), [Rule::OneClaimPerGen], "{ghost:#?}");
+        // "a" was sent only after the read ended.
+        let early = Script::new()
+            .read((0, 1), 1, Some("a"))
+            .claim((2, 3), "a", 2)
+            .check();
+        assert_eq!(rules(&early), [Rule::OneClaimPerGen], "{early:#?}");
+        // "a" answered gen 1, so it never wrote gen 3.
+        let other = Script::new()
+            .claim((0, 1), "a", 1)
+            .read((0, 5), 3, Some("a"))
+            .check();
+        assert_eq!(rules(&other), [Rule::OneClaimPerGen], "{other:#?}");
+    }
+
+    #[test]
+    fn a_released_gen_read_as_held_breaks_d() {
+        let violations = Script::new()
+            .claim((0, 1), "a", 1)
+            .release((2, 3), 1, true)
+            .read((4, 5), 1, Some("a"))
+            .check();
+        assert_eq!(
+            rules(&violations),
+            [Rule::ReleasedIsTombstone],
+            "{violations:#?}"
+        );
+        // A release that did not hold says nothing.
+        let refused = Script::new()
+            .claim((0, 1), "a", 1)
+            .release((2, 3), 1, false)
+            .read((4, 5), 1, Some("a"))
+            .check();
+        assert!(refused.is_empty(), "{refused:#?}");
+    }
+
+    #[test]
+    fn indeterminate_operations_constrain_nothing_but_explain_values() {
+        let violations = Script::new()
+            // A claim whose answer was lost wrote gen 1 after all; its claim_id is seen.
+            .lost((0, 1), claim("a"))
+            .read((2, 3), 1, Some("a"))
+            // A lost release: its gen may or may not be a tombstone.
+            .lost((4, 5), OpKind::Release { generation: 1 })
+            .read((6, 7), 1, Some("a"))
+            // A lost read observed nothing.
+            .lost((8, 9), OpKind::Read)
+            .read((10, 11), 1, Some("a"))
+            // A claim retried after a lost answer is told it holds the key already.
+            .replayed((12, 13), "a", 1)
+            .check();
+        assert!(violations.is_empty(), "{violations:#?}");
+    }
+
+    #[test]
+    fn one_claim_may_write_twice_when_its_first_answer_was_lost() {
+        // "a" wrote gen 1 (answer lost inside the server), "b" wrote 2, "a" wrote 3 and
+        // answered 3: a read may have seen gen 1 held by "a".
+        let violations = Script::new()
+            .claim((0, 10), "a", 3)
+            .claim((1, 2), "b", 2)
+            .read((0, 1), 1, Some("a"))
+            .check();
+        assert!(violations.is_empty(), "{violations:#?}");
+    }
+
+    #[test]
+    fn violations_name_the_rule_and_the_operations() {
+        let violations = Script::new()
+            .claim((0, 1), "a", 5)
+            .read((2, 3), 4, Some("a"))
+            .check();
+        let shown = violations
+            .iter()
+            .find(|v| v.rule == Rule::NoGoingBack)
+            .expect("(b) fires")
+            .to_string();
+        assert!(shown.starts_with("[reads never go back] p#e#1:"), "{shown}");
+        assert!(shown.contains("#0 client 0 claim a -> gen 5"), "{shown}");
+        assert!(
+            shown.contains("#1 client 1 read -> gen 4 held by a"),
+            "{shown}"
+        );
+    }
+}

@@ -1,0 +1,33 @@
+#![doc = include_str!("../README.md")]
+
+mod check;
+mod history;
+mod report;
+mod workload;
+
+use std::time::Duration;
+
+pub use check::{Rule, Violation, check};
+pub use history::{History, Op, OpKind, Outcome, Pending, Recorder};
+pub use report::{Counts, Report, Tally};
+pub use workload::{Mix, Workload};
+
+/// The environment variable that sets how long history runs last, in seconds.
+pub const DURATION_VAR: &str = "UNIQUE_HISTORY_SECS";
+
+/// How long a history run should last: [`DURATION_VAR`] seconds when set to a positive
+/// number, else `default`.
+///
+/// # Panics
+///
+/// When the variable is set but is not a positive whole number of seconds: a long run asked
+/// for must not silently turn into a short one.
+pub fn run_duration(default: Duration) -> Duration {
+    match std::env::var(DURATION_VAR) {
+        Ok(text) => match text.trim().parse::<u64>() {
+            Ok(secs) if secs > 0 => Duration::from_secs(secs),
+            _ => panic!("{DURATION_VAR}={text:?}: expected a positive number of seconds"),
+        },
+        Err(_) => default,
+    }
+}

@@ -1,0 +1,292 @@
+//! The workload driver: many clients over few keys, over the real HTTP wire.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+use unique_client::Transport;
+use unique_client_http::HttpTransport;
+use unique_core::{ClaimInput, Error, Key, Owner};
+
+use crate::history::{History, OpKind, Outcome, Recorder};
+
+/// How often each kind of operation is picked, as relative weights.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Mix {
+    /// A claim with a fresh claim_id.
+    pub claim: u32,
+    /// The client's last claim on the key sent again with its claim_id (a claim when it
+    /// has none yet).
+    pub replay: u32,
+    /// A read of the key.
+    pub read: u32,
+    /// A release of the gen the client last got on the key (a read when it holds none).
+    pub release: u32,
+}
+
+impl Default for Mix {
+    /// 30 % claims, 15 % replays, 40 % reads, 15 % releases.
+    fn default() -> Self {
+        Self {
+            claim: 30,
+            replay: 15,
+            read: 40,
+            release: 15,
+        }
+    }
+}
+
+/// A workload: clients spread over servers, racing over a few keys for a while.
+///
+/// Client `i` talks to `servers[i % servers.len()]` over its own connection pool.
+#[derive(Debug, Clone)]
+pub struct Workload {
+    servers: Vec<String>,
+    clients: usize,
+    keys: i64,
+    duration: Duration,
+    project: String,
+    mix: Mix,
+    request_timeout: Duration,
+    seed: u64,
+}
+
+/// Where a client's sessions receive kicks: a loopback port nothing listens on, so a kick
+/// is refused at once (`connect-error`) and the claim goes on without waiting.
+fn refused_kick_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .map(|addr| addr.port())
+        .unwrap_or(9)
+}
+
+impl Workload {
+    /// 24 clients over 4 keys for 3 s with the default [`Mix`], against these server base
+    /// URLs (`http://127.0.0.1:PORT`).
+    pub fn new<S: Into<String>>(servers: impl IntoIterator<Item = S>) -> Self {
+        Self {
+            servers: servers.into_iter().map(Into::into).collect(),
+            clients: 24,
+            keys: 4,
+            duration: Duration::from_secs(3),
+            project: "history".to_owned(),
+            mix: Mix::default(),
+            request_timeout: Duration::from_secs(5),
+            seed: fastrand::u64(..),
+        }
+    }
+
+    /// Concurrent clients (at least 1).
+    #[must_use]
+    pub fn clients(mut self, clients: usize) -> Self {
+        self.clients = clients.max(1);
+        self
+    }
+
+    /// Keys they share (at least 1): uids `1..=keys`.
+    #[must_use]
+    pub fn keys(mut self, keys: i64) -> Self {
+        self.keys = keys.max(1);
+        self
+    }
+
+    /// How long clients keep starting operations.
+    #[must_use]
+    pub fn duration(mut self, duration: Duration) -> Self {
+        self.duration = duration;
+        self
+    }
+
+    /// The keys' project, so runs sharing a store use their own keys. Default `history`;
+    /// the env is always `run`.
+    #[must_use]
+    pub fn project(mut self, project: impl Into<String>) -> Self {
+        self.project = project.into();
+        self
+    }
+
+    /// The operation mix.
+    #[must_use]
+    pub fn mix(mut self, mix: Mix) -> Self {
+        self.mix = mix;
+        self
+    }
+
+    /// Each request's bound; a request without an answer by then is indeterminate.
+    /// Default 5 s.
+    #[must_use]
+    pub fn request_timeout(mut self, timeout: Duration) -> Self {
+        self.request_timeout = timeout;
+        self
+    }
+
+    /// The seed of the clients' choices (random by default).
+    #[must_use]
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.seed = seed;
+        self
+    }
+
+    /// Runs the clients until the duration is over and returns every operation recorded.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidParams` when there is no server or a base URL is not a valid one.
+    ///
+    /// # Panics
+    ///
+    /// When called outside a tokio runtime, or when a client task panics.
+    pub async fn run(&self) -> Result<History, Error> {
+        if self.servers.is_empty() {
+            return Err(Error::invalid("a workload needs at least one server"));
+        }
+        let recorder = Recorder::new();
+        let deadline = Instant::now() + self.duration;
+        let kick_port = refused_kick_port();
+        let keys: Vec<Key> = (1..=self.keys)
+            .map(|uid| Key::new(self.project.as_str(), "run", uid))
+            .collect();
+        let mut tasks = Vec::with_capacity(self.clients);
+        for id in 0..self.clients {
+            let transport = HttpTransport::builder(self.servers[id % self.servers.len()].as_str())
+                .timeout(self.request_timeout)
+                .build()?;
+            let client = Client {
+                id,
+                transport,
+                recorder: recorder.clone(),
+                rng: fastrand::Rng::with_seed(self.seed.wrapping_add(id as u64)),
+                endpoint: format!("http://127.0.0.1:{kick_port}/kick/{id}"),
+                keys: keys.clone(),
+                last: vec![None; keys.len()],
+                claims: 0,
+                mix: self.mix,
+            };
+            tasks.push(tokio::spawn(client.run(deadline)));
+        }
+        for task in tasks {
+            if let Err(e) = task.await {
+                std::panic::resume_unwind(e.into_panic());
+            }
+        }
+        Ok(recorder.history())
+    }
+}
+
+/// A client's last claim on one key: its claim_id, and its gen when it was answered.
+#[derive(Debug, Clone)]
+struct Last {
+    claim_id: String,
+    generation: Option<i64>,
+}
+
+struct Client {
+    id: usize,
+    transport: HttpTransport,
+    recorder: Recorder,
+    rng: fastrand::Rng,
+    endpoint: String,
+    keys: Vec<Key>,
+    last: Vec<Option<Last>>,
+    claims: u64,
+    mix: Mix,
+}
+
+impl Client {
+    async fn run(mut self, deadline: Instant) {
+        while Instant::now() < deadline {
+            let slot = self.rng.usize(..self.keys.len());
+            let kind = self.pick(slot);
+            let outcome = self.perform(slot, kind).await;
+            if matches!(outcome, Outcome::Indeterminate(_)) {
+                // A server that is down answers at once: back off a little (as a real
+                // client would) rather than fill the history with refused connections.
+                let pause = Duration::from_millis(self.rng.u64(5..=30));
+                tokio::time::sleep(pause).await;
+            }
+        }
+    }
+
+    /// The next operation on `slot`'s key, drawn from the mix.
+    fn pick(&mut self, slot: usize) -> OpKind {
+        let Mix {
+            claim,
+            replay,
+            read,
+            release,
+        } = self.mix;
+        let mut roll = self.rng.u32(..(claim + replay + read + release).max(1));
+        let last = self.last[slot].as_ref();
+        if roll < claim || (roll < claim + replay && last.is_none()) {
+            self.claims += 1;
+            return OpKind::Claim {
+                claim_id: format!("c{}-{}", self.id, self.claims),
+            };
+        }
+        roll -= claim;
+        if let (true, Some(last)) = (roll < replay, last) {
+            return OpKind::Replay {
+                claim_id: last.claim_id.clone(),
+            };
+        }
+        roll = roll.saturating_sub(replay);
+        match last.and_then(|l| l.generation) {
+            Some(generation) if roll >= read => OpKind::Release { generation },
+            _ => OpKind::Read,
+        }
+    }
+
+    /// Sends one operation, records it, and remembers what the client now holds.
+    async fn perform(&mut self, slot: usize, kind: OpKind) -> Outcome {
+        let key = &self.keys[slot];
+        let pending = self.recorder.begin(self.id, key, kind.clone());
+        let outcome = match &kind {
+            OpKind::Claim { claim_id } | OpKind::Replay { claim_id } => {
+                // The claim_id rides in the owner's cluster, so a read names who holds the key.
+                let input = ClaimInput {
+                    key: key.clone(),
+                    owner: Owner::new("history", claim_id.as_str(), self.endpoint.as_str()),
+                    claim_id: claim_id.clone(),
+                };
+                let outcome = match self.transport.claim(&input).await {
+                    Ok(answer) => Outcome::Claimed {
+                        generation: answer.generation,
+                        replayed: answer.replayed,
+                    },
+                    Err(e) => Outcome::from_error(&e),
+                };
+                let generation = match &outcome {
+                    Outcome::Claimed { generation, .. } => Some(*generation),
+                    _ => None,
+                };
+                if !matches!(outcome, Outcome::Failed(_)) {
+                    self.last[slot] = Some(Last {
+                        claim_id: claim_id.clone(),
+                        generation,
+                    });
+                }
+                outcome
+            }
+            OpKind::Read => match self.transport.current(key).await {
+                Ok(view) => Outcome::Read {
+                    generation: view.generation,
+                    holder: view.owner.map(|owner| owner.cluster),
+                },
+                Err(e) => Outcome::from_error(&e),
+            },
+            OpKind::Release { generation } => {
+                match self.transport.release(key, *generation).await {
+                    Ok(released) => {
+                        if let Some(last) = &mut self.last[slot] {
+                            // Logged out, or replaced meanwhile: either way no longer held.
+                            last.generation = None;
+                        }
+                        Outcome::Released { released }
+                    }
+                    Err(e) => Outcome::from_error(&e),
+                }
+            }
+        };
+        pending.finish(outcome.clone());
+        outcome
+    }
+}
