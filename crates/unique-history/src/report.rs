@@ -129,6 +129,27 @@ impl Report {
         }
     }
 
+    /// Asserts the run was clean and meaningful: no violation, and every kind of operation
+    /// answered at least once (claims, replays answered from the record, reads, releases
+    /// that held), so a run that did nothing cannot pass.
+    ///
+    /// # Panics
+    ///
+    /// With this report when either does not hold.
+    pub fn assert_clean(&self) {
+        assert!(self.violations.is_empty(), "{self}");
+        let c = &self.counts;
+        let exercised = [
+            ("claims answered", c.claim.ok + c.replay.ok),
+            ("claims answered as replays", c.answered_replayed),
+            ("reads answered", c.read.ok),
+            ("releases that held", c.released),
+        ];
+        for (what, n) in exercised {
+            assert!(n > 0, "no {what}: the run exercised too little\n{self}");
+        }
+    }
+
     /// How many violations broke `rule`.
     pub fn violations_of(&self, rule: Rule) -> usize {
         self.violations.iter().filter(|v| v.rule == rule).count()

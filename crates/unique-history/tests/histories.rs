@@ -1,0 +1,154 @@
+//! Histories against in-process servers: the memory store, which must keep every rule, and
+//! two deliberately broken stores, which the checker must catch under the rule they break.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use unique_arbiter_http::{ArbiterService, serve};
+use unique_core::{
+    Arbiter, CasOutcome, CurrentView, Error, Key, Owner, OwnerState, Store, async_trait,
+    encode_owner,
+};
+use unique_history::{Report, Rule, Workload, run_duration};
+use unique_store_memory::MemoryStore;
+
+/// Serves an Arbiter on `store` on a loopback port; returns its base URL.
+async fn serve_in_process<S: Store>(store: S) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let service = ArbiterService::new(Arbiter::new(store));
+    tokio::spawn(serve(listener, service, std::future::pending()));
+    format!("http://{addr}")
+}
+
+/// Runs the default workload against `servers` and reports it.
+async fn run(name: &str, project: &str, servers: Vec<String>, duration: Duration) -> Report {
+    let history = Workload::new(servers)
+        .project(project)
+        .duration(duration)
+        .run()
+        .await
+        .unwrap();
+    let report = Report::new(name, duration, &history, 0);
+    println!("{report}");
+    report
+}
+
+/// Two Arbiters (two servers) on one memory store: each queues claims per key, and the
+/// store's fenced write arbitrates between them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_store_keeps_every_rule() {
+    let store = Arc::new(MemoryStore::new());
+    let servers = vec![
+        serve_in_process(store.clone()).await,
+        serve_in_process(store).await,
+    ];
+    let duration = run_duration(Duration::from_secs(3));
+    let report = run("memory, 2 in-process servers", "memory", servers, duration).await;
+    report.assert_clean();
+}
+
+/// Broken on purpose: its claim writes `snap.gen + 1` whatever the record holds now, so two
+/// servers deciding on the same snapshot both win, under one gen.
+struct Unfenced(MemoryStore);
+
+#[async_trait]
+impl Store for Unfenced {
+    async fn read_owner(&self, key: &Key) -> Result<OwnerState, Error> {
+        self.0.read_owner(key).await
+    }
+    async fn claim_cas(
+        &self,
+        key: &Key,
+        owner: &Owner,
+        claim_id: &str,
+        snap: &OwnerState,
+    ) -> Result<CasOutcome, Error> {
+        let owner = encode_owner(owner)?;
+        // A real store's write is a round trip away from its read; yielding stands in for it
+        // so the race window is not confined to a few instructions.
+        tokio::task::yield_now().await;
+        let generation = snap.generation + 1;
+        self.0
+            .put_raw(key, generation, Some(&owner), Some(claim_id));
+        Ok(CasOutcome::Written { generation })
+    }
+    async fn current(&self, key: &Key) -> Result<CurrentView, Error> {
+        self.0.current(key).await
+    }
+    async fn release(&self, key: &Key, generation: i64) -> Result<bool, Error> {
+        self.0.release(key, generation).await
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_that_ignores_the_fence_breaks_one_gen_one_claim_id() {
+    let store = Arc::new(Unfenced(MemoryStore::new()));
+    let servers = vec![
+        serve_in_process(store.clone()).await,
+        serve_in_process(store).await,
+    ];
+    let report = run(
+        "broken store: claims ignore the fence",
+        "unfenced",
+        servers,
+        Duration::from_secs(2),
+    )
+    .await;
+    assert!(report.violations_of(Rule::OneClaimPerGen) > 0, "{report}");
+}
+
+/// Broken on purpose: `current` answers from a per-key cache it refreshes only on every
+/// fourth read, like a read from a lagging replica (C2's trap).
+#[derive(Default)]
+struct StaleReads {
+    inner: MemoryStore,
+    cache: Mutex<HashMap<Key, (CurrentView, u32)>>,
+}
+
+#[async_trait]
+impl Store for StaleReads {
+    async fn read_owner(&self, key: &Key) -> Result<OwnerState, Error> {
+        self.inner.read_owner(key).await
+    }
+    async fn claim_cas(
+        &self,
+        key: &Key,
+        owner: &Owner,
+        claim_id: &str,
+        snap: &OwnerState,
+    ) -> Result<CasOutcome, Error> {
+        self.inner.claim_cas(key, owner, claim_id, snap).await
+    }
+    async fn current(&self, key: &Key) -> Result<CurrentView, Error> {
+        let fresh = self.inner.current(key).await?;
+        let mut cache = self.cache.lock().unwrap();
+        let (view, reads) = cache.entry(key.clone()).or_insert((fresh.clone(), 0));
+        *reads += 1;
+        if *reads % 4 == 0 {
+            *view = fresh;
+        }
+        Ok(view.clone())
+    }
+    async fn release(&self, key: &Key, generation: i64) -> Result<bool, Error> {
+        self.inner.release(key, generation).await
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_with_stale_reads_breaks_no_going_back() {
+    let servers = vec![serve_in_process(StaleReads::default()).await];
+    let report = run(
+        "broken store: stale reads",
+        "stale",
+        servers,
+        Duration::from_secs(2),
+    )
+    .await;
+    assert!(report.violations_of(Rule::NoGoingBack) > 0, "{report}");
+    // Claims read the record afresh and every stale view was once true: the other rules
+    // have nothing to object to.
+    assert_eq!(report.violations_of(Rule::ClaimAbove), 0, "{report}");
+    assert_eq!(report.violations_of(Rule::OneClaimPerGen), 0, "{report}");
+}
