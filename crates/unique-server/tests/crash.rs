@@ -7,7 +7,7 @@ mod common;
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -20,7 +20,7 @@ use tokio::net::TcpStream;
 use tokio::sync::Mutex;
 use unique_testsupport::ChildGuard;
 
-use common::{BIN, announced_addr};
+use common::{BIN, start};
 const WRITERS: i64 = 8;
 const KEYS_PER_WRITER: i64 = 4;
 /// Acknowledged claims to collect before the kill.
@@ -29,16 +29,13 @@ const ACKS_BEFORE_KILL: usize = 400;
 /// Starts the server on the sqlite file `db` and returns it with its address.
 /// The guard kills it if the test fails half-way.
 fn start_server(db: &Path) -> (ChildGuard, SocketAddr) {
-    let mut child = Command::new(BIN)
-        .args(["--listen", "127.0.0.1:0", "--store", "sqlite", "--db"])
-        .arg(db)
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("start unique-server");
-    let addr = announced_addr(&mut child).parse().unwrap();
-    (ChildGuard::new(child, "unique-server"), addr)
+    let (addr, server) = start(
+        Command::new(BIN)
+            .args(["--listen", "127.0.0.1:0", "--store", "sqlite", "--db"])
+            .arg(db)
+            .env("RUST_LOG", "warn"),
+    );
+    (server, addr.parse().unwrap())
 }
 
 type Sender = hyper::client::conn::http1::SendRequest<Full<Bytes>>;

@@ -5,44 +5,19 @@ mod common;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-use unique_testsupport::dynalite::{ACCESS_KEY_ID, Dynalite, REGION, SECRET_ACCESS_KEY};
+use unique_testsupport::dynalite::Dynalite;
 use unique_testsupport::net::PATIENCE;
 use unique_testsupport::proxy::StallProxy;
 use unique_testsupport::{ChildGuard, free_port};
 
-use common::{BIN, announced_addr};
-
-fn server_command(endpoint_url: &str, table: &str) -> Command {
-    let mut cmd = Command::new(BIN);
-    cmd.args([
-        "--listen",
-        "127.0.0.1:0",
-        "--store",
-        "dynamodb",
-        "--table",
-        table,
-    ])
-    .args(["--endpoint-url", endpoint_url, "--region", REGION])
-    .env("AWS_ACCESS_KEY_ID", ACCESS_KEY_ID)
-    .env("AWS_SECRET_ACCESS_KEY", SECRET_ACCESS_KEY)
-    .env("AWS_EC2_METADATA_DISABLED", "true")
-    .env("RUST_LOG", "warn");
-    cmd
-}
+use common::{dynamodb_command as server_command, start};
 
 /// Starts the server with `--create-table` and waits for its address.
 fn serve(mut command: Command) -> (String, ChildGuard) {
-    let mut child = command
-        .arg("--create-table")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let addr = announced_addr(&mut child);
-    (addr, ChildGuard::new(child, "unique-server"))
+    start(command.arg("--create-table"))
 }
 
 /// One HTTP/1.1 request on a fresh connection; returns the raw answer. A server that

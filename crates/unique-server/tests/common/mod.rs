@@ -5,7 +5,10 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Command};
+use std::process::{Child, Command, Stdio};
+
+use unique_testsupport::ChildGuard;
+use unique_testsupport::dynalite::{ACCESS_KEY_ID, REGION, SECRET_ACCESS_KEY};
 
 /// The binary under test.
 pub(crate) const BIN: &str = env!("CARGO_BIN_EXE_unique-server");
@@ -25,6 +28,39 @@ pub(crate) fn announced_with_scheme(child: &mut Child, scheme: &str) -> String {
         .strip_prefix(&format!("unique-server listening on {scheme}://"))
         .unwrap_or_else(|| panic!("server did not start: {line:?}"))
         .to_owned()
+}
+
+/// Spawns `command` (the server, with stdout piped and stderr shown) and waits for the address
+/// it announces; the guard kills it when dropped.
+pub(crate) fn start(command: &mut Command) -> (String, ChildGuard) {
+    let mut child = command
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("start unique-server");
+    let addr = announced_addr(&mut child);
+    (addr, ChildGuard::new(child, "unique-server"))
+}
+
+/// The server on `--store dynamodb`, table `table` at `endpoint_url` (a local
+/// DynamoDB-compatible server), on any free loopback port, with the test credentials and
+/// warnings-only logs.
+pub(crate) fn dynamodb_command(endpoint_url: &str, table: &str) -> Command {
+    let mut cmd = Command::new(BIN);
+    cmd.args([
+        "--listen",
+        "127.0.0.1:0",
+        "--store",
+        "dynamodb",
+        "--table",
+        table,
+    ])
+    .args(["--endpoint-url", endpoint_url, "--region", REGION])
+    .env("AWS_ACCESS_KEY_ID", ACCESS_KEY_ID)
+    .env("AWS_SECRET_ACCESS_KEY", SECRET_ACCESS_KEY)
+    .env("AWS_EC2_METADATA_DISABLED", "true")
+    .env("RUST_LOG", "warn");
+    cmd
 }
 
 /// Sends one raw HTTP/1.1 request on a fresh connection and returns the whole answer

@@ -1,0 +1,175 @@
+//! Histories over real server processes (see `unique-history`): many clients race over a few
+//! keys while the harness injects faults, and the checker must find no violation.
+//!
+//! - SQLite, the server SIGKILLed and restarted on the same file and port again and again;
+//! - two and three servers on one DynamoDB table (dynalite), clients spread across them;
+//! - DynamoDB behind a proxy that drops a share of the store's answers (ambiguous writes).
+//!
+//! Each run lasts a few seconds; `UNIQUE_HISTORY_SECS` lengthens them (`cargo xtask chaos`).
+
+mod common;
+
+use std::process::Command;
+use std::sync::mpsc;
+use std::time::Duration;
+
+use unique_history::{Report, Workload, run_duration};
+use unique_testsupport::dynalite::Dynalite;
+use unique_testsupport::free_port;
+use unique_testsupport::proxy::DropProxy;
+
+use common::{BIN, dynamodb_command, start};
+
+/// How long each run lasts unless `UNIQUE_HISTORY_SECS` says otherwise.
+const SHORT_RUN: Duration = Duration::from_secs(3);
+
+/// Runs the default workload against `urls` (project `project`, so runs sharing a store use
+/// their own keys), and reports it with the faults `faults` counts once the run is over.
+fn run_workload(
+    name: &str,
+    project: &str,
+    urls: Vec<String>,
+    faults: impl FnOnce() -> u64,
+) -> Report {
+    let duration = run_duration(SHORT_RUN);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let history = runtime
+        .block_on(
+            Workload::new(urls)
+                .project(project)
+                .duration(duration)
+                .run(),
+        )
+        .unwrap();
+    let report = Report::new(name, duration, &history, faults());
+    println!("{report}");
+    report
+}
+
+#[test]
+fn sqlite_history_survives_repeated_sigkill_and_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("unique.db");
+    // The same port every time, so clients find the restarted server where they left it.
+    let listen = format!("127.0.0.1:{}", free_port());
+    let command = move || {
+        let mut cmd = Command::new(BIN);
+        cmd.args(["--listen", &listen, "--store", "sqlite", "--db"])
+            .arg(&db)
+            .env("RUST_LOG", "error");
+        cmd
+    };
+    let (addr, first) = start(&mut command());
+
+    // The fault schedule: every 200-600 ms, SIGKILL and start again on the same file.
+    let (stop, stopped) = mpsc::channel::<()>();
+    let killer = std::thread::spawn(move || {
+        let mut server = first;
+        let mut kills = 0u64;
+        while let Err(mpsc::RecvTimeoutError::Timeout) =
+            stopped.recv_timeout(Duration::from_millis(fastrand::u64(200..600)))
+        {
+            server.kill();
+            kills += 1;
+            server = start(&mut command()).1;
+        }
+        kills
+    });
+    let mut kills = None;
+    let report = run_workload(
+        "sqlite, SIGKILL and restart",
+        "sqlite",
+        vec![format!("http://{addr}")],
+        || {
+            drop(stop);
+            *kills.insert(killer.join().unwrap())
+        },
+    );
+    report.assert_clean();
+    assert!(kills.unwrap() > 0, "{report}");
+    assert!(
+        report.counts.indeterminate() > 0,
+        "kills cut requests short\n{report}"
+    );
+}
+
+/// Starts `count` servers on `table` at `endpoint_url`, the table made first by a server
+/// talking to dynalite directly (a creation whose answer a proxy dropped would be retried
+/// into "table exists").
+fn dynamodb_servers(
+    table: &str,
+    endpoint_url: &str,
+    count: usize,
+    extra: &[&str],
+) -> (Vec<String>, Vec<unique_testsupport::ChildGuard>) {
+    drop(start(
+        dynamodb_command(&Dynalite::shared().endpoint_url(), table).arg("--create-table"),
+    ));
+    (0..count)
+        .map(|_| {
+            let (addr, guard) = start(
+                dynamodb_command(endpoint_url, table)
+                    .args(["--workers", "1", "--kick-timeout", "500ms"])
+                    .args(extra)
+                    .env("RUST_LOG", "error"),
+            );
+            (format!("http://{addr}"), guard)
+        })
+        .unzip()
+}
+
+fn dynamodb_history(count: usize) {
+    let table = format!("history-{count}-servers");
+    let (urls, _servers) = dynamodb_servers(&table, &Dynalite::shared().endpoint_url(), count, &[]);
+    let report = run_workload(
+        &format!("dynamodb, {count} servers on one table"),
+        &table,
+        urls,
+        || 0,
+    );
+    report.assert_clean();
+}
+
+#[test]
+fn dynamodb_history_with_two_servers_on_one_table() {
+    dynamodb_history(2);
+}
+
+#[test]
+fn dynamodb_history_with_three_servers_on_one_table() {
+    dynamodb_history(3);
+}
+
+/// The store's answers go missing (10 % of them, after dynalite acted on the request): the
+/// SDK retries a conditional write that already succeeded and sees its condition fail, and
+/// the claim steps must turn that into a replay of the claim's own write.
+#[test]
+fn dynamodb_history_with_dropped_store_answers() {
+    let proxy = DropProxy::start(Dynalite::shared().addr(), 0.1);
+    let (urls, _servers) = dynamodb_servers(
+        "history-dropped-answers",
+        &proxy.url(),
+        2,
+        &[
+            "--store-attempt-timeout",
+            "500ms",
+            "--store-operation-timeout",
+            "2s",
+            "--store-max-attempts",
+            "3",
+        ],
+    );
+    let dropped_at_start = proxy.dropped();
+    let report = run_workload(
+        "dynamodb behind a proxy dropping 10 % of answers, 2 servers",
+        "dropped",
+        urls,
+        || proxy.dropped() - dropped_at_start,
+    );
+    report.assert_clean();
+    assert!(report.faults > 0, "no answer was dropped\n{report}");
+}
