@@ -23,6 +23,9 @@ commands:
   fuzz      the property-based fuzz targets (wire contract, kick receiver) with
             PROPTEST_CASES=20000 instead of the 256 cases per property `ci` runs
   smoke     S1-S6 with the server binary and client processes over loopback HTTP
+  chaos     the history runs (memory, SQLite with SIGKILL and restart, two and three servers
+            on one DynamoDB table, DynamoDB dropping answers) for 60 s each instead of the 3 s
+            `ci` runs, one at a time, printing each report; the broken-store checks run too
   bench     the load generator: unique-server (memory, sqlite) side by side with a redis script
 ";
 
@@ -57,6 +60,7 @@ fn main() -> ExitCode {
         "tidy" => tidy(&mut run),
         "deny" => deny(&mut run),
         "smoke" => smoke(&mut run),
+        "chaos" => chaos(&mut run),
         "bench" => bench(&mut run, &args[1..]),
         "-h" | "--help" | "help" => {
             print!("{USAGE}");
@@ -199,6 +203,37 @@ fn smoke(run: &mut Run) {
         // not their speed, is what smoke checks.
         cargo(&["run", "-p", "unique-examples", "--bin", "smoke"]),
     );
+}
+
+/// The history tests `chaos` runs long: (package, test target). `ci` runs them short as part
+/// of the workspace tests.
+const HISTORY_TESTS: &[(&str, &str)] = &[
+    ("unique-history", "histories"),
+    ("unique-server", "history"),
+];
+
+/// Seconds each history run lasts in `chaos` (`UNIQUE_HISTORY_SECS`).
+const CHAOS_SECS: &str = "60";
+
+fn chaos(run: &mut Run) {
+    for (package, target) in HISTORY_TESTS {
+        // One run at a time, so each has the machine, and every report printed.
+        let mut cmd = cargo(&[
+            "test",
+            "-p",
+            package,
+            "--test",
+            target,
+            "--",
+            "--nocapture",
+            "--test-threads=1",
+        ]);
+        cmd.env("UNIQUE_HISTORY_SECS", CHAOS_SECS);
+        run.step(
+            &format!("chaos {package} {target} ({CHAOS_SECS} s per run)"),
+            cmd,
+        );
+    }
 }
 
 fn bench(run: &mut Run, extra: &[String]) {
