@@ -56,7 +56,7 @@ fn refused_kick_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|listener| listener.local_addr())
         .map(|addr| addr.port())
-        .unwrap_or(9)
+        .expect("bind an ephemeral loopback port")
 }
 
 impl Workload {
@@ -134,7 +134,8 @@ impl Workload {
     ///
     /// # Panics
     ///
-    /// When called outside a tokio runtime, or when a client task panics.
+    /// When called outside a tokio runtime, when no loopback port can be bound, or when a
+    /// client task panics.
     pub async fn run(&self) -> Result<History, Error> {
         if self.servers.is_empty() {
             return Err(Error::invalid("a workload needs at least one server"));

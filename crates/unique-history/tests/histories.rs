@@ -49,66 +49,36 @@ async fn memory_store_keeps_every_rule() {
     report.assert_clean();
 }
 
-/// Broken on purpose: its claim writes `snap.gen + 1` whatever the record holds now, so two
-/// servers deciding on the same snapshot both win, under one gen.
-struct Unfenced(MemoryStore);
-
-#[async_trait]
-impl Store for Unfenced {
-    async fn read_owner(&self, key: &Key) -> Result<OwnerState, Error> {
-        self.0.read_owner(key).await
-    }
-    async fn claim_cas(
-        &self,
-        key: &Key,
-        owner: &Owner,
-        claim_id: &str,
-        snap: &OwnerState,
-    ) -> Result<CasOutcome, Error> {
-        let owner = encode_owner(owner)?;
-        // A real store's write is a round trip away from its read; yielding stands in for it
-        // so the race window is not confined to a few instructions.
-        tokio::task::yield_now().await;
-        let generation = snap.generation + 1;
-        self.0
-            .put_raw(key, generation, Some(&owner), Some(claim_id));
-        Ok(CasOutcome::Written { generation })
-    }
-    async fn current(&self, key: &Key) -> Result<CurrentView, Error> {
-        self.0.current(key).await
-    }
-    async fn release(&self, key: &Key, generation: i64) -> Result<bool, Error> {
-        self.0.release(key, generation).await
-    }
+/// How a [`Broken`] store breaks its contract.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Breakage {
+    /// Its claim writes `snap.gen + 1` whatever the record holds now, so two servers deciding
+    /// on the same snapshot both win, under one gen (C3's unconditional put).
+    Unfenced,
+    /// `current` answers from a per-key cache it refreshes only on every fourth read, like a
+    /// read from a lagging replica (C2's eventually consistent read).
+    StaleReads,
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_store_that_ignores_the_fence_breaks_one_gen_one_claim_id() {
-    let store = Arc::new(Unfenced(MemoryStore::new()));
-    let servers = vec![
-        serve_in_process(store.clone()).await,
-        serve_in_process(store).await,
-    ];
-    let report = run(
-        "broken store: claims ignore the fence",
-        "unfenced",
-        servers,
-        Duration::from_secs(2),
-    )
-    .await;
-    assert!(report.violations_of(Rule::OneClaimPerGen) > 0, "{report}");
-}
-
-/// Broken on purpose: `current` answers from a per-key cache it refreshes only on every
-/// fourth read, like a read from a lagging replica (C2's trap).
-#[derive(Default)]
-struct StaleReads {
+/// A memory store broken on purpose in one way; otherwise the memory store.
+struct Broken {
     inner: MemoryStore,
+    breakage: Breakage,
     cache: Mutex<HashMap<Key, (CurrentView, u32)>>,
 }
 
+impl Broken {
+    fn new(breakage: Breakage) -> Self {
+        Self {
+            inner: MemoryStore::new(),
+            breakage,
+            cache: Mutex::default(),
+        }
+    }
+}
+
 #[async_trait]
-impl Store for StaleReads {
+impl Store for Broken {
     async fn read_owner(&self, key: &Key) -> Result<OwnerState, Error> {
         self.inner.read_owner(key).await
     }
@@ -119,10 +89,23 @@ impl Store for StaleReads {
         claim_id: &str,
         snap: &OwnerState,
     ) -> Result<CasOutcome, Error> {
-        self.inner.claim_cas(key, owner, claim_id, snap).await
+        if self.breakage != Breakage::Unfenced {
+            return self.inner.claim_cas(key, owner, claim_id, snap).await;
+        }
+        let owner = encode_owner(owner)?;
+        // A real store's write is a round trip away from its read; yielding stands in for it
+        // so the race window is not confined to a few instructions.
+        tokio::task::yield_now().await;
+        let generation = snap.generation + 1;
+        self.inner
+            .put_raw(key, generation, Some(&owner), Some(claim_id));
+        Ok(CasOutcome::Written { generation })
     }
     async fn current(&self, key: &Key) -> Result<CurrentView, Error> {
         let fresh = self.inner.current(key).await?;
+        if self.breakage != Breakage::StaleReads {
+            return Ok(fresh);
+        }
         let mut cache = self.cache.lock().unwrap();
         let (view, reads) = cache.entry(key.clone()).or_insert((fresh.clone(), 0));
         *reads += 1;
@@ -137,8 +120,26 @@ impl Store for StaleReads {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_that_ignores_the_fence_breaks_one_gen_one_claim_id() {
+    // Two servers: each queues its own claims per key, so the race is between them.
+    let store = Arc::new(Broken::new(Breakage::Unfenced));
+    let servers = vec![
+        serve_in_process(store.clone()).await,
+        serve_in_process(store).await,
+    ];
+    let report = run(
+        "broken store: claims ignore the fence",
+        "unfenced",
+        servers,
+        Duration::from_secs(2),
+    )
+    .await;
+    assert!(report.violations_of(Rule::OneClaimPerGen) > 0, "{report}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_store_with_stale_reads_breaks_no_going_back() {
-    let servers = vec![serve_in_process(StaleReads::default()).await];
+    let servers = vec![serve_in_process(Broken::new(Breakage::StaleReads)).await];
     let report = run(
         "broken store: stale reads",
         "stale",
