@@ -11,15 +11,7 @@ use unique_core::BoxError;
 use unique_serve::{RequestBody, ServeOptions};
 
 /// A kick receiver serving on its own tokio task: what a node runs next to its
-/// `unique_client::Node`, in one call.
-///
-/// ```text
-/// let listener = TcpListener::bind("0.0.0.0:9001").await?;
-/// let owner = Owner::new("eu", "c1", "http://node-7.internal:9001/kick");
-/// let (node, events) = Node::builder(transport, owner).build();
-/// let receiver = KickReceiver::spawn(listener, KickService::new(node.kick_handler().clone()),
-///     ServeOptions::default())?;
-/// ```
+/// `unique_client::Node`, in one call (the crate docs' "A node" shows the whole wiring).
 ///
 /// It serves exactly as [`serve_with`](crate::serve_with) does until [`close`](Self::close)
 /// is called or the receiver is dropped (which stops it without waiting).
