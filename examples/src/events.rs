@@ -151,16 +151,14 @@ impl Report {
             Self::Destroyed { local_generation } => {
                 fields.push(("local_gen", local_generation.to_string()));
             }
-            Self::Check { view } => {
-                match view {
-                    Ok(view) => {
-                        fields.push(("gen", view.generation.to_string()));
-                        fields.push(("exists", view.exists.to_string()));
-                        fields.push(("owner", view.owner.is_some().to_string()));
-                    }
-                    Err(error) => message = Some(error.as_str()),
+            Self::Check { view } => match view {
+                Ok(view) => {
+                    fields.push(("gen", view.generation.to_string()));
+                    fields.push(("exists", view.exists.to_string()));
+                    fields.push(("owner", view.owner.is_some().to_string()));
                 }
-            }
+                Err(error) => message = Some(error.as_str()),
+            },
             Self::Evicted {
                 local_generation,
                 reason,
