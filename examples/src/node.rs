@@ -179,9 +179,8 @@ impl Node {
         result: Result<Login, NodeLoginError>,
     ) -> Result<Login, NodeLoginError> {
         match &result {
-            Ok(login) | Err(NodeLoginError::Replaced(login)) => {
-                self.last_login = Some(login.clone());
-            }
+            Ok(login) => self.last_login = Some(login.clone()),
+            Err(NodeLoginError::Replaced(login)) => self.last_login = Some((**login).clone()),
             Err(NodeLoginError::Claim(e)) => (self.sink)(Report::LoginFailed {
                 claim_id: e.claim_id.clone(),
                 error: e.to_string(),

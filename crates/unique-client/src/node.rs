@@ -95,7 +95,7 @@ pub enum NodeLoginError {
     /// The claim succeeded, but a newer login of the key had already kicked this node
     /// while the claim was in flight (or a newer login of the key is already online
     /// here): the session never went online. Reported as `LoggedIn` then `Kicked`.
-    Replaced(Login),
+    Replaced(Box<Login>),
 }
 
 impl fmt::Display for NodeLoginError {
@@ -360,7 +360,7 @@ impl<T: Transport + Clone> Node<T> {
             login: login.clone(),
         });
         self.shared.emit(NodeEvent::Kicked { key, generation });
-        Err(NodeLoginError::Replaced(login))
+        Err(NodeLoginError::Replaced(Box::new(login)))
     }
 }
 

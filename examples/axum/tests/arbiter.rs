@@ -23,7 +23,7 @@ async fn app() -> std::net::SocketAddr {
         .unwrap();
     let service = ArbiterService::new(Arbiter::new(MemoryStore::new())).with_tokens(tokens);
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    common::serve(listener, arbiter_router(service, Duration::from_secs(10))).await
+    common::serve(listener, arbiter_router(service, Duration::from_secs(10)))
 }
 
 #[tokio::test]

@@ -26,7 +26,7 @@ async fn a_signed_kick_through_the_app_ends_the_session() {
     let (node, mut events) =
         Node::builder(arbiter.clone(), Owner::new("eu", "c1", endpoint)).build();
     let kicks = KickService::new(node.kick_handler().clone()).signing_keys(keys());
-    let addr = common::serve(listener, node_router(kicks)).await;
+    let addr = common::serve(listener, node_router(kicks));
     let key = Key::new("game", "prod", 42);
     node.login(key.clone()).await.unwrap();
     assert!(matches!(

@@ -1,19 +1,20 @@
-//! A bare HTTP/1.1 request over loopback, so the tests see exactly what the router answers.
+//! Serving a router on loopback, and one bare HTTP/1.1 request to it, so the tests see
+//! exactly what the router answers.
 
+use std::fmt::Write as _;
 use std::net::SocketAddr;
 
 use axum::Router;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
-/// Serves `app` on a loopback port until the test ends; returns its address.
-pub(crate) async fn serve(listener: TcpListener, app: Router) -> SocketAddr {
+/// Serves `app` on `listener` until the test ends; returns its address.
+pub(crate) fn serve(listener: TcpListener, app: Router) -> SocketAddr {
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
     addr
 }
 
-/// Sends one request (`connection: close`) and returns the status and the body.
+/// Sends one request and returns the answer's status and body.
 pub(crate) async fn request(
     addr: SocketAddr,
     method: &str,
@@ -22,22 +23,17 @@ pub(crate) async fn request(
     body: &str,
 ) -> (u16, String) {
     let mut raw = format!(
-        "{method} {path} HTTP/1.1\r\nhost: {addr}\r\ncontent-length: {}\r\nconnection: close\r\n",
+        "{method} {path} HTTP/1.1\r\nhost: {addr}\r\ncontent-length: {}\r\n",
         body.len()
     );
     for (name, value) in headers {
-        raw.push_str(&format!("{name}: {value}\r\n"));
+        let _ = write!(raw, "{name}: {value}\r\n");
     }
-    raw.push_str("\r\n");
-    raw.push_str(body);
+    let _ = write!(raw, "\r\n{body}");
     let mut stream = TcpStream::connect(addr).await.unwrap();
-    stream.write_all(raw.as_bytes()).await.unwrap();
-    let mut answer = Vec::new();
-    stream.read_to_end(&mut answer).await.unwrap();
-    let answer = String::from_utf8(answer).unwrap();
-    let status = answer[9..12].parse().unwrap();
-    let body = answer
-        .split_once("\r\n\r\n")
-        .map_or(String::new(), |(_, b)| b.to_owned());
-    (status, body)
+    let answer = unique_testsupport::net::answer(&mut stream, raw.as_bytes())
+        .await
+        .expect("an answer");
+    let (head, body) = answer.split_once("\r\n\r\n").expect("a head");
+    (head[9..12].parse().unwrap(), body.to_owned())
 }
