@@ -13,7 +13,7 @@ use unique_core::{CurrentView, EvictReason, KickDetail};
 
 /// Something that happened to a node, in the order it happened.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum NodeEvent {
+pub enum Report {
     /// The kick receiver listens; `endpoint` is the owner endpoint the node advertises.
     Listening {
         /// The receiver's bound address.
@@ -56,15 +56,13 @@ pub enum NodeEvent {
         /// The receiver's ack (`destroyed`, `no-session`, `not-older`), or `-` on an error.
         ack: String,
     },
-    /// A kick destroyed the local session, or had replaced it before it went online.
+    /// A kick ended the local session, or had replaced it before it went online.
     Destroyed {
         /// The gen of the destroyed session.
         local_generation: i64,
     },
     /// One heartbeat check returned.
     Check {
-        /// The gen of the session the heartbeat watches.
-        local_generation: i64,
         /// What the server said, or why the check failed.
         view: Result<CurrentView, String>,
     },
@@ -75,7 +73,7 @@ pub enum NodeEvent {
         /// Why.
         reason: EvictReason,
     },
-    /// A logout (release) returned.
+    /// A logout returned (the session ended here, then its gen was released).
     LoggedOut {
         /// The released gen.
         generation: i64,
@@ -91,7 +89,7 @@ pub enum NodeEvent {
     ReceiverClosed,
 }
 
-impl NodeEvent {
+impl Report {
     /// The line's first word.
     pub fn name(&self) -> &'static str {
         match self {
@@ -153,20 +151,14 @@ impl NodeEvent {
             Self::Destroyed { local_generation } => {
                 fields.push(("local_gen", local_generation.to_string()));
             }
-            Self::Check {
-                local_generation,
-                view,
-            } => {
-                fields.push(("local_gen", local_generation.to_string()));
-                match view {
-                    Ok(view) => {
-                        fields.push(("gen", view.generation.to_string()));
-                        fields.push(("exists", view.exists.to_string()));
-                        fields.push(("owner", view.owner.is_some().to_string()));
-                    }
-                    Err(error) => message = Some(error.as_str()),
+            Self::Check { view } => match view {
+                Ok(view) => {
+                    fields.push(("gen", view.generation.to_string()));
+                    fields.push(("exists", view.exists.to_string()));
+                    fields.push(("owner", view.owner.is_some().to_string()));
                 }
-            }
+                Err(error) => message = Some(error.as_str()),
+            },
             Self::Evicted {
                 local_generation,
                 reason,
@@ -306,7 +298,7 @@ mod tests {
 
     #[test]
     fn a_logged_in_line_round_trips() {
-        let event = NodeEvent::LoggedIn {
+        let event = Report::LoggedIn {
             generation: 2,
             prev_generation: 1,
             has_prev: true,
@@ -329,7 +321,7 @@ mod tests {
 
     #[test]
     fn the_message_runs_to_the_end_of_the_line() {
-        let event = NodeEvent::LoginFailed {
+        let event = Report::LoginFailed {
             claim_id: String::new(),
             error: "gave up after 3 attempt(s): store unavailable\nnext".into(),
         };

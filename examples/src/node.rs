@@ -1,24 +1,26 @@
-//! One node holding (at most) one session for one key, wired the way an application would
-//! wire it: a kick receiver, a claimer, a heartbeat and a session table, all reporting
-//! what happens as [`NodeEvent`]s.
+//! One node holding (at most) one session for one key: the `unique_client::Node` runtime with
+//! its kick receiver, plus what the examples print (each heartbeat answer and each kick's
+//! status), all reported as [`Report`]s.
 
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::net::TcpListener;
 use unique_client::{
-    ClaimRequest, ClaimResponse, Claimer, Heartbeat, HeartbeatHandle, HeartbeatOptions,
-    KickHandler, KickOptions, Login, LoginError, Sessions, Transport, async_trait,
+    ClaimRequest, ClaimResponse, HeartbeatOptions, Login, LoginError, NodeEvent, NodeLoginError,
+    Transport, async_trait,
 };
 use unique_client_http::HttpTransport;
 use unique_core::{CurrentView, Error, Key, Owner};
 use unique_kick_signature::SigningKeys;
+use unique_kickrecv::{KickReceiver, KickService, ServeOptions};
 
-use crate::events::NodeEvent;
-use crate::receiver::Receiver;
+use crate::events::Report;
+use crate::receiver::Observed;
 
-/// Where a node's events go. Called synchronously, from whichever task saw the event.
-pub type EventSink = Arc<dyn Fn(NodeEvent) + Send + Sync>;
+/// Where a node's reports go. Called synchronously, from whichever task saw the event.
+pub type EventSink = Arc<dyn Fn(Report) + Send + Sync>;
 
 /// How to start a [`Node`].
 #[derive(Debug, Clone)]
@@ -40,64 +42,61 @@ pub struct NodeConfig {
     pub kick_signing_keys: Option<SigningKeys>,
 }
 
-/// The heartbeat slot: the gen it watches and its handle. Dropping the handle stops it.
-type HeartbeatSlot = Arc<Mutex<Option<(i64, HeartbeatHandle)>>>;
-
-/// A node: kick receiver, claimer, heartbeat, session table.
+/// A node: the runtime and its kick receiver, for one key.
 ///
-/// - A kick whose gen is above the local session's destroys it: the session leaves the
-///   table and its heartbeat is stopped, before the receiver answers 200.
-/// - A login goes online through [`KickHandler::admit`]: if a newer gen's kick came while
-///   its claim was in flight, it never goes online (reported as
-///   [`NodeEvent::Destroyed`] right after its `LoggedIn`).
-/// - A heartbeat eviction removes the session from the table.
-/// - [`logout`](Self::logout) releases but leaves the heartbeat running, so it can be seen
-///   evicting on the tombstone (`owner-empty`); an application would stop it instead.
+/// The runtime's events become [`Report::LoggedIn`], [`Report::Destroyed`] (a kick ended the
+/// session, or had replaced it before it went online), [`Report::Evicted`] and
+/// [`Report::LoggedOut`], reported synchronously as they happen (a `Destroyed` before the
+/// kick is answered).
 pub struct Node {
-    config: NodeConfig,
-    transport: HttpTransport,
-    claimer: Claimer<HttpTransport>,
-    sessions: Sessions,
-    kicks: KickHandler,
-    heartbeat: HeartbeatSlot,
-    receiver: Option<Receiver>,
-    endpoint: String,
+    runtime: unique_client::Node<Reporting>,
+    key: Key,
+    receiver: Option<KickReceiver>,
     last_login: Option<Login>,
     sink: EventSink,
 }
 
 impl Node {
-    /// Starts the kick receiver (reporting [`NodeEvent::Listening`]); logs nothing in.
+    /// Starts the kick receiver (reporting [`Report::Listening`]); logs nothing in.
     ///
     /// Errors: the server URL is invalid, or the receiver cannot bind.
     pub async fn start(config: NodeConfig, sink: EventSink) -> Result<Self, String> {
-        let transport = HttpTransport::new(&config.server)
-            .map_err(|e| format!("cannot reach the server: {e}"))?;
-        let sessions = Sessions::new();
-        let heartbeat: HeartbeatSlot = Arc::default();
-        let handler = kick_handler(&sessions, &heartbeat, &sink);
-        let receiver = Receiver::bind(
-            config.kick_listen,
-            handler.clone(),
-            config.kick_signing_keys.clone(),
-            sink.clone(),
-        )
-        .await
-        .map_err(|e| format!("cannot listen for kicks on {}: {e}", config.kick_listen))?;
-        let endpoint = format!("http://{}/kick", receiver.addr());
-        sink(NodeEvent::Listening {
-            addr: receiver.addr(),
-            endpoint: endpoint.clone(),
-        });
+        let transport = Reporting {
+            inner: HttpTransport::new(&config.server)
+                .map_err(|e| format!("cannot reach the server: {e}"))?,
+            sink: sink.clone(),
+        };
+        let cannot_listen =
+            |e: std::io::Error| format!("cannot listen for kicks on {}: {e}", config.kick_listen);
+        let listener = TcpListener::bind(config.kick_listen)
+            .await
+            .map_err(cannot_listen)?;
+        let addr = listener.local_addr().map_err(cannot_listen)?;
+        let endpoint = format!("http://{addr}/kick");
+        let owner = Owner::new(&config.region, &config.cluster, &endpoint);
+        let (runtime, _events) = unique_client::Node::builder(transport, owner)
+            .heartbeat_options(HeartbeatOptions::default().interval(config.heartbeat_interval))
+            .on_event({
+                let sink = sink.clone();
+                move |event| {
+                    if let Some(report) = report(event) {
+                        sink(report);
+                    }
+                }
+            })
+            .build();
+        let mut kicks = KickService::new(runtime.kick_handler().clone());
+        if let Some(keys) = config.kick_signing_keys {
+            kicks = kicks.signing_keys(keys);
+        }
+        let observed = Observed::new(kicks, sink.clone());
+        let receiver = KickReceiver::spawn(listener, observed, ServeOptions::default())
+            .map_err(cannot_listen)?;
+        sink(Report::Listening { addr, endpoint });
         Ok(Self {
-            claimer: Claimer::new(transport.clone()),
-            config,
-            transport,
-            sessions,
-            kicks: handler,
-            heartbeat,
+            runtime,
+            key: config.key,
             receiver: Some(receiver),
-            endpoint,
             last_login: None,
             sink,
         })
@@ -105,73 +104,55 @@ impl Node {
 
     /// The owner endpoint it advertises (its kick receiver's URL).
     pub fn endpoint(&self) -> &str {
-        &self.endpoint
+        &self.runtime.owner().endpoint
     }
 
     /// The key it logs in.
     pub fn key(&self) -> &Key {
-        &self.config.key
+        &self.key
     }
 
     /// The gen of its online session, if it has one.
     pub fn local_generation(&self) -> Option<i64> {
-        self.sessions.generation(&self.config.key)
+        self.runtime.generation(&self.key)
     }
 
-    /// Logs in with a fresh claim_id; on success the session goes online here and its
-    /// heartbeat starts. Reports [`NodeEvent::LoggedIn`] or [`NodeEvent::LoginFailed`].
-    pub async fn login(&mut self) -> Result<Login, LoginError> {
-        let result = self
-            .claimer
-            .login(self.config.key.clone(), self.owner())
-            .await;
+    /// Logs in with a fresh claim_id. Reports [`Report::LoggedIn`] (then
+    /// [`Report::Destroyed`] if a newer login had already replaced it) or
+    /// [`Report::LoginFailed`].
+    pub async fn login(&mut self) -> Result<Login, NodeLoginError> {
+        let result = self.runtime.login(self.key.clone()).await;
         self.logged_in(result)
     }
 
     /// Logs in again with the last login's claim_id, as a client does when a claim's
     /// response was lost: the server answers from its replay short-circuit.
-    pub async fn relogin_same_claim_id(&mut self) -> Result<Login, LoginError> {
+    pub async fn relogin_same_claim_id(&mut self) -> Result<Login, NodeLoginError> {
         let Some(claim_id) = self.last_login.as_ref().map(|l| l.claim_id.clone()) else {
             let error = LoginError {
                 error: Error::invalid("no previous login to replay"),
                 claim_id: String::new(),
                 attempts: 0,
             };
-            return self.logged_in(Err(error));
+            return self.logged_in(Err(NodeLoginError::Claim(error)));
         };
         let result = self
-            .claimer
-            .login_with_claim_id(self.config.key.clone(), self.owner(), claim_id)
+            .runtime
+            .login_with_claim_id(self.key.clone(), claim_id)
             .await;
         self.logged_in(result)
     }
 
-    /// Releases the last login's gen (tombstone). The heartbeat keeps running and sees the
-    /// tombstone. Reports [`NodeEvent::LoggedOut`] or [`NodeEvent::LogoutFailed`].
-    pub async fn logout(&mut self) -> Result<bool, String> {
-        let Some(generation) = self.last_login.as_ref().map(Login::generation) else {
-            let error = "no login to release".to_owned();
-            (self.sink)(NodeEvent::LogoutFailed {
-                error: error.clone(),
+    /// Logs the session out (its heartbeat stops, then the gen is released). Reports
+    /// [`Report::LoggedOut`], and [`Report::LogoutFailed`] when the release gave up.
+    pub async fn logout(&mut self) -> Result<bool, LoginError> {
+        let result = self.runtime.logout(&self.key).await;
+        if let Err(e) = &result {
+            (self.sink)(Report::LogoutFailed {
+                error: e.to_string(),
             });
-            return Err(error);
-        };
-        match self.claimer.logout(&self.config.key, generation).await {
-            Ok(released) => {
-                (self.sink)(NodeEvent::LoggedOut {
-                    generation,
-                    released,
-                });
-                Ok(released)
-            }
-            Err(e) => {
-                let error = e.to_string();
-                (self.sink)(NodeEvent::LogoutFailed {
-                    error: error.clone(),
-                });
-                Err(error)
-            }
         }
+        result
     }
 
     /// Closes the kick receiver (kicks now fail to connect) while the session and its
@@ -180,138 +161,78 @@ impl Node {
         if let Some(receiver) = self.receiver.take() {
             receiver.close().await;
         }
-        (self.sink)(NodeEvent::ReceiverClosed);
+        (self.sink)(Report::ReceiverClosed);
     }
 
     /// Stops the heartbeat and the receiver.
     pub async fn shutdown(mut self) {
-        let running = take_heartbeat(&self.heartbeat, None);
-        if let Some(handle) = running {
-            handle.stop().await;
-        }
+        self.runtime.shutdown().await;
         if let Some(receiver) = self.receiver.take() {
             receiver.close().await;
         }
     }
 
-    fn owner(&self) -> Owner {
-        Owner::new(&self.config.region, &self.config.cluster, &self.endpoint)
-    }
-
-    /// Puts a successful login's session online and reports the outcome.
-    fn logged_in(&mut self, result: Result<Login, LoginError>) -> Result<Login, LoginError> {
+    /// Remembers the login to replay and reports a failed claim (the runtime reports the
+    /// rest).
+    fn logged_in(
+        &mut self,
+        result: Result<Login, NodeLoginError>,
+    ) -> Result<Login, NodeLoginError> {
         match &result {
-            Ok(login) => {
-                let generation = login.generation();
-                // A kick for a newer gen may already have come while the claim was in
-                // flight and found no session: then this one was replaced before it
-                // started, and never goes online.
-                let (key, sessions) = (&self.config.key, &self.sessions);
-                let online = self.kicks.admit(key, generation, || {
-                    sessions.insert(key.clone(), generation);
-                });
-                if online {
-                    self.watch(generation);
-                }
-                let o = &login.outcome;
-                (self.sink)(NodeEvent::LoggedIn {
-                    generation,
-                    prev_generation: o.prev_generation,
-                    has_prev: o.has_prev,
-                    kicked: o.kicked,
-                    kick_detail: o.kick_detail,
-                    replayed: o.replayed,
-                    claim_id: login.claim_id.clone(),
-                    attempts: login.attempts,
-                });
-                self.last_login = Some(login.clone());
-                if !online {
-                    (self.sink)(NodeEvent::Destroyed {
-                        local_generation: generation,
-                    });
-                }
-            }
-            Err(e) => (self.sink)(NodeEvent::LoginFailed {
+            Ok(login) => self.last_login = Some(login.clone()),
+            Err(NodeLoginError::Replaced(login)) => self.last_login = Some((**login).clone()),
+            Err(NodeLoginError::Claim(e)) => (self.sink)(Report::LoginFailed {
                 claim_id: e.claim_id.clone(),
                 error: e.to_string(),
             }),
         }
         result
     }
-
-    /// Starts the heartbeat for `generation`, unless it already watches that gen.
-    fn watch(&self, generation: i64) {
-        let mut slot = self
-            .heartbeat
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        if matches!(&*slot, Some((g, h)) if *g == generation && !h.is_finished()) {
-            return;
-        }
-        let reporting = Reporting {
-            inner: self.transport.clone(),
-            local_generation: generation,
-            sink: self.sink.clone(),
-        };
-        let options = HeartbeatOptions::default().interval(self.config.heartbeat_interval);
-        let (sessions, key, sink) = (
-            self.sessions.clone(),
-            self.config.key.clone(),
-            self.sink.clone(),
-        );
-        let handle = Heartbeat::with_options(reporting, options).spawn(
-            self.config.key.clone(),
-            generation,
-            move |reason| {
-                sessions.remove_if(&key, generation);
-                sink(NodeEvent::Evicted {
-                    local_generation: generation,
-                    reason,
-                });
-            },
-        );
-        // Replacing the slot drops the previous handle, which stops that heartbeat.
-        *slot = Some((generation, handle));
-    }
 }
 
-/// The kick handler over the node's session table: destroying a session removes it and
-/// stops its heartbeat, then reports [`NodeEvent::Destroyed`].
-fn kick_handler(sessions: &Sessions, heartbeat: &HeartbeatSlot, sink: &EventSink) -> KickHandler {
-    let get = {
-        let sessions = sessions.clone();
-        move |key: &Key| sessions.generation(key)
-    };
-    let destroy = {
-        let (sessions, heartbeat, sink) = (sessions.clone(), heartbeat.clone(), sink.clone());
-        move |key: Key, local_generation: i64| {
-            if sessions.remove_if(&key, local_generation) {
-                // Dropping the handle stops the heartbeat of the destroyed session.
-                drop(take_heartbeat(&heartbeat, Some(local_generation)));
-                sink(NodeEvent::Destroyed { local_generation });
+/// The report for one of the runtime's events.
+fn report(event: &NodeEvent) -> Option<Report> {
+    let report = match event {
+        NodeEvent::LoggedIn { login, .. } => {
+            let o = &login.outcome;
+            Report::LoggedIn {
+                generation: o.generation,
+                prev_generation: o.prev_generation,
+                has_prev: o.has_prev,
+                kicked: o.kicked,
+                kick_detail: o.kick_detail,
+                replayed: o.replayed,
+                claim_id: login.claim_id.clone(),
+                attempts: login.attempts,
             }
-            std::future::ready(())
         }
+        NodeEvent::Kicked { generation, .. } => Report::Destroyed {
+            local_generation: *generation,
+        },
+        NodeEvent::Evicted {
+            generation, reason, ..
+        } => Report::Evicted {
+            local_generation: *generation,
+            reason: *reason,
+        },
+        NodeEvent::LoggedOut {
+            generation,
+            released,
+            ..
+        } => Report::LoggedOut {
+            generation: *generation,
+            released: *released,
+        },
+        // Events added to the runtime later have no line yet.
+        _ => return None,
     };
-    KickHandler::new(get, destroy, KickOptions::default())
+    Some(report)
 }
 
-/// Takes the heartbeat out of its slot if it watches `generation` (any gen for `None`).
-fn take_heartbeat(slot: &HeartbeatSlot, generation: Option<i64>) -> Option<HeartbeatHandle> {
-    let mut slot = slot.lock().unwrap_or_else(PoisonError::into_inner);
-    match &*slot {
-        Some((g, _)) if generation.is_none_or(|wanted| wanted == *g) => {
-            slot.take().map(|(_, handle)| handle)
-        }
-        _ => None,
-    }
-}
-
-/// The heartbeat's transport: the HTTP one, reporting each `current` answer.
+/// The node's transport: the HTTP one, reporting each heartbeat answer.
 #[derive(Clone)]
 struct Reporting {
     inner: HttpTransport,
-    local_generation: i64,
     sink: EventSink,
 }
 
@@ -323,8 +244,7 @@ impl Transport for Reporting {
 
     async fn current(&self, key: &Key) -> Result<CurrentView, Error> {
         let view = self.inner.current(key).await;
-        (self.sink)(NodeEvent::Check {
-            local_generation: self.local_generation,
+        (self.sink)(Report::Check {
             view: view.as_ref().map(Clone::clone).map_err(ToString::to_string),
         });
         view

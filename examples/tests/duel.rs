@@ -35,7 +35,7 @@ fn the_duel_tells_the_story_the_specification_tells() {
         "[A] session gen 1 destroyed by the kick",
         "[A] kick received for gen 2 -> answered 200 (destroyed)",
         "[B] logged in: gen 2 (prev gen 1, has_prev true, kicked true, kick_detail none",
-        "[B] heartbeat evicted session gen 2: owner-empty",
+        "[B] logged out gen 2: released true",
         "[A] logged in: gen 3 (prev gen 2, has_prev false, kicked false",
         "[B] logged in: gen 4 (prev gen 3, has_prev true, kicked false, kick_detail connect-error",
         "[A] heartbeat evicted session gen 3: gen-mismatch",

@@ -4,6 +4,7 @@ mod claimer;
 mod heartbeat;
 mod jitter;
 mod kick;
+mod node;
 mod sessions;
 mod transport;
 
@@ -11,6 +12,7 @@ pub use claimer::{Claimer, ClaimerOptions, Login, LoginError};
 pub use heartbeat::{Heartbeat, HeartbeatExit, HeartbeatHandle, HeartbeatOptions};
 pub use jitter::Jitter;
 pub use kick::{IgnoreReason, KickAck, KickHandler, KickOptions};
+pub use node::{Node, NodeBuilder, NodeEvent, NodeEvents, NodeLoginError};
 pub use sessions::Sessions;
 pub use transport::{ClaimRequest, ClaimResponse, Transport};
 

@@ -2,8 +2,8 @@
 //! loopback, telling the story of one user's key as it happens.
 //!
 //! The server is `unique_arbiter_http::ArbiterService` over an `Arbiter` on the in-memory store
-//! with the HTTP kicker, which signs every kick; each node verifies kicks and has its own kick receiver, claimer and heartbeat
-//! (every 300 ms). The story checks itself as it goes and exits non-zero if anything
+//! with the HTTP kicker, which signs every kick; each node is a `unique_client::Node` runtime
+//! with its own kick receiver (verifying kicks) and heartbeat (every 300 ms). The story checks itself as it goes and exits non-zero if anything
 //! deviates from the specification.
 //!
 //! Run: `cargo run -p unique-examples --bin duel`
@@ -17,7 +17,7 @@ use tokio::sync::{mpsc, oneshot};
 use unique_arbiter_http::{ArbiterService, serve};
 use unique_client::Login;
 use unique_core::{Arbiter, EvictReason, Key, KickDetail};
-use unique_examples::events::{NodeEvent, detail_name};
+use unique_examples::events::{Report, detail_name};
 use unique_examples::node::{EventSink, Node, NodeConfig};
 use unique_kick_http::{HttpKicker, SigningKeys};
 use unique_store_memory::MemoryStore;
@@ -95,18 +95,18 @@ async fn the_kick(node_a: &mut Node, node_b: &mut Node, story: &mut Story) -> Re
     )?;
     story.drain();
     let kick = story.find(0, "A", |e| {
-        matches!(e, NodeEvent::Kick { generation: Some(2), status: 200, ack } if ack == "destroyed")
+        matches!(e, Report::Kick { generation: Some(2), status: 200, ack } if ack == "destroyed")
     });
     let destroyed = story.find(0, "A", |e| {
         matches!(
             e,
-            NodeEvent::Destroyed {
+            Report::Destroyed {
                 local_generation: 1
             }
         )
     });
     let returned = story.find(0, "B", |e| {
-        matches!(e, NodeEvent::LoggedIn { generation: 2, .. })
+        matches!(e, Report::LoggedIn { generation: 2, .. })
     });
     check(
         kick.is_some(),
@@ -124,7 +124,7 @@ async fn the_kick(node_a: &mut Node, node_b: &mut Node, story: &mut Story) -> Re
     Ok(())
 }
 
-/// Acts 3–4: B's heartbeat keeps it; B logs out and its heartbeat sees the tombstone.
+/// Acts 3–4: B's heartbeat keeps it; B logs out, which ends its session and heartbeat.
 async fn heartbeat_and_logout(node_b: &mut Node, story: &mut Story) -> Result<(), String> {
     act("3. B's heartbeat keeps confirming gen 2");
     let mark = story.seen.len();
@@ -132,29 +132,37 @@ async fn heartbeat_and_logout(node_b: &mut Node, story: &mut Story) -> Result<()
     for _ in 0..2 {
         let at = story
             .wait_for(from, "B", "a heartbeat check that keeps gen 2", |e| {
-                matches!(e, NodeEvent::Check { local_generation: 2, view: Ok(v) } if v.generation == 2 && v.owner.is_some())
+                matches!(e, Report::Check { view: Ok(v) } if v.generation == 2 && v.owner.is_some())
             })
             .await?;
         from = at + 1;
     }
 
-    act("4. B logs out: the record becomes a tombstone at gen 2");
+    act("4. B logs out: its session ends, and the record becomes a tombstone at gen 2");
     check(
-        node_b.logout().await == Ok(true),
+        matches!(node_b.logout().await, Ok(true)),
         "B's release of gen 2 must take effect",
     )?;
-    story
-        .wait_for(mark, "B", "eviction with owner-empty", |e| {
-            matches!(
-                e,
-                NodeEvent::Evicted {
-                    local_generation: 2,
-                    reason: EvictReason::OwnerEmpty
-                }
-            )
-        })
-        .await?;
-
+    story.drain();
+    check(
+        story
+            .find(mark, "B", |e| {
+                matches!(
+                    e,
+                    Report::LoggedOut {
+                        generation: 2,
+                        released: true
+                    }
+                )
+            })
+            .is_some(),
+        "B must report its logout of gen 2",
+    )?;
+    check(
+        node_b.local_generation().is_none(),
+        "B must hold no session after its logout",
+    )?;
+    note("B's heartbeat stopped with its logout: nothing is left to evict");
     Ok(())
 }
 
@@ -193,7 +201,7 @@ async fn the_unreachable_receiver(
         .wait_for(mark, "A", "eviction with gen-mismatch", |e| {
             matches!(
                 e,
-                NodeEvent::Evicted {
+                Report::Evicted {
                     local_generation: 3,
                     reason: EvictReason::GenMismatch
                 }
@@ -204,7 +212,7 @@ async fn the_unreachable_receiver(
     let evictions_of_a = story
         .seen
         .iter()
-        .filter(|(who, e)| *who == "A" && matches!(e, NodeEvent::Evicted { .. }))
+        .filter(|(who, e)| *who == "A" && matches!(e, Report::Evicted { .. }))
         .count();
     check(
         evictions_of_a == 1,
@@ -243,7 +251,7 @@ async fn start_node(
     name: &'static str,
     server: &str,
     key: &Key,
-    tx: mpsc::UnboundedSender<(&'static str, NodeEvent)>,
+    tx: mpsc::UnboundedSender<(&'static str, Report)>,
     started: Instant,
 ) -> Result<Node, String> {
     let config = NodeConfig {
@@ -255,7 +263,7 @@ async fn start_node(
         heartbeat_interval: HEARTBEAT,
         kick_signing_keys: Some(kick_keys()),
     };
-    let sink: EventSink = Arc::new(move |event: NodeEvent| {
+    let sink: EventSink = Arc::new(move |event: Report| {
         println!(
             "  {:>5} ms  [{name}] {}",
             started.elapsed().as_millis(),
@@ -267,10 +275,10 @@ async fn start_node(
 }
 
 /// The story line for an event.
-fn tell(event: &NodeEvent) -> String {
+fn tell(event: &Report) -> String {
     match event {
-        NodeEvent::Listening { endpoint, .. } => format!("kick receiver at {endpoint}"),
-        NodeEvent::LoggedIn {
+        Report::Listening { endpoint, .. } => format!("kick receiver at {endpoint}"),
+        Report::LoggedIn {
             generation,
             prev_generation,
             has_prev,
@@ -282,8 +290,8 @@ fn tell(event: &NodeEvent) -> String {
             "logged in: gen {generation} (prev gen {prev_generation}, has_prev {has_prev}, kicked {kicked}, kick_detail {}, replayed {replayed})",
             detail_name(*kick_detail)
         ),
-        NodeEvent::LoginFailed { error, .. } => format!("login failed: {error}"),
-        NodeEvent::Kick {
+        Report::LoginFailed { error, .. } => format!("login failed: {error}"),
+        Report::Kick {
             generation,
             status,
             ack,
@@ -291,14 +299,11 @@ fn tell(event: &NodeEvent) -> String {
             "kick received for gen {} -> answered {status} ({ack})",
             generation.map_or_else(|| "?".to_owned(), |g| g.to_string())
         ),
-        NodeEvent::Destroyed { local_generation } => {
+        Report::Destroyed { local_generation } => {
             format!("session gen {local_generation} destroyed by the kick")
         }
-        NodeEvent::Check {
-            local_generation,
-            view: Ok(view),
-        } => format!(
-            "heartbeat: server has gen {} ({}), mine is {local_generation}",
+        Report::Check { view: Ok(view) } => format!(
+            "heartbeat: server has gen {} ({})",
             view.generation,
             if view.owner.is_some() {
                 "online"
@@ -306,19 +311,19 @@ fn tell(event: &NodeEvent) -> String {
                 "no owner"
             }
         ),
-        NodeEvent::Check {
+        Report::Check {
             view: Err(error), ..
         } => format!("heartbeat check failed (session kept): {error}"),
-        NodeEvent::Evicted {
+        Report::Evicted {
             local_generation,
             reason,
         } => format!("heartbeat evicted session gen {local_generation}: {reason}"),
-        NodeEvent::LoggedOut {
+        Report::LoggedOut {
             generation,
             released,
         } => format!("logged out gen {generation}: released {released}"),
-        NodeEvent::LogoutFailed { error } => format!("logout failed: {error}"),
-        NodeEvent::ReceiverClosed => "kick receiver closed".to_owned(),
+        Report::LogoutFailed { error } => format!("logout failed: {error}"),
+        Report::ReceiverClosed => "kick receiver closed".to_owned(),
     }
 }
 
@@ -338,14 +343,14 @@ fn check(condition: bool, what: &str) -> Result<(), String> {
     }
 }
 
-fn logged_in(result: Result<Login, unique_client::LoginError>) -> Result<Login, String> {
+fn logged_in(result: Result<Login, unique_client::NodeLoginError>) -> Result<Login, String> {
     result.map_err(|e| format!("login failed: {e}"))
 }
 
 /// Every event of both nodes, in the order they were reported.
 struct Story {
-    rx: mpsc::UnboundedReceiver<(&'static str, NodeEvent)>,
-    seen: Vec<(&'static str, NodeEvent)>,
+    rx: mpsc::UnboundedReceiver<(&'static str, Report)>,
+    seen: Vec<(&'static str, Report)>,
 }
 
 impl Story {
@@ -357,7 +362,7 @@ impl Story {
     }
 
     /// The index of the first event of `who` at or after `from` matching `what`.
-    fn find(&self, from: usize, who: &str, what: impl Fn(&NodeEvent) -> bool) -> Option<usize> {
+    fn find(&self, from: usize, who: &str, what: impl Fn(&Report) -> bool) -> Option<usize> {
         self.seen
             .iter()
             .enumerate()
@@ -372,7 +377,7 @@ impl Story {
         from: usize,
         who: &str,
         description: &str,
-        what: impl Fn(&NodeEvent) -> bool,
+        what: impl Fn(&Report) -> bool,
     ) -> Result<usize, String> {
         let deadline = tokio::time::Instant::now() + WAIT;
         loop {

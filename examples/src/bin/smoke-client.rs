@@ -2,7 +2,7 @@
 //! takes commands on stdin and prints one event per line on stdout (flushed at once).
 //!
 //! Commands: `login`, `relogin-same-claim-id` (replays the last login's claim_id),
-//! `logout` (releases; the heartbeat keeps running and sees the tombstone),
+//! `logout` (ends the session and releases it; its heartbeat stops),
 //! `close-receiver` (kicks now fail to connect; the session and heartbeat stay), `ping`
 //! (answers `PONG`: a barrier for the runner), `quit` (or end of input).
 //!

@@ -393,18 +393,21 @@ pub(crate) async fn s5_racing_logins(h: &mut Harness) -> Result<String, String> 
 
 /// **S6** logout → tombstone; the released session's heartbeat evicts with `owner-empty`;
 /// the next login gets the next gen (never reset); a release with a stale gen returns
-/// `released = false`.
+/// `released = false`; a node's own logout releases without an eviction.
 pub(crate) async fn s6_logout(h: &mut Harness) -> Result<String, String> {
     let key = story_key();
     let client = h.client("D")?;
     client.sync(WAIT).await?;
     let mark = client.history().len();
-    client.send("logout")?;
-    let out = client
-        .expect_any(&["LOGGED_OUT", "LOGOUT_FAILED"], WAIT)
-        .await?;
-    want(&out, "D", &[("gen", "4"), ("released", "true")])?;
-    let evicted = client.expect("EVICTED", WAIT).await?;
+    // D's session is released by someone else (as an account service or an admin would):
+    // D's runtime only learns of it through its heartbeat.
+    let released = h
+        .transport
+        .release(&key, 4)
+        .await
+        .map_err(|e| format!("the release of gen 4 failed: {e}"))?;
+    ensure(released, || "the release of gen 4 returned false".into())?;
+    let evicted = h.client("D")?.expect("EVICTED", WAIT).await?;
     want(
         &evicted,
         "D",
@@ -445,5 +448,15 @@ pub(crate) async fn s6_logout(h: &mut Harness) -> Result<String, String> {
     )?;
     // A tombstone has nothing to kick.
     none_since(h, "D", mark, &["KICK"]).await?;
-    Ok("D released gen 4 and evicted owner-empty; stale release (gen 3) false; E gen 5 after the tombstone, no kick".into())
+
+    // E logs itself out: released, and its heartbeat stops with it instead of evicting.
+    let client = h.client("E")?;
+    let mark = client.history().len();
+    client.send("logout")?;
+    let out = client
+        .expect_any(&["LOGGED_OUT", "LOGOUT_FAILED"], WAIT)
+        .await?;
+    want(&out, "E", &[("gen", "5"), ("released", "true")])?;
+    none_since(h, "E", mark, &["EVICTED"]).await?;
+    Ok("gen 4 released: D evicted owner-empty; stale release (gen 3) false; E gen 5 after the tombstone, no kick; E logged out, released".into())
 }

@@ -1,0 +1,219 @@
+//! The node runtime (`unique_client::Node`) with its [`KickReceiver`], over real loopback
+//! HTTP against an in-process `unique-arbiter-http` server on the memory store: every event
+//! a node reports, produced the way production produces it.
+
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio::time::timeout;
+use unique_arbiter_http::{ArbiterService, serve};
+use unique_client::{HeartbeatOptions, Node, NodeEvent, NodeEvents, NodeLoginError, Transport};
+use unique_client_http::HttpTransport;
+use unique_core::{Arbiter, EvictReason, Key, KickDetail, Owner};
+use unique_kick_http::HttpKicker;
+use unique_kickrecv::{KickReceiver, KickService, ServeOptions};
+use unique_store_memory::MemoryStore;
+
+const HEARTBEAT: Duration = Duration::from_millis(50);
+/// The bound on waiting for an event that must come.
+const WAIT: Duration = Duration::from_secs(10);
+
+/// Starts the arbitration server on a loopback port; returns its base URL. It runs until
+/// the test's runtime ends.
+async fn server() -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let arbiter = Arbiter::builder(MemoryStore::new())
+        .kicker(HttpKicker::builder().build().unwrap())
+        .kick_timeout(Duration::from_secs(2))
+        .build();
+    tokio::spawn(serve(
+        listener,
+        ArbiterService::new(arbiter),
+        std::future::pending(),
+    ));
+    format!("http://{addr}")
+}
+
+/// A node with its kick receiver on a loopback port, as an application wires it.
+async fn node(server: &str, name: &str) -> (Node<HttpTransport>, NodeEvents, KickReceiver) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let endpoint = format!("http://{}/kick", listener.local_addr().unwrap());
+    let (node, events) = Node::builder(
+        HttpTransport::new(server).unwrap(),
+        Owner::new("eu", name, endpoint),
+    )
+    .heartbeat_options(HeartbeatOptions::default().interval(HEARTBEAT))
+    .build();
+    let service = KickService::new(node.kick_handler().clone());
+    let receiver = KickReceiver::spawn(listener, service, ServeOptions::default()).unwrap();
+    (node, events, receiver)
+}
+
+fn key() -> Key {
+    Key::new("game", "prod", 42)
+}
+
+async fn next(events: &mut NodeEvents) -> NodeEvent {
+    timeout(WAIT, events.recv())
+        .await
+        .expect("an event within the bound")
+        .expect("the node is alive")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_login_goes_online_and_is_reported() {
+    let url = server().await;
+    let (a, mut events, _receiver) = node(&url, "a").await;
+
+    let login = a.login(key()).await.unwrap();
+
+    assert_eq!(login.generation(), 1);
+    assert_eq!(a.generation(&key()), Some(1));
+    assert_eq!(a.sessions(), 1);
+    let NodeEvent::LoggedIn {
+        key: k,
+        login: reported,
+    } = next(&mut events).await
+    else {
+        panic!("expected LoggedIn");
+    };
+    assert_eq!((k, reported), (key(), login));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_newer_login_kicks_the_session_before_its_claim_returns() {
+    let url = server().await;
+    let (a, mut a_events, _a_receiver) = node(&url, "a").await;
+    let (b, _b_events, _b_receiver) = node(&url, "b").await;
+    a.login(key()).await.unwrap();
+    assert!(matches!(
+        next(&mut a_events).await,
+        NodeEvent::LoggedIn { .. }
+    ));
+
+    let login = b.login(key()).await.unwrap();
+
+    assert_eq!(login.generation(), 2);
+    assert!(login.outcome.kicked, "A's receiver confirmed the kick");
+    // Already there when B's claim returns: A reported it before answering the kick.
+    assert_eq!(
+        a_events.try_recv().ok(),
+        Some(NodeEvent::Kicked {
+            key: key(),
+            generation: 1
+        })
+    );
+    assert_eq!(a.generation(&key()), None);
+    assert_eq!(a.sessions(), 0);
+    assert_eq!(b.generation(&key()), Some(2));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_heartbeat_evicts_a_session_released_elsewhere() {
+    let url = server().await;
+    let (a, mut events, _receiver) = node(&url, "a").await;
+    a.login(key()).await.unwrap();
+    next(&mut events).await;
+
+    // Someone else (an admin tool, another service) releases the session.
+    let released = HttpTransport::new(&url)
+        .unwrap()
+        .release(&key(), 1)
+        .await
+        .unwrap();
+    assert!(released);
+
+    assert_eq!(
+        next(&mut events).await,
+        NodeEvent::Evicted {
+            key: key(),
+            generation: 1,
+            reason: EvictReason::OwnerEmpty
+        }
+    );
+    assert_eq!(a.generation(&key()), None);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_heartbeat_evicts_a_session_whose_kick_could_not_connect() {
+    let url = server().await;
+    let (a, mut a_events, a_receiver) = node(&url, "a").await;
+    let (b, _b_events, _b_receiver) = node(&url, "b").await;
+    a.login(key()).await.unwrap();
+    next(&mut a_events).await;
+    a_receiver.close().await;
+
+    let login = b.login(key()).await.unwrap();
+
+    assert_eq!(login.outcome.kick_detail, Some(KickDetail::ConnectError));
+    assert_eq!(
+        next(&mut a_events).await,
+        NodeEvent::Evicted {
+            key: key(),
+            generation: 1,
+            reason: EvictReason::GenMismatch
+        }
+    );
+    assert_eq!(a.generation(&key()), None);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn logout_releases_and_reports_once() {
+    let url = server().await;
+    let (a, mut events, _receiver) = node(&url, "a").await;
+    a.login(key()).await.unwrap();
+    next(&mut events).await;
+
+    assert!(a.logout(&key()).await.unwrap());
+
+    assert_eq!(
+        next(&mut events).await,
+        NodeEvent::LoggedOut {
+            key: key(),
+            generation: 1,
+            released: true
+        }
+    );
+    assert_eq!(a.generation(&key()), None);
+    let view = a.transport().current(&key()).await.unwrap();
+    assert!(view.exists && view.owner.is_none() && view.generation == 1);
+    // Its heartbeat stopped with the logout: several intervals on the tombstone bring no
+    // eviction.
+    let quiet = timeout(HEARTBEAT * 6, events.recv()).await;
+    assert!(quiet.is_err(), "unexpected event after logout: {quiet:?}");
+    // Nothing left to log out.
+    assert!(!a.logout(&key()).await.unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_login_already_replaced_by_a_kick_never_goes_online() {
+    let url = server().await;
+    let (a, mut events, _receiver) = node(&url, "a").await;
+    // A newer login's kick reached this node before its own login's answer did.
+    let early = unique_core::KickPayload {
+        project: "game".into(),
+        env: "prod".into(),
+        uid: 42,
+        generation: 7,
+    };
+    a.kick_handler().handle(&early).await;
+
+    let Err(NodeLoginError::Replaced(login)) = a.login(key()).await else {
+        panic!("the login must be refused");
+    };
+
+    assert_eq!(login.generation(), 1);
+    assert!(matches!(
+        next(&mut events).await,
+        NodeEvent::LoggedIn { .. }
+    ));
+    assert_eq!(
+        next(&mut events).await,
+        NodeEvent::Kicked {
+            key: key(),
+            generation: 1
+        }
+    );
+    assert_eq!(a.generation(&key()), None);
+}
