@@ -33,31 +33,39 @@ macro_rules! ensure {
 /// showing both.
 macro_rules! ensure_eq {
     ($got:expr, $want:expr, $clause:literal, $rule:literal $(,)?) => {
-        match (&$got, &$want) {
-            (got, want) => {
-                if *got != *want {
-                    $crate::check::violated(
-                        $clause,
-                        $rule,
-                        format_args!("expected {want:?}, got {got:?}"),
-                    )
-                }
-            }
-        }
+        ensure_eq!($got, $want, $clause, $rule, "")
     };
     ($got:expr, $want:expr, $clause:literal, $rule:literal, $($context:tt)+) => {
         match (&$got, &$want) {
             (got, want) => {
                 if *got != *want {
-                    $crate::check::violated(
-                        $clause,
-                        $rule,
-                        format_args!("{}: expected {want:?}, got {got:?}", format!($($context)+)),
-                    )
+                    $crate::check::unequal($clause, $rule, &format!($($context)+), got, want)
                 }
             }
         }
     };
+}
+
+/// The violation of `ensure_eq!`: `<clause> <rule>: [<context>: ]expected
+/// <want>, got <got>`.
+#[track_caller]
+pub(crate) fn unequal(
+    clause: &str,
+    rule: &str,
+    context: &str,
+    got: &dyn fmt::Debug,
+    want: &dyn fmt::Debug,
+) -> ! {
+    let context = if context.is_empty() {
+        String::new()
+    } else {
+        format!("{context}: ")
+    };
+    violated(
+        clause,
+        rule,
+        format_args!("{context}expected {want:?}, got {got:?}"),
+    )
 }
 
 /// The message of a panic payload (what `panic!` formatted).

@@ -165,6 +165,25 @@ impl Ctx {
         }
     }
 
+    /// A release that must answer `false` and write nothing (C5): another
+    /// gen than the stored one, no record, or a gen <= 0.
+    pub(crate) async fn release_refused(&self, key: &Key, generation: i64, why: &str) {
+        let before = self.read(key).await;
+        ensure!(
+            !self.release(key, generation).await,
+            "C5",
+            "a release answers true only when the stored gen equals its gen, and gen > 0",
+            "{why}: release at {generation} answered true over {before:?}"
+        );
+        ensure_eq!(
+            self.read(key).await,
+            before,
+            "C5",
+            "a release that answers false writes nothing",
+            "{why}: release at {generation}"
+        );
+    }
+
     /// A release at the stored gen: it must answer `true` and leave the
     /// tombstone at that gen (C5: keep gen, empty owner, no cid).
     pub(crate) async fn release_keeps_gen(&self, key: &Key, generation: i64) {
