@@ -229,7 +229,8 @@ where
 /// and on a task of its own, and reports every failure: a failing case does
 /// not stop the run.
 ///
-/// Must run on a multi-threaded tokio runtime (the cases race tasks).
+/// Runs inside a tokio runtime; use a multi-threaded one, as the per-case tests
+/// of [`store_contract_tests!`] do, so the race cases really race.
 pub async fn check_all<F, Fut>(factory: F) -> Report
 where
     F: Fn() -> Fut,
