@@ -6,6 +6,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
+mod contract;
+mod guide;
 mod tidy;
 
 const USAGE: &str = "\
@@ -13,12 +15,18 @@ usage: cargo xtask <command>
 
 commands:
   ci        fmt check, tidy, clippy -D warnings, cargo-deny (bans, licenses, sources), every test
-            (doctests and contract suites included), loom models, smoke S1-S6, benches
-            compiled (not run)
+            (doctests and contract suites included), the out-of-tree backend example's
+            contract run, loom models, smoke S1-S6, benches compiled (not run)
   tidy      every clause or invariant id cited in the repository names a heading of
-            docs/design.md, and nothing cites a document outside the repository
+            docs/design.md, nothing cites a document outside the repository, and
+            docs/backend-guide.md quotes the example backend verbatim and states the
+            store contract's case count
   deny      cargo-deny's offline checks (installs cargo-deny when missing)
-  contract  the store, kicker and lease contract suites against every in-tree backend
+  contract  every contract suite (stores, kickers, lease backends, and the suites'
+            own checks against broken backends): each test target named `contract` or
+            `*_contract` in the workspace, then a table of cases passed, failed and the
+            clause of each failure; `contract --path DIR` runs those of the crate in DIR
+            instead (an out-of-tree backend)
   loom      the loom models of the memory store's fenced write
   fuzz      the property-based fuzz targets (wire contract, kick receiver) with
             PROPTEST_CASES=20000 instead of the 256 cases per property `ci` runs
@@ -29,22 +37,6 @@ commands:
   bench     the load generator: unique-server (memory, sqlite) side by side with a redis script
 ";
 
-/// The contract suites `contract` runs: every in-tree store backend (DynamoDB on a
-/// real dynalite), the store suite's own check against deliberately broken stores,
-/// the kicker contract on `HttpKicker` and the kicker suite's own check against
-/// broken kickers, and the lease backends (Redis on a real redis-server).
-/// Each entry: (package, test target).
-const CONTRACT_SUITES: &[(&str, &str)] = &[
-    ("unique-store-memory", "contract"),
-    ("unique-store-sqlite", "contract"),
-    ("unique-store-dynamodb", "contract"),
-    ("unique-store-contract", "reference"),
-    ("unique-kick-http", "contract"),
-    ("unique-kick-contract", "broken_kickers"),
-    ("unique-lease", "memory_contract"),
-    ("unique-lease", "redis_contract"),
-];
-
 fn main() -> ExitCode {
     let args: Vec<String> = env::args().skip(1).collect();
     let Some(cmd) = args.first() else {
@@ -54,7 +46,13 @@ fn main() -> ExitCode {
     let mut run = Run::default();
     match cmd.as_str() {
         "ci" => ci(&mut run),
-        "contract" => contract(&mut run),
+        "contract" => match contract_paths(&args[1..]) {
+            Ok(paths) => contract::run_suites(&mut run, &paths, false),
+            Err(e) => {
+                eprintln!("{e}\n\n{USAGE}");
+                return ExitCode::FAILURE;
+            }
+        },
         "loom" => loom(&mut run),
         "fuzz" => fuzz(&mut run),
         "tidy" => tidy(&mut run),
@@ -93,6 +91,10 @@ fn ci(run: &mut Run) {
         "test (workspace: unit, integration, doctests, contract suites)",
         cargo(&["test", "--workspace"]),
     );
+    // The out-of-tree backend example: a crate outside the workspace runs the
+    // store suite through the same command a backend's author uses, from its
+    // committed lockfile.
+    contract::run_suites(run, &[root().join(OUT_OF_TREE_EXAMPLE)], true);
     loom(run);
     smoke(run);
     // Compiles every criterion bench; the dev profile reuses the test step's build
@@ -110,6 +112,9 @@ fn ci(run: &mut Run) {
         ]),
     );
 }
+
+/// The out-of-tree backend example `ci` runs through `contract --path`.
+const OUT_OF_TREE_EXAMPLE: &str = "examples/out-of-tree-store";
 
 /// The cargo-deny release `deny` installs when the machine has none (pinned, so a
 /// fresh machine checks with the same rules as this one).
@@ -140,7 +145,10 @@ fn tidy(run: &mut Run) {
     let started = Instant::now();
     let ok = match tidy::check(&root()) {
         Ok(files) => {
-            eprintln!("every citation in {files} files resolves in docs/design.md");
+            eprintln!(
+                "every citation in {files} files resolves in docs/design.md; {} matches the code",
+                guide::GUIDE
+            );
             true
         }
         Err(dangling) => {
@@ -152,19 +160,29 @@ fn tidy(run: &mut Run) {
         }
     };
     run.record(
-        "tidy (citations resolve in docs/design.md)",
+        "tidy (citations resolve in docs/design.md, the backend guide matches the code)",
         ok,
         started.elapsed(),
     );
 }
 
-fn contract(run: &mut Run) {
-    for (package, target) in CONTRACT_SUITES {
-        run.step(
-            &format!("contract {package}"),
-            cargo(&["test", "-p", package, "--test", target]),
-        );
+/// The crates `contract --path DIR` names (any number of times), resolved
+/// against the directory `cargo xtask` was started from.
+fn contract_paths(args: &[String]) -> Result<Vec<PathBuf>, String> {
+    let mut paths = Vec::new();
+    let mut args = args.iter();
+    while let Some(arg) = args.next() {
+        let path = match arg.as_str() {
+            "--path" => args.next().ok_or("--path needs a directory")?.as_str(),
+            other => other
+                .strip_prefix("--path=")
+                .ok_or_else(|| format!("contract: unknown argument {other:?}"))?,
+        };
+        let path = Path::new(path);
+        let dir = env::current_dir().map_err(|e| format!("no current directory: {e}"))?;
+        paths.push(dir.join(path));
     }
+    Ok(paths)
 }
 
 /// The property-based fuzz targets `fuzz` runs longer than `ci` does: (package, test target).

@@ -17,6 +17,28 @@ use crate::types::{CurrentView, Key, Owner, OwnerState};
 /// last successful claim; absent on a tombstone). Records live forever: no TTL,
 /// `gen` is never reset or recycled, its domain is `[1, i64::MAX)`.
 ///
+/// Read stored attributes with [`OwnerState::from_record`]: it is the one
+/// place a raw record gets its meaning. A record stored at gen 0 was never
+/// claimed and reads as absent; an absent or empty `owner` is a tombstone; a
+/// non-empty owner that is not an [`Owner`] JSON object (or not a string,
+/// [`StoredOwner::NotText`](crate::StoredOwner::NotText)) is corrupt; an
+/// absent `cid` is `None` and an empty one `Some("")`.
+///
+/// # Writing a backend
+///
+/// Decide nothing the core already decides. Reads go through
+/// [`OwnerState::from_record`] and, for `current`,
+/// [`OwnerState::into_current_view`]; a claim takes its condition and the gen
+/// it writes from [`Fence::for_snapshot`](crate::Fence::for_snapshot) and
+/// [`Fence::next_generation`](crate::Fence::next_generation) (or checks it in
+/// process with [`Fence::holds`](crate::Fence::holds)), and stores the owner
+/// as [`encode_owner`] returns it; [`decode_owner`] is the inverse
+/// `from_record` uses. Then run the contract suite, `unique-store-contract`,
+/// on the backend: its test target hands the suite the store and a raw-record
+/// hook kept behind a `test-util` feature. The repository's
+/// `docs/backend-guide.md` walks through all of it, with a complete
+/// out-of-tree example (`examples/out-of-tree-store`).
+///
 /// # Contract
 ///
 /// Every clause has a case in `unique-store-contract`.

@@ -5,7 +5,8 @@
 use unique_core::OwnerState;
 
 use crate::Subject;
-use crate::support::{Ctx, NotWritten, claimed, owner_json};
+use crate::check::violated;
+use crate::support::{Ctx, claimed, owner_json};
 
 /// The `owner` and `cid` of the gen-0 records each case stores: none, a
 /// tombstone's, `session`'s (a live owner JSON), a corrupt owner with an empty cid.
@@ -27,15 +28,27 @@ pub async fn gen_0_record_reads_absent(subject: Subject) {
         let key = ctx.key(uid);
         ctx.put(&key, 0, owner, cid).await;
         let what = format!("gen 0, owner {owner:?}, cid {cid:?}");
-        assert_eq!(ctx.read(&key).await, OwnerState::absent(), "{what}");
-        let current = ctx
-            .current(&key)
-            .await
-            .unwrap_or_else(|e| panic!("current over {what} failed: {e}"));
-        assert_eq!(
+        ensure_eq!(
+            ctx.read(&key).await,
+            OwnerState::absent(),
+            "Records",
+            "a record stored at gen 0 reads as absent",
+            "read_owner over {what}"
+        );
+        let current = match ctx.current(&key).await {
+            Ok(current) => current,
+            Err(e) => violated(
+                "Records",
+                "a record stored at gen 0 reads as absent, also through current",
+                format_args!("current over {what} failed: {e}"),
+            ),
+        };
+        ensure_eq!(
             (current.exists, current.generation, current.owner),
             (false, 0, None),
-            "{what}"
+            "Records",
+            "a record stored at gen 0 reads as absent, also through current",
+            "current over {what}"
         );
     }
 }
@@ -50,14 +63,15 @@ pub async fn first_login_claims_gen_0_record(subject: Subject) {
         ctx.put(&key, 0, owner, cid).await;
         let snap = ctx.read(&key).await;
         let what = format!("gen 0, owner {owner:?}, cid {cid:?}");
-        let result = ctx.claim(&key, "new", &snap).await;
-        assert_eq!(result.ok(), Some(1), "first login over {what}");
-        assert_eq!(ctx.read(&key).await, claimed(1, "new"), "{what}");
+        ctx.win(&key, "new", &snap, 1).await;
         // The record it wrote is a record: a second first login loses.
         let again = ctx.claim(&key, "late", &snap).await;
-        assert!(
-            again.as_ref().is_err_and(NotWritten::is_lost_race),
-            "a second first login over {what}: {again:?}"
-        );
+        ctx.assert_refused(
+            &key,
+            again,
+            &claimed(1, "new"),
+            &format!("a second first login over {what}"),
+        )
+        .await;
     }
 }

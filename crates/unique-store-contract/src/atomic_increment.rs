@@ -3,16 +3,23 @@
 use std::collections::BTreeSet;
 
 use crate::Subject;
-use crate::support::{Ctx, claimed, owner_for};
+use unique_core::OwnerState;
+
+use crate::check::violated;
+use crate::support::{Ctx, NotWritten, form, join, owner_for};
 
 /// C4: a first login writes gen 1, the owner and the cid.
 pub async fn first_login_writes_gen_one(subject: Subject) {
     let ctx = Ctx::new(subject, "atomic_increment::first_login_writes_gen_one");
     let key = ctx.key(1);
     let snap = ctx.read(&key).await;
-    assert!(!snap.exists);
-    assert_eq!(ctx.claim(&key, "first", &snap).await.ok(), Some(1));
-    assert_eq!(ctx.read(&key).await, claimed(1, "first"));
+    ensure_eq!(
+        snap,
+        OwnerState::absent(),
+        "C2",
+        "a key never written reads as absent"
+    );
+    ctx.win(&key, "first", &snap, 1).await;
 }
 
 /// C4 (trap: returning a re-read gen): eight tasks keep claiming one key; every
@@ -32,10 +39,22 @@ pub async fn returned_gen_is_written_gen(subject: Subject) {
                     let expected = if snap.exists { snap.generation + 1 } else { 1 };
                     match ctx.claim(&key, &format!("t{t}-{i}"), &snap).await {
                         Ok(generation) => {
-                            assert_eq!(generation, expected, "claim returned another gen");
+                            ensure_eq!(
+                                generation,
+                                expected,
+                                "C4",
+                                "a claim returns the gen it wrote, not a re-read",
+                                "claim t{t}-{i} {}",
+                                form(&snap)
+                            );
                             won.push(generation);
                         }
-                        Err(e) => assert!(e.is_lost_race(), "{e:?}"),
+                        Err(NotWritten::Failed(e)) => violated(
+                            "C8",
+                            "a claim that loses a race reports a lost race, not an error",
+                            format_args!("claim t{t}-{i} failed with {e}"),
+                        ),
+                        Err(NotWritten::LostRace(_)) => {}
                     }
                 }
                 won
@@ -44,13 +63,20 @@ pub async fn returned_gen_is_written_gen(subject: Subject) {
         .collect();
     let mut all = Vec::new();
     for task in tasks {
-        all.extend(task.await.expect("claimer task"));
+        all.extend(join(task).await);
     }
     let distinct: BTreeSet<_> = all.iter().copied().collect();
-    assert_eq!(distinct.len(), all.len(), "a gen was won twice");
-    assert_eq!(
-        ctx.read(&key).await.generation,
-        *distinct.last().expect("someone won")
+    ensure!(
+        distinct.len() == all.len(),
+        "C4",
+        "at most one of concurrent claims on a key wins each gen",
+        "a gen was won twice: {all:?}"
+    );
+    ensure_eq!(
+        Some(ctx.read(&key).await.generation),
+        distinct.last().copied(),
+        "C4",
+        "the stored gen is the last gen won"
     );
 }
 
@@ -68,12 +94,20 @@ pub async fn no_torn_writes(subject: Subject) {
             while !*done_rx.borrow() {
                 let seen = ctx.read(&key).await;
                 if let Some(cid) = &seen.claim_id {
-                    assert!(
+                    ensure!(
                         cid.starts_with(&format!("g{}-", seen.generation)),
+                        "C4",
+                        "gen, owner and cid are written in one atomic write",
                         "gen {} stored with cid {cid} of another claim",
                         seen.generation
                     );
-                    assert_eq!(seen.owner, Some(owner_for(cid)), "owner torn from cid");
+                    ensure_eq!(
+                        seen.owner,
+                        Some(owner_for(cid)),
+                        "C4",
+                        "gen, owner and cid are written in one atomic write",
+                        "owner torn from cid {cid}"
+                    );
                     checked += 1;
                 }
                 tokio::task::yield_now().await;
@@ -94,15 +128,19 @@ pub async fn no_torn_writes(subject: Subject) {
         })
         .collect();
     for writer in writers {
-        writer.await.expect("writer task");
+        join(writer).await;
     }
-    done_tx.send(true).expect("reader alive");
-    reader.await.expect("reader task");
+    // The reader may have ended in a violation already: `join` reports it.
+    let _ = done_tx.send(true);
+    join(reader).await;
     let last = ctx.read(&key).await;
-    assert!(
+    ensure!(
         last.claim_id
-            .expect("a claim won")
-            .starts_with(&format!("g{}-", last.generation))
+            .as_deref()
+            .is_some_and(|cid| cid.starts_with(&format!("g{}-", last.generation))),
+        "C4",
+        "gen, owner and cid are written in one atomic write",
+        "the last record is {last:?}"
     );
 }
 
@@ -119,15 +157,18 @@ pub async fn gen_exhausted_refused(subject: Subject) {
     for (uid, snap) in (1..).zip(&cases) {
         let key = ctx.key(uid);
         let result = ctx.claim(&key, "new", snap).await;
-        assert!(
+        ensure!(
             matches!(&result, Err(e) if e.error().is_some_and(unique_core::Error::is_unavailable)),
-            "gen {} must be refused with Unavailable, got {result:?}",
-            snap.generation
+            "C4",
+            "a claim whose next gen would reach i64::MAX is refused with Unavailable",
+            "claim {}: got {result:?}",
+            form(snap)
         );
-        assert_eq!(
+        ensure_eq!(
             ctx.read(&key).await,
             *snap,
-            "a refused claim must write nothing"
+            "C4",
+            "a claim refused for an exhausted gen writes nothing"
         );
     }
 }
@@ -137,9 +178,5 @@ pub async fn gen_below_max_claimable(subject: Subject) {
     let ctx = Ctx::new(subject, "atomic_increment::gen_below_max_claimable");
     let key = ctx.key(1);
     let snap = ctx.session(&key, i64::MAX - 2, "old").await;
-    assert_eq!(
-        ctx.claim(&key, "last", &snap).await.ok(),
-        Some(i64::MAX - 1)
-    );
-    assert_eq!(ctx.read(&key).await, claimed(i64::MAX - 1, "last"));
+    ctx.win(&key, "last", &snap, i64::MAX - 1).await;
 }

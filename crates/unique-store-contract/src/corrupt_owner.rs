@@ -3,7 +3,7 @@
 use unique_core::{CasOutcome, Owner, OwnerState};
 
 use crate::Subject;
-use crate::support::Ctx;
+use crate::support::{Ctx, form, tombstoned};
 
 /// Stored owners that are non-empty but not an `Owner` JSON object.
 const CORRUPT: [&str; 7] = [
@@ -31,7 +31,13 @@ pub async fn corrupt_owner_reads_soft(subject: Subject) {
             owner_corrupt: true,
             claim_id: Some("c".into()),
         };
-        assert_eq!(state, expected, "stored owner {raw:?}");
+        ensure_eq!(
+            state,
+            expected,
+            "C7",
+            "read_owner reports a corrupt owner softly: owner None, owner_corrupt, gen and cid kept",
+            "stored owner {raw:?}"
+        );
     }
 }
 
@@ -45,9 +51,11 @@ pub async fn corrupt_owner_is_unavailable_on_current(subject: Subject) {
         let key = ctx.key(uid);
         ctx.put(&key, 3, Some(raw), Some("c")).await;
         let result = ctx.current(&key).await;
-        assert!(
+        ensure!(
             matches!(&result, Err(e) if e.is_unavailable()),
-            "stored owner {raw:?}: expected Unavailable, got {result:?}"
+            "C7",
+            "current over a corrupt owner is Unavailable",
+            "stored owner {raw:?}: got {result:?}"
         );
     }
 }
@@ -57,20 +65,36 @@ pub async fn corrupt_owner_is_unavailable_on_current(subject: Subject) {
 pub async fn tombstone_distinct_from_absent(subject: Subject) {
     let ctx = Ctx::new(subject, "corrupt_owner::tombstone_distinct_from_absent");
     let absent = ctx.key(1);
-    assert_eq!(ctx.read(&absent).await, OwnerState::absent());
-    assert!(!ctx.current(&absent).await.expect("current").exists);
+    ensure_eq!(
+        ctx.read(&absent).await,
+        OwnerState::absent(),
+        "C7",
+        "a key without record reads exists = false"
+    );
+    ensure!(
+        !ctx.current_ok(&absent).await.exists,
+        "C7",
+        "a key without record reads exists = false, also through current",
+        "current reports a record"
+    );
     for (uid, owner) in [(2, Some("")), (3, None)] {
         let key = ctx.key(uid);
         ctx.put(&key, 6, owner, None).await;
         let state = ctx.read(&key).await;
-        assert!(
-            state.exists && !state.owner_corrupt && state.owner.is_none(),
-            "{owner:?}: {state:?}"
+        ensure_eq!(
+            state,
+            tombstoned(6),
+            "C7",
+            "a tombstone (owner empty or absent) reads exists = true, owner = None",
+            "stored owner {owner:?}"
         );
-        let current = ctx.current(&key).await.expect("current of tombstone");
-        assert_eq!(
+        let current = ctx.current_ok(&key).await;
+        ensure_eq!(
             (current.exists, current.generation, current.owner),
-            (true, 6, None)
+            (true, 6, None),
+            "C7",
+            "a tombstone reads exists = true, owner = None, also through current",
+            "stored owner {owner:?}"
         );
     }
 }
@@ -84,21 +108,37 @@ pub async fn owner_json_round_trip(subject: Subject) {
     let raw = r#"{"endpoint":"http://h:1/k","zone":"z","v":2,"cluster":"c","nested":{"a":[1]}}"#;
     ctx.put(&key, 1, Some(raw), Some("old")).await;
     let snap = ctx.read(&key).await;
-    assert_eq!(snap.owner, Some(Owner::new("", "c", "http://h:1/k")));
-    assert!(!snap.owner_corrupt);
+    ensure_eq!(
+        (snap.owner.as_ref(), snap.owner_corrupt),
+        (Some(&Owner::new("", "c", "http://h:1/k")), false),
+        "C7",
+        "a stored owner parses with unknown fields ignored and omitted ones empty",
+        "stored {raw}"
+    );
     let owner = Owner::new(
         "eu-west-1 ✓",
         "",
         "https://node-7.example:8443/kick?token=s3cr3t&x=1",
     );
-    let generation = ctx
-        .store
-        .claim_cas(&key, &owner, "new", &snap)
-        .await
-        .expect("claim");
-    assert_eq!(generation, CasOutcome::Written { generation: 2 });
+    let outcome = ctx.store.claim_cas(&key, &owner, "new", &snap).await;
+    ensure!(
+        matches!(outcome, Ok(CasOutcome::Written { generation: 2 })),
+        "C3",
+        "a claim whose double pin holds writes snap.gen + 1",
+        "claim {}: {outcome:?}",
+        form(&snap)
+    );
     let back = ctx.read(&key).await;
-    assert_eq!(back.owner, Some(owner.clone()));
-    assert_eq!(ctx.current(&key).await.expect("current").owner, Some(owner));
-    assert_eq!(back.claim_id.as_deref(), Some("new"));
+    ensure_eq!(
+        (back.owner.as_ref(), back.claim_id.as_deref()),
+        (Some(&owner), Some("new")),
+        "C7",
+        "a claimed owner reads back equal, query string and non-ASCII included"
+    );
+    ensure_eq!(
+        ctx.current_ok(&key).await.owner.as_ref(),
+        Some(&owner),
+        "C7",
+        "current reads back the claimed owner"
+    );
 }

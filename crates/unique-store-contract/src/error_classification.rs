@@ -4,7 +4,8 @@
 use unique_core::{Owner, OwnerState};
 
 use crate::Subject;
-use crate::support::{Ctx, claimed};
+use crate::check::violated;
+use crate::support::{Ctx, NotWritten, claimed, form};
 
 /// C8: a failed condition writes nothing, whatever the form and the stored record.
 pub async fn failed_condition_writes_nothing(subject: Subject) {
@@ -28,22 +29,42 @@ pub async fn failed_condition_writes_nothing(subject: Subject) {
 }
 
 /// C8 (trap: reporting a throttle as a lost race): 100 claims in a row, each
-/// from a fresh snapshot, all succeed: a lost race never appears without a
-/// failed condition. (A store that maps a throttle or a fault to a lost race
-/// would have the Arbiter retry a fault as if it were a race.)
+/// from a fresh snapshot and none contended, never lose a race: a lost race
+/// never appears without a failed condition. (A store that maps a throttle or
+/// a fault to a lost race would have the Arbiter retry a fault as if it were
+/// a race.) Every tenth claim is released, so the tombstone form is covered.
 pub async fn lost_race_only_on_condition(subject: Subject) {
     let ctx = Ctx::new(subject, "error_classification::lost_race_only_on_condition");
     let key = ctx.key(1);
     for generation in 1..=100 {
         let snap = ctx.read(&key).await;
-        let result = ctx.claim(&key, &format!("c{generation}"), &snap).await;
-        assert_eq!(
-            result.ok(),
-            Some(generation),
-            "an uncontended claim must not fail"
-        );
+        let claim_id = format!("c{generation}");
+        match ctx.claim(&key, &claim_id, &snap).await {
+            Ok(written) => ensure_eq!(
+                written,
+                generation,
+                "C4",
+                "a claim writes and returns snap.gen + 1",
+                "claim {claim_id} {}",
+                form(&snap)
+            ),
+            Err(NotWritten::LostRace(_)) => violated(
+                "C8",
+                "a lost race only when the condition failed",
+                format_args!(
+                    "uncontended claim {claim_id} {} lost a race, stored {:?}",
+                    form(&snap),
+                    ctx.read(&key).await
+                ),
+            ),
+            Err(NotWritten::Failed(e)) => violated(
+                "C8",
+                "a claim on a healthy store fails only on a fault",
+                format_args!("uncontended claim {claim_id} failed with {e}"),
+            ),
+        }
         if generation % 10 == 0 {
-            assert!(ctx.release(&key, generation).await);
+            ctx.release_keeps_gen(&key, generation).await;
         }
     }
 }
@@ -54,11 +75,9 @@ pub async fn lost_race_record_is_current(subject: Subject) {
     let ctx = Ctx::new(subject, "error_classification::lost_race_record_is_current");
     let key = ctx.key(1);
     let stale = ctx.read(&key).await;
-    for claim_id in ["a", "b"] {
+    for (generation, claim_id) in [(1, "a"), (2, "b")] {
         let snap = ctx.read(&key).await;
-        ctx.claim(&key, claim_id, &snap)
-            .await
-            .expect("uncontended claim");
+        ctx.win(&key, claim_id, &snap, generation).await;
     }
     let result = ctx.claim(&key, "late", &stale).await;
     ctx.assert_refused(&key, result, &claimed(2, "b"), "stale absent snapshot")
@@ -87,20 +106,34 @@ pub async fn owner_without_endpoint_refused(subject: Subject) {
     let key = ctx.key(1);
     let snap = ctx.read(&key).await;
     let result = ctx.store.claim_cas(&key, &empty, "x", &snap).await;
-    assert!(
+    ensure!(
         matches!(&result, Err(e) if e.is_invalid_params()),
-        "got {result:?}"
+        "C8",
+        "an owner without endpoint is refused with InvalidParams",
+        "claim over an absent key: got {result:?}"
     );
-    assert_eq!(ctx.read(&key).await, OwnerState::absent());
+    ensure_eq!(
+        ctx.read(&key).await,
+        OwnerState::absent(),
+        "C8",
+        "an owner without endpoint is refused before any write"
+    );
     let key = ctx.key(2);
     let snap = ctx.session(&key, 5, "s").await;
     let result = ctx
         .store
         .claim_cas(&key, &Owner::default(), "x", &snap)
         .await;
-    assert!(
+    ensure!(
         matches!(&result, Err(e) if e.is_invalid_params()),
-        "got {result:?}"
+        "C8",
+        "an owner without endpoint is refused with InvalidParams",
+        "claim over a session: got {result:?}"
     );
-    assert_eq!(ctx.read(&key).await, snap);
+    ensure_eq!(
+        ctx.read(&key).await,
+        snap,
+        "C8",
+        "an owner without endpoint is refused before any write"
+    );
 }

@@ -3,7 +3,7 @@
 use unique_core::OwnerState;
 
 use crate::Subject;
-use crate::support::{Ctx, claimed, owner_json};
+use crate::support::{Ctx, owner_for, owner_json};
 
 /// C3 first-login form: a snapshot of an absent key is refused once any record
 /// exists (a tombstone, a session). A record at gen 0 reads as absent and is
@@ -62,8 +62,7 @@ pub async fn double_pin_replaces_session(subject: Subject) {
     let ctx = Ctx::new(subject, "fence_forms::double_pin_replaces_session");
     let key = ctx.key(1);
     let snap = ctx.session(&key, 41, "old").await;
-    assert_eq!(ctx.claim(&key, "new", &snap).await.ok(), Some(42));
-    assert_eq!(ctx.read(&key).await, claimed(42, "new"));
+    ctx.win(&key, "new", &snap, 42).await;
 }
 
 /// C3 tombstone form: refused when the stored record has a cid (even an empty
@@ -72,7 +71,6 @@ pub async fn tombstone_form_requires_absent_cid(subject: Subject) {
     let ctx = Ctx::new(subject, "fence_forms::tombstone_form_requires_absent_cid");
     let key = ctx.key(1);
     let snap = ctx.tombstone(&key, 8).await;
-    assert_eq!(snap.claim_id, None);
     for (generation, cid) in [(8, Some("x")), (8, Some("")), (9, None), (7, None)] {
         ctx.put(&key, generation, Some(""), cid).await;
         let before = ctx.read(&key).await;
@@ -86,8 +84,7 @@ pub async fn tombstone_form_requires_absent_cid(subject: Subject) {
         .await;
     }
     ctx.tombstone(&key, 8).await;
-    assert_eq!(ctx.claim(&key, "new", &snap).await.ok(), Some(9));
-    assert_eq!(ctx.read(&key).await, claimed(9, "new"));
+    ctx.win(&key, "new", &snap, 9).await;
 }
 
 /// C3/C7 (trap: choosing the form by owner): a corrupt record has no owner but
@@ -97,9 +94,13 @@ pub async fn corrupt_record_replaceable(subject: Subject) {
     let key = ctx.key(1);
     ctx.put(&key, 5, Some("{not json"), Some("old")).await;
     let snap = ctx.read(&key).await;
-    assert!(snap.owner_corrupt && snap.owner.is_none());
-    assert_eq!(ctx.claim(&key, "new", &snap).await.ok(), Some(6));
-    assert_eq!(ctx.read(&key).await, claimed(6, "new"));
+    ensure!(
+        snap.owner_corrupt && snap.owner.is_none(),
+        "C7",
+        "read_owner reports a corrupt owner softly: owner None, owner_corrupt",
+        "read {snap:?}"
+    );
+    ctx.win(&key, "new", &snap, 6).await;
 }
 
 /// C3 (trap: choosing the form by owner): a record with a valid owner but no
@@ -112,9 +113,13 @@ pub async fn owner_without_cid_uses_tombstone_form(subject: Subject) {
     let key = ctx.key(1);
     ctx.put(&key, 3, Some(&owner_json("legacy")), None).await;
     let snap = ctx.read(&key).await;
-    assert!(snap.owner.is_some() && snap.claim_id.is_none());
-    assert_eq!(ctx.claim(&key, "new", &snap).await.ok(), Some(4));
-    assert_eq!(ctx.read(&key).await, claimed(4, "new"));
+    ensure!(
+        snap.owner == Some(owner_for("legacy")) && snap.claim_id.is_none(),
+        "C6",
+        "a record with an owner and no cid reads owner Some, cid None",
+        "read {snap:?}"
+    );
+    ctx.win(&key, "new", &snap, 4).await;
 }
 
 /// C3 (trap: choosing the form by owner): a record with an empty owner but a
@@ -124,8 +129,11 @@ pub async fn empty_owner_with_cid_uses_double_pin(subject: Subject) {
     let key = ctx.key(1);
     ctx.put(&key, 3, Some(""), Some("half")).await;
     let snap = ctx.read(&key).await;
-    assert!(snap.owner.is_none() && !snap.owner_corrupt);
-    assert_eq!(snap.claim_id.as_deref(), Some("half"));
-    assert_eq!(ctx.claim(&key, "new", &snap).await.ok(), Some(4));
-    assert_eq!(ctx.read(&key).await, claimed(4, "new"));
+    ensure!(
+        snap.owner.is_none() && !snap.owner_corrupt && snap.claim_id.as_deref() == Some("half"),
+        "C7",
+        "an empty owner reads owner None, not corrupt, with its cid",
+        "read {snap:?}"
+    );
+    ctx.win(&key, "new", &snap, 4).await;
 }

@@ -1,17 +1,14 @@
 //! C5 fenced tombstone: release at the stored gen only, keeping the gen.
 
-use unique_core::OwnerState;
-
 use crate::Subject;
-use crate::support::{Ctx, claimed, tombstoned};
+use crate::support::Ctx;
 
 /// C5: a release at the stored gen empties the owner, removes the cid and keeps the gen.
 pub async fn release_tombstones_and_keeps_gen(subject: Subject) {
     let ctx = Ctx::new(subject, "fenced_release::release_tombstones_and_keeps_gen");
     let key = ctx.key(1);
-    let snap = ctx.session(&key, 12, "s").await;
-    assert!(ctx.release(&key, snap.generation).await);
-    assert_eq!(ctx.read(&key).await, tombstoned(12));
+    ctx.session(&key, 12, "s").await;
+    ctx.release_keeps_gen(&key, 12).await;
 }
 
 /// C5: releasing again at the same gen returns true and changes nothing.
@@ -19,10 +16,9 @@ pub async fn repeated_release_is_true(subject: Subject) {
     let ctx = Ctx::new(subject, "fenced_release::repeated_release_is_true");
     let key = ctx.key(1);
     let snap = ctx.read(&key).await;
-    assert_eq!(ctx.claim(&key, "s", &snap).await.ok(), Some(1));
+    ctx.win(&key, "s", &snap, 1).await;
     for _ in 0..3 {
-        assert!(ctx.release(&key, 1).await);
-        assert_eq!(ctx.read(&key).await, tombstoned(1));
+        ctx.release_keeps_gen(&key, 1).await;
     }
 }
 
@@ -30,13 +26,9 @@ pub async fn repeated_release_is_true(subject: Subject) {
 pub async fn release_gen_mismatch_is_false(subject: Subject) {
     let ctx = Ctx::new(subject, "fenced_release::release_gen_mismatch_is_false");
     let key = ctx.key(1);
-    let before = ctx.session(&key, 7, "s").await;
+    ctx.session(&key, 7, "s").await;
     for generation in [6, 8, 1, i64::MAX - 1] {
-        assert!(
-            !ctx.release(&key, generation).await,
-            "release at {generation}"
-        );
-        assert_eq!(ctx.read(&key).await, before);
+        ctx.release_refused(&key, generation, "over gen 7").await;
     }
 }
 
@@ -45,9 +37,9 @@ pub async fn release_without_record_is_false(subject: Subject) {
     let ctx = Ctx::new(subject, "fenced_release::release_without_record_is_false");
     let key = ctx.key(1);
     for generation in [1, 2] {
-        assert!(!ctx.release(&key, generation).await);
+        ctx.release_refused(&key, generation, "without record")
+            .await;
     }
-    assert_eq!(ctx.read(&key).await, OwnerState::absent());
 }
 
 /// C5: a release at gen <= 0 returns false, even over a record stored at gen 0.
@@ -56,13 +48,9 @@ pub async fn release_nonpositive_gen_is_false(subject: Subject) {
     let key = ctx.key(1);
     ctx.put(&key, 0, Some(&crate::support::owner_json("s")), Some("s"))
         .await;
-    let before = ctx.read(&key).await;
     for generation in [0, -1, i64::MIN] {
-        assert!(
-            !ctx.release(&key, generation).await,
-            "release at {generation}"
-        );
-        assert_eq!(ctx.read(&key).await, before);
+        ctx.release_refused(&key, generation, "over a gen-0 record")
+            .await;
     }
 }
 
@@ -73,12 +61,9 @@ pub async fn release_never_resets_gen(subject: Subject) {
     let key = ctx.key(1);
     for generation in 1..=5 {
         let snap = ctx.read(&key).await;
-        assert_eq!(
-            ctx.claim(&key, &format!("s{generation}"), &snap).await.ok(),
-            Some(generation)
-        );
-        assert!(ctx.release(&key, generation).await);
-        assert_eq!(ctx.read(&key).await, tombstoned(generation));
+        ctx.win(&key, &format!("s{generation}"), &snap, generation)
+            .await;
+        ctx.release_keeps_gen(&key, generation).await;
     }
 }
 
@@ -91,9 +76,9 @@ pub async fn stale_release_after_takeover_is_false(subject: Subject) {
     );
     let key = ctx.key(1);
     let snap = ctx.read(&key).await;
-    assert_eq!(ctx.claim(&key, "old", &snap).await.ok(), Some(1));
+    ctx.win(&key, "old", &snap, 1).await;
     let snap = ctx.read(&key).await;
-    assert_eq!(ctx.claim(&key, "new", &snap).await.ok(), Some(2));
-    assert!(!ctx.release(&key, 1).await);
-    assert_eq!(ctx.read(&key).await, claimed(2, "new"));
+    ctx.win(&key, "new", &snap, 2).await;
+    ctx.release_refused(&key, 1, "a stale release after a takeover")
+        .await;
 }

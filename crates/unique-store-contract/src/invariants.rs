@@ -5,8 +5,9 @@ use std::collections::HashMap;
 use unique_core::{CasOutcome, OwnerState};
 
 use crate::Subject;
+use crate::check::violated;
 use crate::model::{ClaimVerdict, RecordModel};
-use crate::support::{Ctx, FailureNote, owner_for};
+use crate::support::{Ctx, FailureNote, ensure_record, form, join, owner_for};
 
 /// Operations per random sequence.
 const OPERATIONS: usize = 3000;
@@ -41,7 +42,7 @@ pub async fn random_operations_match_model(subject: Subject) {
     };
     for step in 0..OPERATIONS {
         let uid = walk.rng.i64(1..=KEYS);
-        let at = format!("step {step} on uid {uid}");
+        let at = format!("seed {seed} step {step} on uid {uid}");
         match walk.rng.u8(0..100) {
             0..=14 => walk.read(uid, &at).await,
             15..=24 => walk.current(uid, &at).await,
@@ -56,7 +57,7 @@ pub async fn random_operations_match_model(subject: Subject) {
         }
     }
     for uid in 1..=KEYS {
-        walk.read(uid, "final state").await;
+        walk.read(uid, &format!("seed {seed} final state")).await;
     }
 }
 
@@ -77,7 +78,12 @@ impl Walk {
 
     async fn read(&mut self, uid: i64, at: &str) {
         let state = self.ctx.read(&self.ctx.key(uid)).await;
-        assert_eq!(state, *self.model(uid).state(), "{at}: read_owner");
+        ensure_record(
+            &state,
+            self.model(uid).state(),
+            ("C2", "read_owner returns the latest committed write"),
+            at,
+        );
     }
 
     async fn current(&mut self, uid: i64, at: &str) {
@@ -85,9 +91,29 @@ impl Walk {
             self.ctx.current(&self.ctx.key(uid)).await,
             self.model(uid).current(),
         ) {
-            (Ok(view), Some(expected)) => assert_eq!(view, expected, "{at}: current"),
-            (Err(e), None) => assert!(e.is_unavailable(), "{at}: current {e:?}"),
-            (got, expected) => panic!("{at}: current {got:?}, model {expected:?}"),
+            (Ok(view), Some(expected)) => ensure_eq!(
+                view,
+                expected,
+                "C2",
+                "current returns the latest committed write (the model's view)",
+                "{at}"
+            ),
+            (Err(e), None) => ensure!(
+                e.is_unavailable(),
+                "C7",
+                "current over a corrupt owner is Unavailable",
+                "{at}: got {e:?}"
+            ),
+            (Ok(view), None) => violated(
+                "C7",
+                "current over a corrupt owner is Unavailable",
+                format_args!("{at}: got {view:?}"),
+            ),
+            (Err(e), Some(expected)) => violated(
+                "C7",
+                "current answers unless the stored owner is corrupt",
+                format_args!("{at}: got {e}, model {expected:?}"),
+            ),
         }
     }
 
@@ -102,7 +128,12 @@ impl Walk {
             if remembered.len() > 8 {
                 remembered.remove(0);
             }
-            assert_eq!(snap, *self.model(uid).state(), "{at}: snapshot");
+            ensure_record(
+                &snap,
+                self.model(uid).state(),
+                ("C2", "read_owner returns the latest committed write"),
+                &format!("{at}: snapshot"),
+            );
             snap
         } else {
             remembered[self.rng.usize(..remembered.len())].clone()
@@ -114,21 +145,52 @@ impl Walk {
             .store
             .claim_cas(&key, &owner, &claim_id, &snap)
             .await;
+        let at = format!("{at}: claim {claim_id} {}", form(&snap));
         match (self.model(uid).claim(&owner, &claim_id, &snap), result) {
             (ClaimVerdict::Won(expected), Ok(CasOutcome::Written { generation })) => {
-                assert_eq!(generation, expected, "{at}: claim gen");
+                ensure_eq!(
+                    generation,
+                    expected,
+                    "C4",
+                    "a claim writes and returns snap.gen + 1",
+                    "{at}"
+                );
                 let previous = self.last_won.insert(uid, generation).unwrap_or(0);
-                assert!(
+                ensure!(
                     generation > previous,
+                    "I2",
+                    "gen is strictly monotone per key",
                     "{at}: gen went from {previous} to {generation}"
                 );
             }
             (ClaimVerdict::ConditionFailed, Ok(CasOutcome::LostRace { current })) => {
                 if let Some(carried) = current {
-                    assert_eq!(carried, *self.model(uid).state(), "{at}: carried snapshot");
+                    ensure_record(
+                        &carried,
+                        self.model(uid).state(),
+                        ("C8", "a lost race carries the record as it stands"),
+                        &at,
+                    );
                 }
             }
-            (verdict, result) => panic!("{at}: claim {result:?}, model {verdict:?}"),
+            (ClaimVerdict::Won(_), Ok(CasOutcome::LostRace { .. })) => {
+                self.ctx.lost_holding(&key, &claim_id, &snap, &at).await;
+            }
+            (ClaimVerdict::Won(expected), Err(e)) => violated(
+                "C8",
+                "a claim on a healthy store fails only on a fault",
+                format_args!("{at}: expected gen {expected}, failed with {e}"),
+            ),
+            (ClaimVerdict::ConditionFailed, result) => violated(
+                "C3",
+                "a claim whose condition fails must lose the race and write nothing",
+                format_args!("{at}: got {result:?}"),
+            ),
+            (ClaimVerdict::GenExhausted, result) => violated(
+                "C4",
+                "a claim whose next gen would reach i64::MAX is refused with Unavailable",
+                format_args!("{at}: got {result:?}"),
+            ),
         }
     }
 
@@ -140,9 +202,20 @@ impl Walk {
         } else {
             self.rng.i64(-1..=stored + 2)
         };
+        let before = self.model(uid).state().clone();
         let expected = self.model(uid).release(generation);
-        let released = self.ctx.release(&self.ctx.key(uid), generation).await;
-        assert_eq!(released, expected, "{at}: release {generation}");
+        let key = self.ctx.key(uid);
+        let released = self.ctx.release(&key, generation).await;
+        ensure_eq!(
+            released,
+            expected,
+            "C5",
+            "release answers true exactly when the stored gen equals its gen",
+            "{at}: release {generation} over {before:?}"
+        );
+        if released {
+            self.ctx.ensure_tombstone(&key, generation).await;
+        }
     }
 
     /// Another writer's raw record at the stored gen (never moving it back).
@@ -180,9 +253,13 @@ pub async fn gen_monotone_under_concurrency(subject: Subject) {
                     let key = ctx.key(uid);
                     let slot = usize::from(uid == 2);
                     let snap = ctx.read(&key).await;
-                    assert!(
+                    ensure!(
                         snap.generation >= floor[slot],
-                        "task {t}: gen went backwards"
+                        "I2",
+                        "gen never decreases",
+                        "seed {seed} task {t}: read gen {} after {}",
+                        snap.generation,
+                        floor[slot]
                     );
                     floor[slot] = snap.generation;
                     if rng.u8(0..4) == 0 {
@@ -190,7 +267,13 @@ pub async fn gen_monotone_under_concurrency(subject: Subject) {
                     } else if let Ok(generation) =
                         ctx.claim(&key, &format!("t{t}-{i}"), &snap).await
                     {
-                        assert!(generation > floor[slot]);
+                        ensure!(
+                            generation > floor[slot],
+                            "I2",
+                            "gen is strictly monotone per key",
+                            "seed {seed} task {t}: won gen {generation} after reading {}",
+                            floor[slot]
+                        );
                         floor[slot] = generation;
                         won.push((uid, generation));
                     }
@@ -201,10 +284,16 @@ pub async fn gen_monotone_under_concurrency(subject: Subject) {
         .collect();
     let mut all = Vec::new();
     for task in tasks {
-        all.extend(task.await.expect("worker task"));
+        all.extend(join(task).await);
     }
     let count = all.len();
     all.sort_unstable();
     all.dedup();
-    assert_eq!(all.len(), count, "a (key, gen) was won twice");
+    ensure!(
+        all.len() == count,
+        "I3",
+        "each gen of a key is won once",
+        "seed {seed}: {} gens were won twice",
+        count - all.len()
+    );
 }

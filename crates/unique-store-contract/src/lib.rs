@@ -2,10 +2,14 @@
 // Every case panics on a contract violation by design; the crate docs say so once.
 #![allow(clippy::missing_panics_doc)]
 
+use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
 
 use unique_core::{Error, Key, Store, async_trait};
+
+#[macro_use]
+mod check;
 
 pub mod absent_records;
 pub mod arbiter;
@@ -127,7 +131,7 @@ macro_rules! __store_contract_cases {
             }
             traps {
                 stale_snapshot_loses,
-                records_have_no_ttl,
+                records_outlive_an_idle_second,
             }
             invariants {
                 random_operations_match_model,
@@ -154,13 +158,14 @@ macro_rules! __store_contract_names {
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __store_contract_run_all {
-    (($factory:ident) $($module:ident { $($case:ident),* $(,)? })*) => {
+    (($report:ident, $factory:ident) $($module:ident { $($case:ident),* $(,)? })*) => {
         $($(
-            $crate::run_case(
-                concat!(stringify!($module), "::", stringify!($case)),
-                $crate::$module::$case($factory().await),
-            )
-            .await;
+            $report
+                .run(
+                    concat!(stringify!($module), "::", stringify!($case)),
+                    $crate::$module::$case($factory().await),
+                )
+                .await;
         )*)*
     };
 }
@@ -208,19 +213,112 @@ macro_rules! store_contract_tests {
 /// Every case name as `module::case`, in the order [`run_all`] runs them.
 pub const CASES: &[&str] = __store_contract_cases!(__store_contract_names!());
 
-/// Runs every case in [`CASES`] order, each on a fresh subject from `factory`.
-/// A failing case panics; its name is printed to stderr first.
+/// Runs every case in [`CASES`] order, each on a fresh subject from `factory`,
+/// and panics at the end if any failed, listing every failure with its clause.
+/// (To inspect the failures instead, use [`check_all`].)
 pub async fn run_all<F, Fut>(factory: F)
 where
     F: Fn() -> Fut,
     Fut: Future<Output = Subject>,
 {
-    __store_contract_cases!(__store_contract_run_all!(factory));
+    let report = check_all(factory).await;
+    assert!(report.failures.is_empty(), "{report}");
 }
 
-/// Runs one case, naming it on stderr if it panics.
-#[doc(hidden)]
-pub async fn run_case(name: &str, case: impl Future<Output = ()>) {
-    let _note = support::FailureNote(format!("case {name} failed"));
-    case.await;
+/// Runs every case in [`CASES`] order, each on a fresh subject from `factory`
+/// and on a task of its own, and reports every failure: a failing case does
+/// not stop the run.
+///
+/// Runs inside a tokio runtime; use a multi-threaded one, as the per-case tests
+/// of [`store_contract_tests!`] do, so the race cases really race.
+pub async fn check_all<F, Fut>(factory: F) -> Report
+where
+    F: Fn() -> Fut,
+    Fut: Future<Output = Subject>,
+{
+    let mut report = Report::default();
+    __store_contract_cases!(__store_contract_run_all!(report, factory));
+    report
+}
+
+/// What [`check_all`] found.
+#[derive(Debug, Default)]
+pub struct Report {
+    /// The cases that passed, as `module::case`.
+    pub passed: Vec<&'static str>,
+    /// The cases that failed, in [`CASES`] order.
+    pub failures: Vec<Failure>,
+}
+
+impl Report {
+    /// Runs one case on its own task and records how it ended.
+    #[doc(hidden)]
+    pub async fn run<C>(&mut self, case: &'static str, run: C)
+    where
+        C: Future<Output = ()> + Send + 'static,
+    {
+        match tokio::spawn(run).await {
+            Ok(()) => self.passed.push(case),
+            Err(e) => {
+                let message = if e.is_panic() {
+                    check::panic_message(&*e.into_panic())
+                } else {
+                    format!("the case's task was cancelled: {e}")
+                };
+                self.failures.push(Failure { case, message });
+            }
+        }
+    }
+
+    /// The clauses the failures name, each once, in order of first appearance.
+    pub fn clauses(&self) -> Vec<&str> {
+        let mut clauses: Vec<&str> = Vec::new();
+        for clause in self.failures.iter().map(Failure::clause) {
+            if !clauses.contains(&clause) {
+                clauses.push(clause);
+            }
+        }
+        clauses
+    }
+}
+
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let total = self.passed.len() + self.failures.len();
+        write!(
+            f,
+            "{} of {total} store contract cases failed",
+            self.failures.len()
+        )?;
+        for failure in &self.failures {
+            write!(f, "\n  {failure}")?;
+        }
+        Ok(())
+    }
+}
+
+/// One failed case: its name and its violation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    /// The case, as `module::case`.
+    pub case: &'static str,
+    /// The violation: `<clause> <rule>: <what was seen>`, e.g. `C5 release
+    /// must keep gen, empty the owner and remove the cid: released gen 1,
+    /// read back gen 0 (…)`.
+    pub message: String,
+}
+
+impl Failure {
+    /// The clause the failure breaks: the first word of its message (a
+    /// heading of the design document, such as `C5` or `I3`; `harness` when
+    /// the backend's raw-record hook failed).
+    pub fn clause(&self) -> &str {
+        self.message.split_whitespace().next().unwrap_or("")
+    }
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.case, self.message)
+    }
 }

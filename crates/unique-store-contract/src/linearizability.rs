@@ -6,7 +6,8 @@ use std::sync::Arc;
 use unique_core::Key;
 
 use crate::Subject;
-use crate::support::{Ctx, assert_one_winner, claimed, race_from, tombstoned};
+use crate::check::violated;
+use crate::support::{Ctx, NotWritten, assert_one_winner, claimed, join, race_from, tombstoned};
 
 /// Tasks racing from one snapshot: enough to collide on every backend.
 const RACERS: usize = 32;
@@ -48,8 +49,7 @@ pub async fn race_claim_against_release(subject: Subject) {
     let key = ctx.key(1);
     let mut snap = ctx.read(&key).await;
     let mut expected = 1;
-    let first = ctx.claim(&key, "s0", &snap).await.expect("first login");
-    assert_eq!(first, 1);
+    ctx.win(&key, "s0", &snap, 1).await;
     for round in 1..=40 {
         snap = ctx.read(&key).await;
         let barrier = Arc::new(tokio::sync::Barrier::new(2));
@@ -68,25 +68,44 @@ pub async fn race_claim_against_release(subject: Subject) {
                 ctx.claim(&key, &format!("s{round}"), &snap).await
             })
         };
-        let released = release.await.expect("release task");
-        let claim = claim.await.expect("claim task");
-        let now = ctx.read(&key).await;
+        let released = join(release).await;
+        let claim = join(claim).await;
         match (released, claim) {
             (true, Err(e)) if e.is_lost_race() => {
-                assert_eq!(now, tombstoned(expected), "round {round}: release won");
+                // The release won: it must have left the tombstone at its gen.
+                ctx.ensure_tombstone(&key, expected).await;
                 // Reopen the key from the tombstone for the next round.
+                let now = ctx.read(&key).await;
                 expected += 1;
-                let reopened = ctx.claim(&key, &format!("r{round}"), &now).await;
-                assert_eq!(reopened.ok(), Some(expected), "round {round}: reopen");
+                ctx.win(&key, &format!("r{round}"), &now, expected).await;
             }
             (false, Ok(generation)) => {
                 expected += 1;
-                assert_eq!(generation, expected, "round {round}: claim won");
-                assert_eq!(now, claimed(expected, &format!("s{round}")));
+                ensure_eq!(
+                    generation,
+                    expected,
+                    "C4",
+                    "a claim writes and returns snap.gen + 1",
+                    "round {round}, the claim won"
+                );
+                ensure_eq!(
+                    ctx.read(&key).await,
+                    claimed(expected, &format!("s{round}")),
+                    "C4",
+                    "a claim writes gen, owner and cid together",
+                    "round {round}, the claim won"
+                );
             }
-            other => {
-                panic!("round {round}: claim and release must not both take effect: {other:?}")
-            }
+            (_, Err(NotWritten::Failed(e))) => violated(
+                "C8",
+                "a claim that loses a race reports a lost race, not an error",
+                format_args!("round {round}: the claim failed with {e}"),
+            ),
+            other => violated(
+                "C1",
+                "of a claim and a release fenced on one gen exactly one takes effect",
+                format_args!("round {round}: (released, claim) = {other:?}"),
+            ),
         }
     }
 }
@@ -113,7 +132,12 @@ pub async fn interleaved_claims_and_releases(subject: Subject) {
                                 ctx.release(&key, generation).await;
                             }
                         }
-                        Err(e) => assert!(e.is_lost_race(), "only races may fail: {e:?}"),
+                        Err(NotWritten::Failed(e)) => violated(
+                            "C8",
+                            "a claim that loses a race reports a lost race, not an error",
+                            format_args!("claim {claim_id} failed with {e}"),
+                        ),
+                        Err(NotWritten::LostRace(_)) => {}
                     }
                     tokio::task::yield_now().await;
                 }
@@ -123,25 +147,36 @@ pub async fn interleaved_claims_and_releases(subject: Subject) {
         .collect();
     let mut wins = Vec::new();
     for task in tasks {
-        wins.extend(task.await.expect("claimer task"));
+        wins.extend(join(task).await);
     }
     let gens: BTreeSet<i64> = wins.iter().map(|(g, _)| *g).collect();
-    assert_eq!(
-        gens.len(),
-        wins.len(),
+    ensure!(
+        gens.len() == wins.len(),
+        "I3",
+        "each gen of a key is won by one claim",
         "two claims won the same gen: {wins:?}"
     );
     let last = ctx.read(&key).await;
-    assert_eq!(
+    ensure_eq!(
         gens,
-        (1..=last.generation).collect(),
-        "winning gens must be exactly 1..=final gen"
+        (1..=last.generation).collect::<BTreeSet<i64>>(),
+        "I2",
+        "each win advances the gen by one: the winning gens are exactly 1..=final gen",
+        "final gen {}",
+        last.generation
     );
-    let (_, last_claim) = wins.iter().max().expect("someone won");
-    assert_eq!(last.generation, *gens.last().expect("non-empty"));
-    assert!(
+    let Some((_, last_claim)) = wins.iter().max() else {
+        violated(
+            "C1",
+            "claims from fresh snapshots win",
+            format_args!("none of 320 claims won"),
+        )
+    };
+    ensure!(
         last.claim_id.as_deref() == Some(last_claim.as_str()) || last.claim_id.is_none(),
-        "the record must be the last winner's session or its tombstone: {last:?}"
+        "C1",
+        "the record is the last winner's session or its tombstone",
+        "last winner {last_claim}, record {last:?}"
     );
 }
 
@@ -160,17 +195,16 @@ pub async fn independent_keys_do_not_interfere(subject: Subject) {
                 let key = ctx.key(uid);
                 let snap = ctx.read(&key).await;
                 barrier.wait().await;
-                ctx.claim(&key, &format!("u{uid}"), &snap).await
+                let result = ctx.claim(&key, &format!("u{uid}"), &snap).await;
+                (snap, result)
             })
         })
         .collect();
+    // Each key had one claim, so each must have won as if alone.
     for (uid, task) in (1..=16).zip(tasks) {
-        let result = task.await.expect("claim task");
-        assert_eq!(result.ok(), Some(1), "uid {uid}");
-        assert_eq!(
-            ctx.read(&ctx.key(uid)).await,
-            claimed(1, &format!("u{uid}"))
-        );
+        let (snap, result) = join(task).await;
+        ctx.ensure_won(&ctx.key(uid), &format!("u{uid}"), &snap, result, 1)
+            .await;
     }
 }
 
@@ -189,19 +223,32 @@ pub async fn tenants_are_isolated(subject: Subject) {
     ];
     for (i, key) in keys.iter().enumerate() {
         let snap = ctx.read(key).await;
-        assert!(!snap.exists, "key {i} saw another tenant's record");
-        assert_eq!(
-            ctx.claim(key, &format!("k{i}"), &snap).await.ok(),
-            Some(1),
-            "key {i}"
+        ensure!(
+            !snap.exists,
+            "C1",
+            "tenants are isolated: the same uid under another (project, env) is another key",
+            "key {i} ({key}) saw another tenant's record {snap:?}"
         );
+        ctx.win(key, &format!("k{i}"), &snap, 1).await;
     }
-    assert!(ctx.release(&keys[0], 1).await);
+    ctx.release_keeps_gen(&keys[0], 1).await;
     ctx.put(&keys[1], 40, Some("{"), Some("z")).await;
-    assert_eq!(ctx.read(&keys[0]).await, tombstoned(1));
-    assert!(ctx.read(&keys[1]).await.owner_corrupt);
+    ensure_eq!(
+        ctx.read(&keys[0]).await,
+        tombstoned(1),
+        "C1",
+        "tenants are isolated: a raw write on one key shows on no other",
+        "key 0 ({})",
+        keys[0]
+    );
     for (i, key) in keys.iter().enumerate().skip(2) {
-        assert_eq!(ctx.read(key).await, claimed(1, &format!("k{i}")), "key {i}");
+        ensure_eq!(
+            ctx.read(key).await,
+            claimed(1, &format!("k{i}")),
+            "C1",
+            "tenants are isolated: releases and raw writes on one key show on no other",
+            "key {i} ({key})"
+        );
     }
 }
 
@@ -213,10 +260,8 @@ pub async fn conditions_see_latest_write(subject: Subject) {
     let mut stale = vec![ctx.read(&key).await];
     for generation in 1..=5 {
         let snap = ctx.read(&key).await;
-        assert_eq!(
-            ctx.claim(&key, &format!("c{generation}"), &snap).await.ok(),
-            Some(generation)
-        );
+        ctx.win(&key, &format!("c{generation}"), &snap, generation)
+            .await;
         stale.push(ctx.read(&key).await);
     }
     let before = ctx.read(&key).await;

@@ -1,7 +1,7 @@
 //! C2 strongly consistent reads (trap: an eventually consistent read).
 
 use crate::Subject;
-use crate::support::{Ctx, claimed, owner_for, tombstoned};
+use crate::support::{Ctx, claimed, join, owner_for};
 
 /// C2 (trap: eventual read): 60 times, a claim committed on one task is read
 /// at once on another task (by `read_owner` and by `current`) with its gen.
@@ -9,27 +9,39 @@ pub async fn read_sees_committed_claim(subject: Subject) {
     let ctx = Ctx::new(subject, "strong_reads::read_sees_committed_claim");
     let key = ctx.key(1);
     for generation in 1..=60 {
+        let claim_id = format!("w{generation}");
         let writer = {
-            let (ctx, key) = (ctx.clone(), key.clone());
+            let (ctx, key, claim_id) = (ctx.clone(), key.clone(), claim_id.clone());
             tokio::spawn(async move {
                 let snap = ctx.read(&key).await;
-                ctx.claim(&key, &format!("w{generation}"), &snap).await
+                let written = ctx.claim(&key, &claim_id, &snap).await;
+                (snap, written)
             })
         };
-        assert_eq!(writer.await.expect("writer").ok(), Some(generation));
+        let (snap, written) = join(writer).await;
+        if written.as_ref().ok() != Some(&generation) {
+            ctx.ensure_won(&key, &claim_id, &snap, written, generation)
+                .await;
+        }
         let reader = {
             let (ctx, key) = (ctx.clone(), key.clone());
-            tokio::spawn(async move { (ctx.read(&key).await, ctx.current(&key).await) })
+            tokio::spawn(async move { (ctx.read(&key).await, ctx.current_ok(&key).await) })
         };
-        let (state, current) = reader.await.expect("reader");
-        assert_eq!(
+        let (state, current) = join(reader).await;
+        ensure_eq!(
             state,
-            claimed(generation, &format!("w{generation}")),
-            "read_owner is stale"
+            claimed(generation, &claim_id),
+            "C2",
+            "read_owner sees the latest committed write at once",
+            "read after claim {claim_id} committed"
         );
-        let current = current.expect("current");
-        assert_eq!(current.generation, generation, "current is stale");
-        assert_eq!(current.owner, Some(owner_for(&format!("w{generation}"))));
+        ensure_eq!(
+            (current.generation, current.owner),
+            (generation, Some(owner_for(&claim_id))),
+            "C2",
+            "current sees the latest committed write at once",
+            "current after claim {claim_id} committed"
+        );
     }
 }
 
@@ -39,10 +51,15 @@ pub async fn read_sees_raw_write(subject: Subject) {
     let ctx = Ctx::new(subject, "strong_reads::read_sees_raw_write");
     let key = ctx.key(1);
     for generation in [5, 9, 3, 1_000_000, 2] {
-        let state = ctx.tombstone(&key, generation).await;
-        assert_eq!(state, tombstoned(generation));
-        let current = ctx.current(&key).await.expect("current");
-        assert_eq!((current.generation, current.exists), (generation, true));
+        ctx.tombstone(&key, generation).await;
+        let current = ctx.current_ok(&key).await;
+        ensure_eq!(
+            (current.generation, current.exists),
+            (generation, true),
+            "C2",
+            "current sees the latest committed write at once",
+            "after a raw tombstone at gen {generation}"
+        );
     }
 }
 
@@ -50,21 +67,32 @@ pub async fn read_sees_raw_write(subject: Subject) {
 pub async fn current_agrees_with_read_owner(subject: Subject) {
     let ctx = Ctx::new(subject, "strong_reads::current_agrees_with_read_owner");
     let key = ctx.key(1);
-    let absent = ctx.current(&key).await.expect("current of absent key");
-    assert_eq!(
+    let absent = ctx.current_ok(&key).await;
+    ensure_eq!(
         (absent.exists, absent.generation, absent.owner),
-        (false, 0, None)
+        (false, 0, None),
+        "C2",
+        "current agrees with read_owner",
+        "key without record"
     );
     let snap = ctx.read(&key).await;
-    assert_eq!(ctx.claim(&key, "a", &snap).await.ok(), Some(1));
-    let online = ctx.current(&key).await.expect("current of session");
-    assert_eq!((online.exists, online.generation), (true, 1));
-    assert_eq!(online.owner, Some(owner_for("a")));
-    assert!(ctx.release(&key, 1).await);
-    let released = ctx.current(&key).await.expect("current of tombstone");
-    assert_eq!(
+    ctx.win(&key, "a", &snap, 1).await;
+    let online = ctx.current_ok(&key).await;
+    ensure_eq!(
+        (online.exists, online.generation, online.owner),
+        (true, 1, Some(owner_for("a"))),
+        "C2",
+        "current agrees with read_owner",
+        "online session"
+    );
+    ctx.release_keeps_gen(&key, 1).await;
+    let released = ctx.current_ok(&key).await;
+    ensure_eq!(
         (released.exists, released.generation, released.owner),
-        (true, 1, None)
+        (true, 1, None),
+        "C2",
+        "current agrees with read_owner",
+        "tombstone"
     );
 }
 
@@ -82,7 +110,12 @@ pub async fn reads_never_go_back(subject: Subject) {
             loop {
                 let finished = done_rx.try_recv().is_ok();
                 let seen = ctx.read(&key).await.generation;
-                assert!(seen >= last, "read gen {seen} after having read {last}");
+                ensure!(
+                    seen >= last,
+                    "C2",
+                    "reads never go back to an older write",
+                    "read gen {seen} after having read {last}"
+                );
                 last = seen;
                 reads += 1;
                 if finished {
@@ -94,13 +127,17 @@ pub async fn reads_never_go_back(subject: Subject) {
     };
     for generation in 1..=150 {
         let snap = ctx.read(&key).await;
-        assert_eq!(
-            ctx.claim(&key, &format!("w{generation}"), &snap).await.ok(),
-            Some(generation)
-        );
+        ctx.win(&key, &format!("w{generation}"), &snap, generation)
+            .await;
     }
-    done_tx.send(()).expect("reader alive");
-    let (last, reads) = reader.await.expect("reader task");
-    assert_eq!(last, 150, "the read after the last claim must see it");
-    assert!(reads > 0);
+    // The reader may have ended in a violation already: `join` reports it.
+    let _ = done_tx.send(());
+    let (last, reads) = join(reader).await;
+    ensure_eq!(
+        last,
+        150,
+        "C2",
+        "the read after the last claim sees it",
+        "after {reads} reads"
+    );
 }

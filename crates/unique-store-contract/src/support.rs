@@ -1,9 +1,11 @@
-//! Helpers shared by the cases: per-case keys, owners, raw records, assertions.
+//! Helpers shared by the cases: per-case keys, owners, raw records, and the
+//! checks that name the clause a failure breaks.
 
 use std::sync::Arc;
 
 use unique_core::{CasOutcome, CurrentView, Error, Key, Owner, OwnerState, Store};
 
+use crate::check::violated;
 use crate::{RawRecord, RawWriter, Subject};
 
 /// One case's view of the subject, with a key space no other case or run uses.
@@ -32,14 +34,30 @@ impl Ctx {
     }
 
     pub(crate) async fn read(&self, key: &Key) -> OwnerState {
-        self.store
-            .read_owner(key)
-            .await
-            .unwrap_or_else(|e| panic!("read_owner({key}) failed: {e}"))
+        match self.store.read_owner(key).await {
+            Ok(state) => state,
+            Err(e) => violated(
+                "C2",
+                "read_owner must answer on a healthy store",
+                format_args!("read_owner({key}) failed: {e}"),
+            ),
+        }
     }
 
     pub(crate) async fn current(&self, key: &Key) -> Result<CurrentView, Error> {
         self.store.current(key).await
+    }
+
+    /// `current` on a record whose owner is not corrupt: it must answer (C7).
+    pub(crate) async fn current_ok(&self, key: &Key) -> CurrentView {
+        match self.current(key).await {
+            Ok(view) => view,
+            Err(e) => violated(
+                "C7",
+                "current must answer unless the stored owner is corrupt",
+                format_args!("current({key}) failed: {e}"),
+            ),
+        }
     }
 
     /// `claim_cas` with the owner derived from `claim_id`.
@@ -55,11 +73,141 @@ impl Ctx {
         }
     }
 
+    /// A claim from `snap` whose condition holds: it must write `expected`
+    /// (`snap.gen + 1`, or 1 on first login) and leave the claim's record.
+    pub(crate) async fn win(&self, key: &Key, claim_id: &str, snap: &OwnerState, expected: i64) {
+        let result = self.claim(key, claim_id, snap).await;
+        self.ensure_won(key, claim_id, snap, result, expected).await;
+    }
+
+    /// Checks that `result`, of a claim by `claim_id` from `snap` whose
+    /// condition held, wrote `expected` and left the claim's record. A
+    /// failure names the clause it breaks: an error (C8), another gen (C4), a
+    /// record that is not the claim's (C4, or C2 when the read shows the
+    /// record from before the claim), a lost race (see [`Ctx::lost_holding`]).
+    pub(crate) async fn ensure_won(
+        &self,
+        key: &Key,
+        claim_id: &str,
+        snap: &OwnerState,
+        result: Claimed,
+        expected: i64,
+    ) {
+        let what = format!("claim {claim_id:?} {}", form(snap));
+        match result {
+            Ok(generation) => ensure!(
+                generation == expected,
+                "C4",
+                "a claim must write and return snap.gen + 1",
+                "{what}: expected gen {expected}, returned {generation}"
+            ),
+            Err(NotWritten::LostRace(_)) => self.lost_holding(key, claim_id, snap, &what).await,
+            Err(NotWritten::Failed(e)) => violated(
+                "C8",
+                "a claim on a healthy store fails only on a fault",
+                format_args!("{what} failed: {e}"),
+            ),
+        }
+        let stored = self.read(key).await;
+        // Reading back the record from before the claim is a stale read,
+        // the likelier bug than a write that reported success and wrote nothing.
+        let (clause, rule) = if stored == *snap {
+            ("C2", "read_owner sees the latest committed write")
+        } else {
+            ("C4", "a claim writes gen, owner and cid together")
+        };
+        ensure_record(
+            &stored,
+            &claimed(expected, claim_id),
+            (clause, rule),
+            &format!("read after {what}"),
+        );
+    }
+
+    /// Fails the case for a claim from `snap` that lost the race although its
+    /// condition held (nothing else wrote the key). The same claim is tried
+    /// once more to tell the two bugs apart: a lost race that goes away on a
+    /// retry was not a failed condition but a fault reported as one (C8, a
+    /// throttle mapped to a lost race); one that stays is a wrong condition
+    /// (C3, such as a form chosen by owner).
+    pub(crate) async fn lost_holding(
+        &self,
+        key: &Key,
+        claim_id: &str,
+        snap: &OwnerState,
+        what: &str,
+    ) -> ! {
+        let stored = self.read(key).await;
+        match self.claim(key, claim_id, snap).await {
+            Ok(_) => violated(
+                "C8",
+                "a lost race only when the condition failed",
+                format_args!("{what} lost the race, then won on a retry; stored {stored:?}"),
+            ),
+            retry => violated(
+                "C3",
+                "a claim whose condition holds must win",
+                format_args!("{what} lost the race (a retry: {retry:?}); stored {stored:?}"),
+            ),
+        }
+    }
+
+    /// `release` as the store answers it; an error breaks C5 (release
+    /// answers `true` or `false`).
     pub(crate) async fn release(&self, key: &Key, generation: i64) -> bool {
-        self.store
-            .release(key, generation)
-            .await
-            .unwrap_or_else(|e| panic!("release({key}, {generation}) failed: {e}"))
+        match self.store.release(key, generation).await {
+            Ok(released) => released,
+            Err(e) => violated(
+                "C5",
+                "release answers true or false, never an error on a healthy store",
+                format_args!("release({key}, {generation}) failed: {e}"),
+            ),
+        }
+    }
+
+    /// A release that must answer `false` and write nothing (C5): another
+    /// gen than the stored one, no record, or a gen <= 0.
+    pub(crate) async fn release_refused(&self, key: &Key, generation: i64, why: &str) {
+        let before = self.read(key).await;
+        ensure!(
+            !self.release(key, generation).await,
+            "C5",
+            "a release answers true only when the stored gen equals its gen, and gen > 0",
+            "{why}: release at {generation} answered true over {before:?}"
+        );
+        ensure_eq!(
+            self.read(key).await,
+            before,
+            "C5",
+            "a release that answers false writes nothing",
+            "{why}: release at {generation}"
+        );
+    }
+
+    /// A release at the stored gen: it must answer `true` and leave the
+    /// tombstone at that gen (C5: keep gen, empty owner, no cid).
+    pub(crate) async fn release_keeps_gen(&self, key: &Key, generation: i64) {
+        ensure!(
+            self.release(key, generation).await,
+            "C5",
+            "a release at the stored gen must answer true",
+            "release({key}, {generation}) answered false over {:?}",
+            self.read(key).await
+        );
+        self.ensure_tombstone(key, generation).await;
+    }
+
+    /// After a release at `generation` answered `true`, the record must be
+    /// the tombstone at that gen.
+    pub(crate) async fn ensure_tombstone(&self, key: &Key, generation: i64) {
+        let stored = self.read(key).await;
+        ensure!(
+            stored == tombstoned(generation),
+            "C5",
+            "release must keep gen, empty the owner and remove the cid",
+            "released gen {generation}, read back gen {} ({stored:?})",
+            stored.generation
+        );
     }
 
     /// Writes a raw record through the harness hook (bypassing every fence).
@@ -75,10 +223,13 @@ impl Ctx {
             owner: owner.map(str::to_owned),
             claim_id: claim_id.map(str::to_owned),
         };
-        self.raw
-            .put_raw(key, record)
-            .await
-            .unwrap_or_else(|e| panic!("put_raw({key}) failed: {e}"));
+        if let Err(e) = self.raw.put_raw(key, record).await {
+            violated(
+                "harness",
+                "the raw-record hook must write any record",
+                format_args!("put_raw({key}) failed: {e}"),
+            );
+        }
     }
 
     /// Writes an online session (valid owner, cid) and returns its snapshot.
@@ -86,13 +237,27 @@ impl Ctx {
         let owner = owner_json(claim_id);
         self.put(key, generation, Some(&owner), Some(claim_id))
             .await;
-        self.read(key).await
+        let state = self.read(key).await;
+        ensure_record(
+            &state,
+            &claimed(generation, claim_id),
+            ("C2", "read_owner returns the record just written"),
+            &format!("raw session at gen {generation}"),
+        );
+        state
     }
 
     /// Writes a tombstone (owner empty, no cid) and returns its snapshot.
     pub(crate) async fn tombstone(&self, key: &Key, generation: i64) -> OwnerState {
         self.put(key, generation, Some(""), None).await;
-        self.read(key).await
+        let state = self.read(key).await;
+        ensure_record(
+            &state,
+            &tombstoned(generation),
+            ("C2", "read_owner returns the record just written"),
+            &format!("raw tombstone at gen {generation}"),
+        );
+        state
     }
 
     /// Asserts `result` is a lost race and that the record is still `before`;
@@ -107,19 +272,82 @@ impl Ctx {
         match result {
             Err(NotWritten::LostRace(current)) => {
                 if let Some(carried) = current {
-                    assert_eq!(
-                        carried, *before,
-                        "{what}: the lost race carried a wrong record"
+                    ensure_record(
+                        &carried,
+                        before,
+                        ("C8", "a lost race carries the record as it stands"),
+                        &format!("{what}: carried by the lost race"),
                     );
                 }
             }
-            other => panic!("{what}: expected a lost race, got {other:?}"),
+            Ok(generation) => violated(
+                "C3",
+                "a claim whose condition fails must lose the race",
+                format_args!("{what}: wrote gen {generation} over {before:?}"),
+            ),
+            Err(NotWritten::Failed(e)) => violated(
+                "C8",
+                "a failed condition is a lost race, not an error",
+                format_args!("{what}: failed with {e}"),
+            ),
         }
-        assert_eq!(
+        ensure_eq!(
             self.read(key).await,
             *before,
-            "{what}: a failed condition must write nothing"
+            "C8",
+            "a failed condition must write nothing",
+            "{what}"
         );
+    }
+}
+
+/// Checks a record (read back, or carried by a lost race) against the one it
+/// must be. A difference in one attribute's reading names that attribute's
+/// clause (cid presence C6, owner parsing C7), whoever read it; any other
+/// difference names `otherwise`, the clause and rule of the caller's check.
+pub(crate) fn ensure_record(
+    got: &OwnerState,
+    want: &OwnerState,
+    otherwise: (&str, &str),
+    at: &str,
+) {
+    if got == want {
+        return;
+    }
+    let same_pins = got.exists == want.exists && got.generation == want.generation;
+    let same_owner = got.owner == want.owner && got.owner_corrupt == want.owner_corrupt;
+    let empty_vs_absent = |a: &Option<String>, b: &Option<String>| {
+        a.as_deref() == Some("") && b.is_none() || b.as_deref() == Some("") && a.is_none()
+    };
+    let misread_owner =
+        got.owner_corrupt != want.owner_corrupt || got.owner.is_some() != want.owner.is_some();
+    let (clause, rule) =
+        if same_pins && same_owner && empty_vs_absent(&got.claim_id, &want.claim_id) {
+            (
+                "C6",
+                "an empty cid reads as Some(\"\"), an absent cid as None",
+            )
+        } else if same_pins && got.claim_id == want.claim_id && misread_owner {
+            (
+                "C7",
+                "a stored owner reads as written: parsed, empty for a tombstone, or corrupt",
+            )
+        } else {
+            otherwise
+        };
+    violated(
+        clause,
+        rule,
+        format_args!("{at}: expected {want:?}, got {got:?}"),
+    );
+}
+
+/// The claim form a snapshot picks (C3), for failure messages.
+pub(crate) fn form(snap: &OwnerState) -> String {
+    match (&snap.exists, &snap.claim_id) {
+        (false, _) => "from an absent snapshot (first-login form)".to_owned(),
+        (true, Some(cid)) => format!("from gen {} cid {cid:?} (double-pin form)", snap.generation),
+        (true, None) => format!("from gen {} without cid (tombstone form)", snap.generation),
     }
 }
 
@@ -208,7 +436,7 @@ pub(crate) async fn race_from(
         .collect();
     let mut results = Vec::with_capacity(n);
     for task in tasks {
-        results.push(task.await.expect("race task panicked"));
+        results.push(join(task).await);
     }
     results
 }
@@ -221,32 +449,52 @@ pub(crate) async fn assert_one_winner(
     results: &[(String, Claimed)],
     expected: i64,
 ) -> String {
-    let winners: Vec<_> = results.iter().filter(|(_, r)| r.is_ok()).collect();
-    assert_eq!(
-        winners.len(),
-        1,
-        "exactly one claim from one snapshot must win (I3), got {winners:?}"
-    );
-    let (winner, won) = winners[0];
-    assert_eq!(
-        won.as_ref().ok(),
-        Some(&expected),
-        "the winner must write snap.gen + 1"
-    );
     for (claim_id, result) in results {
-        if let Err(e) = result {
-            assert!(
-                e.is_lost_race(),
-                "loser {claim_id} must see a lost race, got {e:?}"
+        if let Err(NotWritten::Failed(e)) = result {
+            violated(
+                "C8",
+                "a claim that loses a race must report a lost race, not an error",
+                format_args!("{claim_id} failed with {e}"),
             );
         }
     }
-    assert_eq!(ctx.read(key).await, claimed(expected, winner));
+    let winners: Vec<_> = results.iter().filter(|(_, r)| r.is_ok()).collect();
+    ensure!(
+        winners.len() == 1,
+        "C1",
+        "of concurrent claims from one snapshot exactly one wins (I3)",
+        "{} won: {winners:?}",
+        winners.len()
+    );
+    let (winner, won) = winners[0];
+    ensure_eq!(
+        won.as_ref().ok(),
+        Some(&expected),
+        "C4",
+        "the winner writes snap.gen + 1"
+    );
+    ensure_eq!(
+        ctx.read(key).await,
+        claimed(expected, winner),
+        "C4",
+        "the record is the winner's gen, owner and cid",
+        "after the race"
+    );
     winner.clone()
 }
 
+/// Awaits a task of a case; a panic in it (a violation) fails the case with
+/// the task's own message, so the failure still names its clause.
+pub(crate) async fn join<T>(task: tokio::task::JoinHandle<T>) -> T {
+    match task.await {
+        Ok(value) => value,
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        Err(e) => panic!("a task of the case was cancelled: {e}"),
+    }
+}
+
 /// Prints the case name (and anything else worth knowing) when a case panics,
-/// so `run_all` and seeded cases name their failure.
+/// so seeded cases print their seed with their failure.
 pub(crate) struct FailureNote(pub(crate) String);
 
 impl Drop for FailureNote {

@@ -11,13 +11,10 @@ use unique_core::{
     CasOutcome, CurrentView, Error, Key, Owner, OwnerState, Store, async_trait, encode_owner,
 };
 use unique_store_contract::model::{ClaimVerdict, RecordModel};
-use unique_store_contract::{
-    RawRecord, RawWriter, Subject, cid_presence, error_classification, fence_forms, fenced_release,
-    linearizability, store_contract_tests, strong_reads, traps,
-};
+use unique_store_contract::{RawRecord, RawWriter, Subject, store_contract_tests};
 
 /// One deliberate bug per variant; `None` is the correct store.
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Bug {
     None,
     /// Picks the CAS form from `snap.owner` instead of `snap.claim_id`.
@@ -172,75 +169,101 @@ async fn correct() -> Subject {
 
 store_contract_tests!(correct);
 
-/// Runs `case` on its own task and asserts it panicked: the suite caught the bug.
-async fn assert_caught<F>(case: F)
-where
-    F: Future<Output = ()> + Send + 'static,
-{
-    let outcome = tokio::spawn(case).await;
-    assert!(
-        outcome
-            .as_ref()
-            .is_err_and(tokio::task::JoinError::is_panic),
-        "the case passed against a store with the bug it exists to catch"
-    );
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn catches_form_chosen_by_owner() {
-    assert_caught(fence_forms::corrupt_record_replaceable(subject_with(
+/// Each deliberate bug, with the clause its failures must name. The bug's own
+/// trap case must fail, and every failure it causes must name that clause:
+/// a failure is only useful when it points at the rule that was broken.
+const MUTANTS: &[(Bug, &str, &str)] = &[
+    (
         Bug::FormByOwner,
-    )))
-    .await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn catches_unconditional_put() {
-    assert_caught(traps::stale_snapshot_loses(subject_with(
-        Bug::UnconditionalPut,
-    )))
-    .await;
-    assert_caught(linearizability::race_first_login_one_winner(subject_with(
-        Bug::UnconditionalPut,
-    )))
-    .await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn catches_empty_cid_read_as_absent() {
-    assert_caught(cid_presence::empty_cid_reads_as_empty(subject_with(
+        "fence_forms::corrupt_record_replaceable",
+        "C3",
+    ),
+    (Bug::UnconditionalPut, "traps::stale_snapshot_loses", "C3"),
+    (
         Bug::EmptyCidAsAbsent,
-    )))
-    .await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn catches_gen_reset_on_release() {
-    assert_caught(fenced_release::release_never_resets_gen(subject_with(
+        "cid_presence::empty_cid_reads_as_empty",
+        "C6",
+    ),
+    (
         Bug::ResetGenOnRelease,
-    )))
-    .await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn catches_throttle_reported_as_lost_race() {
-    assert_caught(error_classification::lost_race_only_on_condition(
-        subject_with(Bug::ThrottleAsLostRace),
-    ))
-    .await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn catches_cached_reads() {
-    assert_caught(strong_reads::read_sees_committed_claim(subject_with(
+        "fenced_release::release_never_resets_gen",
+        "C5",
+    ),
+    (
+        Bug::ThrottleAsLostRace,
+        "error_classification::lost_race_only_on_condition",
+        "C8",
+    ),
+    (
         Bug::CachedReads,
-    )))
-    .await;
+        "strong_reads::read_sees_committed_claim",
+        "C2",
+    ),
+    (Bug::Ttl, "traps::records_outlive_an_idle_second", "Records"),
+];
+
+/// The clauses a failure may name: the headings of `docs/design.md` the
+/// store contract covers.
+const CLAUSES: &[&str] = &[
+    "C1", "C2", "C3", "C4", "C5", "C6", "C7", "C8", "I2", "I3", "I4", "I6", "Records",
+];
+
+/// Feeds every mutant to the whole suite (`check_all`): the case written for
+/// its trap fails naming the expected clause, that clause names more of its
+/// failures than any other, and every failure names a clause of the design.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn every_mutant_fails_naming_its_clause() {
+    for &(bug, trap_case, clause) in MUTANTS {
+        let report = unique_store_contract::check_all(|| async move { subject_with(bug) }).await;
+        // Shown with the test's output when it fails, to see every message.
+        println!("{bug:?}: {report}");
+        let trap = report
+            .failures
+            .iter()
+            .find(|f| f.case == trap_case)
+            .unwrap_or_else(|| panic!("{bug:?}: {trap_case} passed"));
+        assert_eq!(trap.clause(), clause, "{bug:?}: {trap}");
+        for failure in &report.failures {
+            assert!(
+                CLAUSES.contains(&failure.clause()),
+                "{bug:?}: a failure names no clause: {failure}"
+            );
+        }
+        let named = |c: &str| report.failures.iter().filter(|f| f.clause() == c).count();
+        for other in report.clauses() {
+            assert!(
+                other == clause || named(other) < named(clause),
+                "{bug:?}: {other} is named {} times, {clause} {} times",
+                named(other),
+                named(clause)
+            );
+        }
+    }
 }
 
+/// `run_all` reports every failing case, not only the first.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn catches_ttl_on_records() {
-    assert_caught(traps::records_have_no_ttl(subject_with(Bug::Ttl))).await;
+async fn run_all_reports_every_failure() {
+    let outcome = tokio::spawn(unique_store_contract::run_all(|| async {
+        subject_with(Bug::ResetGenOnRelease)
+    }))
+    .await;
+    let message = outcome
+        .expect_err("run_all passed on a broken store")
+        .into_panic();
+    let message = message
+        .downcast_ref::<String>()
+        .expect("run_all panics with its report");
+    for case in [
+        "fenced_release::release_tombstones_and_keeps_gen",
+        "fenced_release::release_never_resets_gen",
+        "arbiter::release_then_next_login",
+    ] {
+        assert!(
+            message.contains(&format!("{case}: C5 release must keep gen")),
+            "{case} missing from {message}"
+        );
+    }
 }
 
 /// The single entry point runs every case and passes on the correct store.
