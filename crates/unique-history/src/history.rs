@@ -4,7 +4,7 @@
 use std::fmt;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use unique_core::{Error, Key};
 
@@ -186,6 +186,16 @@ impl History {
     /// The operations, in start order.
     pub fn ops(&self) -> &[Op] {
         &self.ops
+    }
+
+    /// From the first operation's start to the last one's end (zero when empty).
+    pub fn span(&self) -> Duration {
+        let start = self.ops.iter().map(|op| op.start).min();
+        let end = self.ops.iter().map(|op| op.end).max();
+        match (start, end) {
+            (Some(start), Some(end)) => end.saturating_duration_since(start),
+            _ => Duration::ZERO,
+        }
     }
 
     /// How many operations it holds.

@@ -1,5 +1,7 @@
 //! The workload driver: many clients over few keys, over the real HTTP wire.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -8,6 +10,15 @@ use unique_client_http::HttpTransport;
 use unique_core::{ClaimInput, Error, Key, Owner};
 
 use crate::history::{History, OpKind, Outcome, Recorder};
+use crate::report::Counts;
+
+/// After its duration, a run goes on until it has every kind of answered operation a
+/// clean report needs ([`Counts::missing`]), for at most this many times the duration: on
+/// a loaded machine a short run can end before, say, any release held.
+const OVERTIME_FACTOR: u32 = 10;
+
+/// How often the overtime watcher counts the history.
+const OVERTIME_POLL: Duration = Duration::from_millis(100);
 
 /// How often each kind of operation is picked, as relative weights.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -126,7 +137,9 @@ impl Workload {
         self
     }
 
-    /// Runs the clients until the duration is over and returns every operation recorded.
+    /// Runs the clients until the duration is over (and, past it, until every kind of
+    /// operation has been answered at least once, within ten times the duration) and
+    /// returns every operation recorded.
     ///
     /// # Errors
     ///
@@ -141,7 +154,7 @@ impl Workload {
             return Err(Error::invalid("a workload needs at least one server"));
         }
         let recorder = Recorder::new();
-        let deadline = Instant::now() + self.duration;
+        let stop = Arc::new(AtomicBool::new(false));
         let kick_port = refused_kick_port();
         let keys: Vec<Key> = (1..=self.keys)
             .map(|uid| Key::new(self.project.as_str(), "run", uid))
@@ -164,14 +177,29 @@ impl Workload {
                 claims: 0,
                 mix: self.mix,
             };
-            tasks.push(tokio::spawn(client.run(deadline)));
+            tasks.push(tokio::spawn(client.run(stop.clone())));
         }
+        self.stop_when_done(&recorder, &stop).await;
         for task in tasks {
             if let Err(e) = task.await {
                 std::panic::resume_unwind(e.into_panic());
             }
         }
         Ok(recorder.history())
+    }
+}
+
+impl Workload {
+    /// Waits out the duration, then for full coverage or the overtime limit, and tells the
+    /// clients to stop.
+    async fn stop_when_done(&self, recorder: &Recorder, stop: &AtomicBool) {
+        let started = Instant::now();
+        tokio::time::sleep(self.duration).await;
+        let limit = started + self.duration * OVERTIME_FACTOR;
+        while Instant::now() < limit && Counts::of(&recorder.history()).missing().is_some() {
+            tokio::time::sleep(OVERTIME_POLL).await;
+        }
+        stop.store(true, Ordering::Relaxed);
     }
 }
 
@@ -199,8 +227,8 @@ struct Client {
 }
 
 impl Client {
-    async fn run(mut self, deadline: Instant) {
-        while Instant::now() < deadline {
+    async fn run(mut self, stop: Arc<AtomicBool>) {
+        while !stop.load(Ordering::Relaxed) {
             let (slot, kind) = self.pick();
             let outcome = self.perform(slot, kind).await;
             if matches!(outcome, Outcome::Indeterminate(_)) {

@@ -30,7 +30,7 @@ async fn run(name: &str, project: &str, servers: Vec<String>, duration: Duration
         .run()
         .await
         .unwrap();
-    let report = Report::new(name, duration, &history, 0);
+    let report = Report::new(name, &history, 0);
     println!("{report}");
     report
 }

@@ -45,7 +45,7 @@ fn run_workload(
                 .run(),
         )
         .unwrap();
-    let report = Report::new(name, duration, &history, faults());
+    let report = Report::new(name, &history, faults());
     println!("{report}");
     report
 }
