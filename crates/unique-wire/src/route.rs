@@ -28,6 +28,15 @@ pub enum Route {
 }
 
 impl Route {
+    /// Every route, in the order of the enum.
+    pub const ALL: [Route; 5] = [
+        Self::Claim,
+        Self::Current,
+        Self::Release,
+        Self::Health,
+        Self::Ready,
+    ];
+
     /// The route at `path` (exact match, no prefix), if any.
     pub fn from_path(path: &str) -> Option<Self> {
         match path {
@@ -71,13 +80,7 @@ mod tests {
 
     #[test]
     fn every_route_reads_back_from_its_path() {
-        for route in [
-            Route::Claim,
-            Route::Current,
-            Route::Release,
-            Route::Health,
-            Route::Ready,
-        ] {
+        for route in Route::ALL {
             assert_eq!(Route::from_path(route.path()), Some(route));
         }
         for other in [
