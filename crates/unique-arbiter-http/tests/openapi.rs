@@ -411,9 +411,17 @@ fn release(project: &str, env: &str, uid: i64, generation: i64) -> Value {
     json!({"project": project, "env": env, "uid": uid, "gen": generation})
 }
 
+fn batch(keys: &[Value]) -> Value {
+    json!({"keys": keys})
+}
+
 /// One valid body per `/v1/*` route, on the key `project/env/1`.
-fn every_operation(project: &str, env: &str) -> [(&'static str, Value); 3] {
+fn every_operation(project: &str, env: &str) -> [(&'static str, Value); 4] {
     [
+        (
+            Route::CurrentBatch.path(),
+            batch(&[key(project, env, 1), key(project, env, 2)]),
+        ),
         (
             Route::Claim.path(),
             claim(project, env, 1, "http://127.0.0.1:9/k", "c"),
@@ -460,13 +468,52 @@ async fn every_answer_of_the_server_matches_the_document() {
     .await;
     s.post("/v1/current", Some(TOKEN), &key("game", "prod", 1), 200)
         .await;
+    // A batch with every kind of entry: live, tombstone, absent, another tenant, a repeat,
+    // and a corrupt owner (an error entry; `/v1/current` answers that key 503).
+    s.store
+        .inner
+        .put_raw(&Key::new("game", "prod", 3), 4, Some("{"), Some("x"));
+    let mixed = batch(&[
+        key("game", "prod", 2),
+        key("game", "prod", 1),
+        key("game", "prod", 99),
+        key("chat", "dev", 1),
+        key("game", "prod", 2),
+        key("game", "prod", 3),
+    ]);
+    let answer = s.post("/v1/current/batch", Some(TOKEN), &mixed, 200).await;
+    let views: Value = serde_json::from_slice(&answer.body).unwrap();
+    assert_eq!(views["views"][5]["error"], "unavailable", "{views}");
+    assert_eq!(views["views"][0], views["views"][4], "{views}");
+    s.post("/v1/current", Some(TOKEN), &key("game", "prod", 3), 503)
+        .await;
+    s.post("/v1/current/batch", Some(TOKEN), &batch(&[]), 200)
+        .await;
+    let hundred: Vec<Value> = (1..=100).map(|uid| key("game", "prod", uid)).collect();
+    s.post("/v1/current/batch", Some(TOKEN), &batch(&hundred), 200)
+        .await;
+    let too_many: Vec<Value> = (1..=101).map(|uid| key("game", "prod", uid)).collect();
+    s.post("/v1/current/batch", Some(TOKEN), &batch(&too_many), 400)
+        .await;
+    // One key outside the token's scope refuses the whole batch.
+    let partly = batch(&[key("other", "prod", 1), key("game", "prod", 1)]);
+    s.post("/v1/current/batch", Some(NARROW), &partly, 403)
+        .await;
 
     for (path, body) in every_operation("game", "prod") {
         // 400: a bad value, a wrong type, and a body that is not JSON.
         let mut bad = body.clone();
-        bad["uid"] = json!(0);
+        let uid = match bad.get_mut("keys") {
+            Some(keys) => &mut keys[1]["uid"],
+            None => &mut bad["uid"],
+        };
+        *uid = json!(0);
         s.post(path, Some(TOKEN), &bad, 400).await;
-        bad["uid"] = json!("1");
+        let uid = match bad.get_mut("keys") {
+            Some(keys) => &mut keys[1]["uid"],
+            None => &mut bad["uid"],
+        };
+        *uid = json!("1");
         s.post(path, Some(TOKEN), &bad, 400).await;
         s.post_raw(path, "{not json", 400).await;
         // 401 without a token or with an unknown one; 403 outside the token's scope.

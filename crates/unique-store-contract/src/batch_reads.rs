@@ -25,7 +25,10 @@ async fn read_batch(ctx: &Ctx, keys: &[Key]) -> Vec<OwnerState> {
 /// a corrupt owner, an empty cid, a key of another tenant and keys given twice answers, at
 /// each position, exactly what `read_owner` answers for that key.
 pub async fn batch_agrees_with_single_reads(subject: Subject) {
-    let ctx = Ctx::new(subject.clone(), "batch_reads::batch_agrees_with_single_reads");
+    let ctx = Ctx::new(
+        subject.clone(),
+        "batch_reads::batch_agrees_with_single_reads",
+    );
     let other = Ctx::new(subject, "batch_reads::batch_agrees_other_tenant");
     let session = owner_json("s");
     let records: [(i64, Option<&str>, Option<&str>); 7] = [
@@ -44,22 +47,40 @@ pub async fn batch_agrees_with_single_reads(subject: Subject) {
         keys.push(key);
     }
     let foreign = other.key(2);
-    other.put(&foreign, 9, Some(&owner_json("f")), Some("f")).await;
+    other
+        .put(&foreign, 9, Some(&owner_json("f")), Some("f"))
+        .await;
     keys.push(foreign);
     keys.push(ctx.key(2));
     keys.push(ctx.key(1));
     let batch = read_batch(&ctx, &keys).await;
     for (key, state) in keys.iter().zip(&batch) {
-        assert_eq!(*state, ctx.read(key).await, "batch and read_owner disagree on {key}");
+        assert_eq!(
+            *state,
+            ctx.read(key).await,
+            "batch and read_owner disagree on {key}"
+        );
     }
     assert_eq!(batch[0], OwnerState::absent(), "absent key");
     assert_eq!(batch[1], claimed(3, "s"), "session");
     assert_eq!(batch[2], tombstoned(4), "tombstone");
-    assert_eq!((batch[3].exists, batch[4].exists), (false, false), "gen 0 is absent");
+    assert_eq!(
+        (batch[3].exists, batch[4].exists),
+        (false, false),
+        "gen 0 is absent"
+    );
     assert!(batch[5].owner_corrupt, "corrupt owner reads soft");
-    assert_eq!(batch[6].claim_id.as_deref(), Some(""), "empty cid is not absent");
+    assert_eq!(
+        batch[6].claim_id.as_deref(),
+        Some(""),
+        "empty cid is not absent"
+    );
     assert_eq!(batch[8], claimed(9, "f"), "another tenant's key");
-    assert_eq!((&batch[9], &batch[10]), (&batch[1], &batch[0]), "duplicates");
+    assert_eq!(
+        (&batch[9], &batch[10]),
+        (&batch[1], &batch[0]),
+        "duplicates"
+    );
 }
 
 /// C2 (trap: eventual read): 20 times, claims and a release committed on other tasks are
@@ -83,7 +104,11 @@ pub async fn batch_sees_committed_writes(subject: Subject) {
         }
         let batch = read_batch(&ctx, &keys).await;
         for state in &batch {
-            assert_eq!(*state, claimed(generation, &format!("w{generation}")), "stale");
+            assert_eq!(
+                *state,
+                claimed(generation, &format!("w{generation}")),
+                "stale"
+            );
         }
     }
     assert!(ctx.release(&keys[2], 20).await);

@@ -84,7 +84,12 @@ mod tests {
 
         async fn fetch(&self, keys: Vec<Item>) -> Result<Fetched, Error> {
             self.sent.lock().unwrap().push(keys.clone());
-            let processed = self.answers.lock().unwrap().pop_front().expect("scripted")?;
+            let processed = self
+                .answers
+                .lock()
+                .unwrap()
+                .pop_front()
+                .expect("scripted")?;
             let mut keys = keys;
             let unprocessed = keys.split_off(processed.min(keys.len()));
             Ok(Fetched {
@@ -106,14 +111,23 @@ mod tests {
     async fn unprocessed_keys_are_sent_again_until_all_are_read() {
         let script = Script::new(vec![Ok(40), Ok(50), Ok(100)]);
         let started = tokio::time::Instant::now();
-        let found = fetch_all(keys(100), 3, Duration::from_millis(100), |k| script.fetch(k))
-            .await
-            .unwrap();
+        let found = fetch_all(keys(100), 3, Duration::from_millis(100), |k| {
+            script.fetch(k)
+        })
+        .await
+        .unwrap();
         assert_eq!(found.len(), 100);
-        assert_eq!(script.sent_sizes(), [100, 60, 10], "only the unprocessed go again");
+        assert_eq!(
+            script.sent_sizes(),
+            [100, 60, 10],
+            "only the unprocessed go again"
+        );
         // Backoff 100 ms, then 200 ms.
         assert_eq!(started.elapsed(), Duration::from_millis(300));
-        let mut pks: Vec<_> = found.iter().map(|i| i[PK].as_s().unwrap().clone()).collect();
+        let mut pks: Vec<_> = found
+            .iter()
+            .map(|i| i[PK].as_s().unwrap().clone())
+            .collect();
         pks.sort();
         pks.dedup();
         assert_eq!(pks.len(), 100, "each key read once");

@@ -8,13 +8,11 @@ use std::time::Duration;
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::types::{
     AttributeDefinition, AttributeValue, BillingMode, KeySchemaElement, KeyType, KeysAndAttributes,
-    ReturnValue,
-    ReturnValuesOnConditionCheckFailure, ScalarAttributeType, TableStatus,
+    ReturnValue, ReturnValuesOnConditionCheckFailure, ScalarAttributeType, TableStatus,
 };
 use unique_core::{
     CasOutcome, CurrentView, Error, Fence, Key, MAX_BATCH_KEYS, Owner, OwnerState, Store,
-    async_trait,
-    encode_owner, ready_key,
+    async_trait, encode_owner, ready_key,
 };
 
 use crate::batch::{self, Fetched};
