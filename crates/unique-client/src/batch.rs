@@ -91,7 +91,9 @@ impl<T: Transport> Batcher<T> {
             Ok(views) if views.len() == keys.len() => views,
             Ok(views) => {
                 let reason = format!("{} views for {} keys", views.len(), keys.len());
-                keys.iter().map(|_| Err(Error::unavailable(&reason))).collect()
+                keys.iter()
+                    .map(|_| Err(Error::unavailable(&reason)))
+                    .collect()
             }
             Err(e) => keys.iter().map(|_| Err(copy(&e))).collect(),
         };
