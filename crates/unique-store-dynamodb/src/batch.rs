@@ -82,6 +82,8 @@ mod tests {
             }
         }
 
+        /// Async like the real fetch, though the script answers at once.
+        #[allow(clippy::unused_async)]
         async fn fetch(&self, keys: Vec<Item>) -> Result<Fetched, Error> {
             self.sent.lock().unwrap().push(keys.clone());
             let processed = self

@@ -4,6 +4,9 @@
 //!
 //! `cargo run --release -p unique-bench --bin heartbeats -- --sessions 10000 --interval 5s`
 
+// Request counts stay far below 2^52, where u64 → f64 is exact.
+#![allow(clippy::cast_precision_loss)]
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
