@@ -50,6 +50,11 @@ impl RequestId {
             uid = key.uid,
         )
     }
+
+    /// The span of a request on several keys: the id, the operation and how many keys.
+    pub(crate) fn batch_span(&self, operation: &'static str, keys: usize) -> tracing::Span {
+        tracing::info_span!("request", request_id = %self, operation, keys)
+    }
 }
 
 impl fmt::Display for RequestId {

@@ -20,8 +20,8 @@ use serde::Serialize;
 use tracing::Instrument;
 use unique_core::{Arbiter, ClaimInput, Error, Key, Store};
 use unique_wire::{
-    BodyError, ClaimBody, ErrorBody, ErrorCode, KeyBody, ReleaseAnswer, ReleaseBody, Route, parse,
-    read_body,
+    BatchAnswer, BatchBody, BatchView, BodyError, ClaimBody, ErrorBody, ErrorCode, KeyBody,
+    ReleaseAnswer, ReleaseBody, Route, parse, read_body,
 };
 
 /// Largest request body accepted; larger bodies get 413.
@@ -133,6 +133,7 @@ impl<S: Store> ArbiterService<S> {
         let result = match route {
             Route::Claim => self.claim(&body, grant, &request_id).await,
             Route::Current => self.current(&body, grant, &request_id).await,
+            Route::CurrentBatch => self.current_batch(&body, grant, &request_id).await,
             Route::Release => self.release(&body, grant, &request_id).await,
             // Answered above, before authentication and without reading a body.
             Route::Health => return text(StatusCode::OK, "ok"),
@@ -190,6 +191,25 @@ impl<S: Store> ArbiterService<S> {
         let span = request_id.span("current", &key);
         let view = self.arbiter.current(&key).instrument(span).await?;
         Ok(json(StatusCode::OK, &view))
+    }
+
+    /// Every key is checked (count, fields, scope) before the one store round trip.
+    async fn current_batch(
+        &self,
+        body: &[u8],
+        grant: Option<&Grant>,
+        request_id: &RequestId,
+    ) -> Result<Response<ResponseBody>, Error> {
+        let keys = parse::<BatchBody>(body)?.into_keys()?;
+        if let Some(refused) = keys.iter().find_map(|key| forbidden(grant, key)) {
+            return Ok(refused);
+        }
+        let span = request_id.batch_span("current_batch", keys.len());
+        let results = self.arbiter.current_batch(&keys).instrument(span).await?;
+        let answer = BatchAnswer {
+            views: results.iter().map(BatchView::from_result).collect(),
+        };
+        Ok(json(StatusCode::OK, &answer))
     }
 
     async fn release(

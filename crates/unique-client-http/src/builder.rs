@@ -200,6 +200,7 @@ impl Endpoints {
         Ok(Self {
             claim: at(unique_wire::CLAIM_PATH)?,
             current: at(unique_wire::CURRENT_PATH)?,
+            current_batch: at(unique_wire::CURRENT_BATCH_PATH)?,
             release: at(unique_wire::RELEASE_PATH)?,
         })
     }

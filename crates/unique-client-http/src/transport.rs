@@ -12,8 +12,10 @@ use hyper_util::client::legacy::Client;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use unique_client::{ClaimRequest, ClaimResponse, Transport, async_trait};
-use unique_core::{CurrentView, Error, Key};
-use unique_wire::{ClaimBody, KeyBody, ReleaseAnswer, ReleaseBody};
+use unique_core::{CurrentView, Error, Key, MAX_BATCH_KEYS};
+use unique_wire::{
+    BatchAnswer, BatchBody, BatchView, ClaimBody, KeyBody, ReleaseAnswer, ReleaseBody,
+};
 
 use crate::builder::HttpTransportBuilder;
 use crate::status::classify;
@@ -48,6 +50,7 @@ pub(crate) struct Inner {
 pub(crate) struct Endpoints {
     pub(crate) claim: Uri,
     pub(crate) current: Uri,
+    pub(crate) current_batch: Uri,
     pub(crate) release: Uri,
 }
 
@@ -145,6 +148,29 @@ impl Transport for HttpTransport {
             &KeyBody::from(key),
         )
         .await
+    }
+
+    /// One `POST /v1/current/batch` per [`MAX_BATCH_KEYS`] keys, one after another.
+    async fn current_batch(&self, keys: &[Key]) -> Result<Vec<Result<CurrentView, Error>>, Error> {
+        let mut views = Vec::with_capacity(keys.len());
+        for chunk in keys.chunks(MAX_BATCH_KEYS) {
+            let answer: BatchAnswer = self
+                .post(
+                    "current_batch",
+                    &self.inner.endpoints.current_batch,
+                    &BatchBody::new(chunk),
+                )
+                .await?;
+            if answer.views.len() != chunk.len() {
+                return Err(Error::unavailable(format!(
+                    "current_batch: {} views for {} keys",
+                    answer.views.len(),
+                    chunk.len()
+                )));
+            }
+            views.extend(answer.views.into_iter().map(BatchView::into_result));
+        }
+        Ok(views)
     }
 
     async fn release(&self, key: &Key, generation: i64) -> Result<bool, Error> {

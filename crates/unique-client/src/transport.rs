@@ -3,7 +3,9 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use unique_core::{Arbiter, ClaimInput, ClaimOutcome, CurrentView, Error, Key, Store};
+use unique_core::{
+    Arbiter, ClaimInput, ClaimOutcome, CurrentView, Error, Key, MAX_BATCH_KEYS, Store,
+};
 
 /// A claim as a client sends it: key, owner, and the login's claim_id.
 pub type ClaimRequest = ClaimInput;
@@ -11,7 +13,7 @@ pub type ClaimRequest = ClaimInput;
 /// A successful claim as the arbitration answers it.
 pub type ClaimResponse = ClaimOutcome;
 
-/// The three calls a client makes to the arbitration, over any medium.
+/// The calls a client makes to the arbitration, over any medium.
 ///
 /// # Contract
 ///
@@ -35,6 +37,23 @@ pub trait Transport: Send + Sync + 'static {
     /// Tombstones the session at `generation`; `false` when that gen no longer holds the key
     /// (or `generation <= 0`).
     async fn release(&self, key: &Key, generation: i64) -> Result<bool, Error>;
+
+    /// Reads the self-eviction baselines of several keys (any number, any mix of tenants),
+    /// answering in the order of `keys`; what [`Heartbeat`](crate::Heartbeat) sends for all
+    /// the sessions due together. An inner error concerns that key alone; the outer error
+    /// fails every key.
+    ///
+    /// The default calls [`current`](Transport::current) once per key, one after another, each
+    /// result in its place (so no outer error): correct for any transport, but one call per
+    /// key. Transports with a batch call override it (`unique-client-http` sends one request
+    /// per [`MAX_BATCH_KEYS`] keys; the in-process [`Arbiter`] one store round trip).
+    async fn current_batch(&self, keys: &[Key]) -> Result<Vec<Result<CurrentView, Error>>, Error> {
+        let mut views = Vec::with_capacity(keys.len());
+        for key in keys {
+            views.push(self.current(key).await);
+        }
+        Ok(views)
+    }
 }
 
 /// Pass-through impls, so a shared or boxed transport is a transport.
@@ -50,6 +69,12 @@ macro_rules! forward_transport {
             }
             async fn release(&self, key: &Key, generation: i64) -> Result<bool, Error> {
                 (**self).release(key, generation).await
+            }
+            async fn current_batch(
+                &self,
+                keys: &[Key],
+            ) -> Result<Vec<Result<CurrentView, Error>>, Error> {
+                (**self).current_batch(keys).await
             }
         }
     };
@@ -70,6 +95,14 @@ impl<S: Store> Transport for Arbiter<S> {
     }
     async fn release(&self, key: &Key, generation: i64) -> Result<bool, Error> {
         Arbiter::release(self, key, generation).await
+    }
+    /// One [`Arbiter::current_batch`] per [`MAX_BATCH_KEYS`] keys.
+    async fn current_batch(&self, keys: &[Key]) -> Result<Vec<Result<CurrentView, Error>>, Error> {
+        let mut views = Vec::with_capacity(keys.len());
+        for chunk in keys.chunks(MAX_BATCH_KEYS) {
+            views.extend(Arbiter::current_batch(self, chunk).await?);
+        }
+        Ok(views)
     }
 }
 

@@ -8,7 +8,7 @@ use crate::fence::{CasOutcome, Fence};
 use crate::kicker::{KickOutcome, Kicker};
 use crate::observer::{NoopObserver, Observer};
 use crate::queue::ClaimQueue;
-use crate::store::Store;
+use crate::store::{MAX_BATCH_KEYS, Store};
 use crate::types::{
     ClaimInput, ClaimOutcome, CurrentView, Key, KickDetail, KickPayload, OwnerState,
 };
@@ -225,6 +225,60 @@ impl<S: Store> Arbiter<S> {
     pub async fn current(&self, key: &Key) -> Result<CurrentView, Error> {
         self.inner.limits.check_key(key)?;
         self.inner.store.current(key).await.map_err(store_fault)
+    }
+
+    /// The self-eviction baselines of several keys, in the order given, from one
+    /// [`Store::read_owners`] round trip: what a node's batched heartbeat asks.
+    ///
+    /// Element `i` is what [`current`](Arbiter::current)`(&keys[i])` would answer: a corrupt
+    /// owner is an `Unavailable` for that key alone, so one bad record does not blind the
+    /// heartbeats of the others.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidParams` before any store call when there are more than [`MAX_BATCH_KEYS`]
+    /// keys or any key is invalid (the message names its index); `Throttled` /
+    /// `Unavailable` when the store's round trip failed.
+    pub async fn current_batch(
+        &self,
+        keys: &[Key],
+    ) -> Result<Vec<Result<CurrentView, Error>>, Error> {
+        if keys.len() > MAX_BATCH_KEYS {
+            return Err(Error::invalid(format!(
+                "keys: at most {MAX_BATCH_KEYS} per batch, got {}",
+                keys.len()
+            )));
+        }
+        for (i, key) in keys.iter().enumerate() {
+            self.inner.limits.check_key(key).map_err(|e| match e {
+                Error::InvalidParams(reason) => Error::invalid(format!("keys[{i}]: {reason}")),
+                other => other,
+            })?;
+        }
+        if keys.is_empty() {
+            return Ok(Vec::new());
+        }
+        let states = self
+            .inner
+            .store
+            .read_owners(keys)
+            .await
+            .map_err(store_fault)?;
+        if states.len() != keys.len() {
+            return Err(Error::unavailable(format!(
+                "store answered {} records for {} keys",
+                states.len(),
+                keys.len()
+            )));
+        }
+        Ok(states
+            .into_iter()
+            .map(|state| {
+                state
+                    .map_err(store_fault)
+                    .and_then(OwnerState::into_current_view)
+            })
+            .collect())
     }
 
     /// Tombstones the session at `generation` (clean logout). `generation <= 0` is

@@ -17,7 +17,7 @@ pub use evict::decide_evict;
 pub use fence::{CasOutcome, Fence, Pins};
 pub use kicker::{KickOutcome, Kicker};
 pub use observer::{NoopObserver, Observer, TracingObserver};
-pub use store::{Store, decode_owner, encode_owner, ready_key};
+pub use store::{MAX_BATCH_KEYS, Store, decode_owner, encode_owner, ready_key};
 pub use types::{
     ClaimInput, ClaimOutcome, CurrentView, EvictReason, Key, KickDetail, KickPayload, Owner,
     OwnerState, StoredOwner,

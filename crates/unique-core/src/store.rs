@@ -95,6 +95,30 @@ pub trait Store: Send + Sync + 'static {
     /// Fenced tombstone at `generation` (C5).
     async fn release(&self, key: &Key, generation: i64) -> Result<bool, Error>;
 
+    /// Strongly consistent snapshots of several keys' records in one round trip: what a
+    /// node's batched heartbeat asks (C2, C6, C7 hold for each key).
+    ///
+    /// Element `i` of the answer is what [`read_owner`](Store::read_owner)`(&keys[i])` would
+    /// return: absent keys, tombstones and gen-0 records read as they do alone, a key given
+    /// twice gets its snapshot twice, and an empty `keys` is an empty answer. Keys may mix
+    /// projects and envs. There is no snapshot across keys (C1 is per key): each key's
+    /// read is linearizable on its own. Callers pass at most [`MAX_BATCH_KEYS`] keys; a
+    /// store may refuse more with [`Error::InvalidParams`].
+    ///
+    /// The outer error fails the whole batch (the round trip failed: `Throttled` or
+    /// `Unavailable`); an inner error is one record the store could not decode.
+    ///
+    /// The default loops [`read_owner`](Store::read_owner), one round trip per key, and
+    /// fails the batch on the first error, so a store written before this method keeps
+    /// compiling and stays correct. Every in-tree store overrides it with one round trip.
+    async fn read_owners(&self, keys: &[Key]) -> Result<Vec<Result<OwnerState, Error>>, Error> {
+        let mut states = Vec::with_capacity(keys.len());
+        for key in keys {
+            states.push(Ok(self.read_owner(key).await?));
+        }
+        Ok(states)
+    }
+
     /// Whether the store answers now: what a readiness probe asks.
     ///
     /// The default is one strongly consistent [`read_owner`](Store::read_owner) of
@@ -112,6 +136,10 @@ pub trait Store: Send + Sync + 'static {
         self.read_owner(&ready_key()).await.map(drop)
     }
 }
+
+/// The most keys one [`Store::read_owners`] call (and one batched heartbeat request) carries:
+/// DynamoDB's `BatchGetItem` limit, so every backend reads a batch in one round trip.
+pub const MAX_BATCH_KEYS: usize = 100;
 
 /// The sentinel key of the default [`Store::check_ready`]: project `unique`, env
 /// `readyz`, uid 1. A valid key, so every backend can read it; readiness only reads it.
@@ -137,6 +165,12 @@ macro_rules! forward_store {
             }
             async fn current(&self, key: &Key) -> Result<CurrentView, Error> {
                 (**self).current(key).await
+            }
+            async fn read_owners(
+                &self,
+                keys: &[Key],
+            ) -> Result<Vec<Result<OwnerState, Error>>, Error> {
+                (**self).read_owners(keys).await
             }
             async fn release(&self, key: &Key, generation: i64) -> Result<bool, Error> {
                 (**self).release(key, generation).await
@@ -255,6 +289,17 @@ mod tests {
         let boxed: Box<dyn Store> = Box::new(Arc::clone(&arc));
         boxed.check_ready().await.unwrap();
         assert_eq!(arc.0.load(Ordering::SeqCst), 2);
+    }
+
+    #[tokio::test]
+    async fn default_read_owners_reads_each_key_in_order() {
+        let store = Sentinel::default();
+        let keys = [ready_key(), ready_key()];
+        let states = store.read_owners(&keys).await.unwrap();
+        assert_eq!(states.len(), 2);
+        assert!(states.iter().all(|s| s.as_ref().is_ok_and(|s| !s.exists)));
+        assert_eq!(store.0.load(Ordering::SeqCst), 2);
+        assert!(store.read_owners(&[]).await.unwrap().is_empty());
     }
 
     #[tokio::test]

@@ -242,6 +242,18 @@ fn a_scripted_sequence_is_counted_exactly() {
             "unique_store_errors_total{operation=release,kind=invalid_params}",
             0,
         ),
+        (
+            "unique_store_errors_total{operation=read_owners,kind=throttled}",
+            0,
+        ),
+        (
+            "unique_store_errors_total{operation=read_owners,kind=unavailable}",
+            0,
+        ),
+        (
+            "unique_store_errors_total{operation=read_owners,kind=invalid_params}",
+            0,
+        ),
     ]);
     assert_eq!(counters(&snapshot), expected_counters);
 

@@ -14,6 +14,7 @@ mod check;
 pub mod absent_records;
 pub mod arbiter;
 pub mod atomic_increment;
+pub mod batch_reads;
 pub mod cid_presence;
 pub mod corrupt_owner;
 pub mod error_classification;
@@ -80,6 +81,11 @@ macro_rules! __store_contract_cases {
                 read_sees_raw_write,
                 current_agrees_with_read_owner,
                 reads_never_go_back,
+            }
+            batch_reads {
+                batch_agrees_with_single_reads,
+                batch_sees_committed_writes,
+                full_and_empty_batches,
             }
             absent_records {
                 gen_0_record_reads_absent,

@@ -218,13 +218,17 @@ impl DynamoStoreBuilder {
                     .with_max_attempts(attempts),
             );
         }
+        // The budget of one call, also the most requests one batch read sends.
+        let attempts = retry
+            .as_ref()
+            .map_or(DEFAULT_MAX_ATTEMPTS, RetryConfig::max_attempts);
         let mut conf = base.to_builder().timeout_config(timeouts.build());
         if let Some(retry) = retry {
             conf = conf.retry_config(retry);
         }
         let counter = RequestCounter::default();
         let client = Client::from_conf(conf.interceptor(counter.clone()).build());
-        Ok(DynamoStore::new(client, table, counter))
+        Ok(DynamoStore::new(client, table, counter, attempts))
     }
 
     /// The SDK configuration of a client built here.

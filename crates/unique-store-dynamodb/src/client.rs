@@ -1,20 +1,22 @@
 //! The [`Store`] on DynamoDB: one request per operation, every claim a single
 //! conditional `UpdateItem`.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::types::{
-    AttributeDefinition, AttributeValue, BillingMode, KeySchemaElement, KeyType, ReturnValue,
-    ReturnValuesOnConditionCheckFailure, ScalarAttributeType, TableStatus,
+    AttributeDefinition, AttributeValue, BillingMode, KeySchemaElement, KeyType, KeysAndAttributes,
+    ReturnValue, ReturnValuesOnConditionCheckFailure, ScalarAttributeType, TableStatus,
 };
 use unique_core::{
-    CasOutcome, CurrentView, Error, Fence, Key, Owner, OwnerState, Store, async_trait,
-    encode_owner, ready_key,
+    CasOutcome, CurrentView, Error, Fence, Key, MAX_BATCH_KEYS, Owner, OwnerState, Store,
+    async_trait, encode_owner, ready_key,
 };
 
-use crate::builder::DynamoStoreBuilder;
+use crate::batch::{self, Fetched};
+use crate::builder::{DEFAULT_RETRY_BACKOFF, DynamoStoreBuilder};
 use crate::codec::{self, CLAIM_UPDATE, ClaimForm, Item};
 use crate::error::{self, Kind, UpdateFailure};
 use crate::metrics::{RequestCounter, RequestCounts};
@@ -44,6 +46,8 @@ pub struct DynamoStore {
     client: Client,
     table: Arc<str>,
     counter: RequestCounter,
+    /// Requests one batch read may send (the SDK's attempts per call).
+    max_attempts: u32,
 }
 
 impl DynamoStore {
@@ -52,9 +56,15 @@ impl DynamoStore {
         DynamoStoreBuilder::default()
     }
 
-    pub(crate) fn new(client: Client, table: String, counter: RequestCounter) -> Self {
+    pub(crate) fn new(
+        client: Client,
+        table: String,
+        counter: RequestCounter,
+        max_attempts: u32,
+    ) -> Self {
         Self {
             client,
+            max_attempts,
             table: table.into(),
             counter,
         }
@@ -193,6 +203,34 @@ impl DynamoStore {
     }
 }
 
+impl DynamoStore {
+    /// One `BatchGetItem` of `keys` with `ConsistentRead = true` (C2).
+    async fn batch_get(&self, keys: Vec<Item>) -> Result<Fetched, Error> {
+        let request = KeysAndAttributes::builder()
+            .set_keys(Some(keys))
+            .consistent_read(true)
+            .build()
+            .map_err(|e| Error::unavailable_with("dynamodb batch request is invalid", e))?;
+        let out = self
+            .client
+            .batch_get_item()
+            .request_items(&*self.table, request)
+            .send()
+            .await
+            .map_err(|e| error::classify("BatchGetItem", e))?;
+        let items = out
+            .responses
+            .and_then(|mut tables| tables.remove(&*self.table))
+            .unwrap_or_default();
+        let unprocessed = out
+            .unprocessed_keys
+            .and_then(|mut tables| tables.remove(&*self.table))
+            .map(|left| left.keys)
+            .unwrap_or_default();
+        Ok(Fetched { items, unprocessed })
+    }
+}
+
 /// A table-definition part the SDK builder refused (a bug here, never user input).
 fn definition<T>(built: Result<T, aws_sdk_dynamodb::error::BuildError>) -> Result<T, Error> {
     built.map_err(|e| Error::unavailable_with("dynamodb table definition is invalid", e))
@@ -261,6 +299,43 @@ impl Store for DynamoStore {
             _ => form.next_generation,
         };
         Ok(CasOutcome::Written { generation })
+    }
+
+    /// One `BatchGetItem` (plus one per retry of unprocessed keys, see `batch.rs`).
+    async fn read_owners(&self, keys: &[Key]) -> Result<Vec<Result<OwnerState, Error>>, Error> {
+        if keys.is_empty() {
+            return Ok(Vec::new());
+        }
+        if keys.len() > MAX_BATCH_KEYS {
+            return Err(Error::invalid(format!(
+                "at most {MAX_BATCH_KEYS} keys per batch read, got {}",
+                keys.len()
+            )));
+        }
+        let pks: Vec<String> = keys.iter().map(Key::to_string).collect();
+        // BatchGetItem refuses a request naming a key twice: ask each once.
+        let mut distinct: Vec<&String> = pks.iter().collect();
+        distinct.sort_unstable();
+        distinct.dedup();
+        let request = distinct
+            .into_iter()
+            .map(|pk| Item::from([(codec::PK.to_owned(), AttributeValue::S(pk.clone()))]))
+            .collect();
+        let items = batch::fetch_all(request, self.max_attempts, DEFAULT_RETRY_BACKOFF, |k| {
+            self.batch_get(k)
+        })
+        .await?;
+        let by_pk: HashMap<&str, &Item> = items
+            .iter()
+            .filter_map(|item| match item.get(codec::PK) {
+                Some(AttributeValue::S(pk)) => Some((pk.as_str(), item)),
+                _ => None,
+            })
+            .collect();
+        Ok(pks
+            .iter()
+            .map(|pk| codec::owner_state(by_pk.get(pk.as_str()).copied()))
+            .collect())
     }
 
     async fn current(&self, key: &Key) -> Result<CurrentView, Error> {

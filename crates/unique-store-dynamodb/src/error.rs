@@ -12,6 +12,7 @@
 use std::fmt::Debug;
 
 use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
+use aws_sdk_dynamodb::operation::batch_get_item::BatchGetItemError;
 use aws_sdk_dynamodb::operation::create_table::CreateTableError;
 use aws_sdk_dynamodb::operation::describe_table::DescribeTableError;
 use aws_sdk_dynamodb::operation::get_item::GetItemError;
@@ -80,6 +81,12 @@ service_kind!(UpdateItemError {
     ResourceNotFoundException => NotFound,
 });
 service_kind!(GetItemError {
+    ProvisionedThroughputExceededException => Throttled,
+    RequestLimitExceeded => Throttled,
+    ThrottlingException => Throttled,
+    ResourceNotFoundException => NotFound,
+});
+service_kind!(BatchGetItemError {
     ProvisionedThroughputExceededException => Throttled,
     RequestLimitExceeded => Throttled,
     ThrottlingException => Throttled,

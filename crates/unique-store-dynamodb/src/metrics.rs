@@ -16,6 +16,8 @@ pub struct RequestCounts {
     pub get_item: u64,
     /// `UpdateItem` requests (claims and releases).
     pub update_item: u64,
+    /// `BatchGetItem` requests (`read_owners`, retries of unprocessed keys included).
+    pub batch_get_item: u64,
     /// Every other request (`DescribeTable`, `CreateTable`, …).
     pub other: u64,
 }
@@ -23,7 +25,7 @@ pub struct RequestCounts {
 impl RequestCounts {
     /// All requests.
     pub fn total(&self) -> u64 {
-        self.get_item + self.update_item + self.other
+        self.get_item + self.update_item + self.batch_get_item + self.other
     }
 
     /// The requests sent between `earlier` and `self` (field by field).
@@ -32,6 +34,7 @@ impl RequestCounts {
         Self {
             get_item: self.get_item - earlier.get_item,
             update_item: self.update_item - earlier.update_item,
+            batch_get_item: self.batch_get_item - earlier.batch_get_item,
             other: self.other - earlier.other,
         }
     }
@@ -41,6 +44,7 @@ impl RequestCounts {
 struct Counters {
     get_item: AtomicU64,
     update_item: AtomicU64,
+    batch_get_item: AtomicU64,
     other: AtomicU64,
 }
 
@@ -56,6 +60,7 @@ impl RequestCounter {
         RequestCounts {
             get_item: c.get_item.load(Ordering::Relaxed),
             update_item: c.update_item.load(Ordering::Relaxed),
+            batch_get_item: c.batch_get_item.load(Ordering::Relaxed),
             other: c.other.load(Ordering::Relaxed),
         }
     }
@@ -81,6 +86,7 @@ impl Intercept for RequestCounter {
         let counter = match operation {
             Some("GetItem") => &self.counters.get_item,
             Some("UpdateItem") => &self.counters.update_item,
+            Some("BatchGetItem") => &self.counters.batch_get_item,
             _ => &self.counters.other,
         };
         counter.fetch_add(1, Ordering::Relaxed);
@@ -97,11 +103,13 @@ mod tests {
         let before = RequestCounts {
             get_item: 1,
             update_item: 2,
+            batch_get_item: 1,
             other: 3,
         };
         let after = RequestCounts {
             get_item: 4,
             update_item: 4,
+            batch_get_item: 3,
             other: 3,
         };
         let delta = after.since(&before);
@@ -110,9 +118,10 @@ mod tests {
             RequestCounts {
                 get_item: 3,
                 update_item: 2,
+                batch_get_item: 2,
                 other: 0
             }
         );
-        assert_eq!(delta.total(), 5);
+        assert_eq!(delta.total(), 7);
     }
 }

@@ -205,6 +205,7 @@ async fn check_ready_is_one_get_item_and_writes_nothing() {
         RequestCounts {
             get_item: 1,
             update_item: 0,
+            batch_get_item: 0,
             other: 0
         }
     );
@@ -312,6 +313,7 @@ async fn a_given_client_is_used_and_counted() {
         RequestCounts {
             get_item: 1,
             update_item: 0,
+            batch_get_item: 0,
             other: 0
         }
     );

@@ -108,4 +108,9 @@ impl Store for MemoryStore {
     async fn release(&self, key: &Key, generation: i64) -> Result<bool, Error> {
         Ok(self.table.release(key, generation))
     }
+
+    /// One pass over the keys, each shard locked once.
+    async fn read_owners(&self, keys: &[Key]) -> Result<Vec<Result<OwnerState, Error>>, Error> {
+        Ok(self.table.read_many(keys, |record| Ok(state_of(record))))
+    }
 }

@@ -48,13 +48,40 @@ impl Table {
     /// double the hashing of every operation. Keys that share a uid across
     /// tenants share a lock, never a record.
     fn shard(&self, key: &Key) -> &Shard {
+        &self.shards[self.shard_index(key)]
+    }
+
+    fn shard_index(&self, key: &Key) -> usize {
         // Fibonacci hashing: the top bits of the product are well mixed; `shift`
         // keeps exactly log2(shards) of them (none for a single shard, where the
         // shift is 64), so the cast cannot truncate.
         let mixed = (key.uid.cast_unsigned() ^ self.seed).wrapping_mul(FIBONACCI);
         #[allow(clippy::cast_possible_truncation)]
         let index = mixed.checked_shr(self.shift).unwrap_or(0) as usize;
-        &self.shards[index]
+        index
+    }
+
+    /// Runs `f` on each key's record, answering in the order of `keys`, in one pass that
+    /// takes each shard's lock once for all of that shard's keys. Each read is
+    /// linearizable on its own; there is no snapshot across shards (C1 is per key).
+    pub(crate) fn read_many<R>(&self, keys: &[Key], f: impl Fn(Option<&Record>) -> R) -> Vec<R> {
+        let mut order: Vec<(usize, usize)> = keys
+            .iter()
+            .enumerate()
+            .map(|(i, key)| (self.shard_index(key), i))
+            .collect();
+        order.sort_unstable();
+        let mut answers: Vec<Option<R>> = keys.iter().map(|_| None).collect();
+        for group in order.chunk_by(|a, b| a.0 == b.0) {
+            let shard = lock(&self.shards[group[0].0]);
+            for &(_, i) in group {
+                answers[i] = Some(f(shard.get(&keys[i])));
+            }
+        }
+        answers
+            .into_iter()
+            .map(|a| a.expect("every position is read once"))
+            .collect()
     }
 
     /// Runs `f` on the key's record (or `None`) under the shard lock.

@@ -6,8 +6,11 @@
 //! condition is a statement that matched no row, never an SQL error.
 
 use rusqlite::types::ValueRef;
-use rusqlite::{Connection, OptionalExtension, Row, ToSql};
-use unique_core::{CasOutcome, Error, Fence, OwnerState, StoredOwner};
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+use rusqlite::{Connection, OptionalExtension, Row, ToSql, params_from_iter};
+use unique_core::{CasOutcome, Error, Fence, MAX_BATCH_KEYS, OwnerState, StoredOwner};
 
 use crate::error::map_sqlite;
 
@@ -153,6 +156,38 @@ pub(crate) fn read_state(conn: &Connection, pk: &str) -> rusqlite::Result<OwnerS
         .query_row([pk], decode_row)
         .optional()
         .map(Option::unwrap_or_default)
+}
+
+/// `SELECT` of up to [`MAX_BATCH_KEYS`] records: always that many placeholders, so it is one
+/// cached statement whatever the batch size (unused ones repeat a key; `IN` ignores repeats).
+/// `pk` comes last so [`decode_row`] reads the same columns as [`SELECT`].
+fn select_many() -> &'static str {
+    static SQL: OnceLock<String> = OnceLock::new();
+    SQL.get_or_init(|| {
+        let placeholders: Vec<String> = (1..=MAX_BATCH_KEYS).map(|i| format!("?{i}")).collect();
+        format!(
+            "SELECT gen, owner, cid, pk FROM records WHERE pk IN ({})",
+            placeholders.join(", ")
+        )
+    })
+}
+
+/// The records of `pks` as `conn` sees them, in the order of `pks` (one statement per
+/// [`MAX_BATCH_KEYS`] keys; each record is read from the latest commit, C2).
+pub(crate) fn read_states(conn: &Connection, pks: &[String]) -> rusqlite::Result<Vec<OwnerState>> {
+    let mut found: HashMap<String, OwnerState> = HashMap::with_capacity(pks.len());
+    let mut stmt = conn.prepare_cached(select_many())?;
+    for chunk in pks.chunks(MAX_BATCH_KEYS) {
+        let padded = (0..MAX_BATCH_KEYS).map(|i| chunk.get(i).unwrap_or(&chunk[0]));
+        let mut rows = stmt.query(params_from_iter(padded))?;
+        while let Some(row) = rows.next()? {
+            found.insert(row.get(3)?, decode_row(row)?);
+        }
+    }
+    Ok(pks
+        .iter()
+        .map(|pk| found.get(pk).cloned().unwrap_or_default())
+        .collect())
 }
 
 fn decode_row(row: &Row<'_>) -> rusqlite::Result<OwnerState> {

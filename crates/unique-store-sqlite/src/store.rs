@@ -10,7 +10,7 @@ use unique_core::{
 use crate::error::map_sqlite;
 use crate::options::{SqliteStoreBuilder, Synchronous};
 use crate::readers::Readers;
-use crate::records::{Write, Written, read_state};
+use crate::records::{Write, Written, read_state, read_states};
 use crate::schema::{open_reader, open_writer};
 use crate::writer::Writer;
 
@@ -148,6 +148,19 @@ impl Store for SqliteStore {
                 "sqlite writer answered a release with a claim",
             )),
         }
+    }
+
+    /// One query on one pooled connection (see `read_states`).
+    async fn read_owners(&self, keys: &[Key]) -> Result<Vec<Result<OwnerState, Error>>, Error> {
+        if keys.is_empty() {
+            return Ok(Vec::new());
+        }
+        let pks: Vec<String> = keys.iter().map(Key::to_string).collect();
+        let states = self
+            .readers
+            .run(move |conn| read_states(conn, &pks).map_err(|e| map_sqlite("batch read", e)))
+            .await?;
+        Ok(states.into_iter().map(Ok).collect())
     }
 
     /// [`check`](SqliteStore::check): the read pool answers and the table is there,

@@ -9,7 +9,9 @@
 use std::borrow::Cow;
 
 use serde::{Deserialize, Serialize};
-use unique_core::{ClaimInput, Key, Owner};
+use unique_core::{ClaimInput, CurrentView, Error, Key, MAX_BATCH_KEYS, Owner};
+
+use crate::ErrorCode;
 
 /// `POST /v1/claim` body: `{"project","env","uid","owner":{…},"claim_id"}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -83,6 +85,90 @@ pub struct ReleaseBody<'a> {
 pub struct ReleaseAnswer {
     /// The record was the released generation and is now a tombstone.
     pub released: bool,
+}
+
+/// `POST /v1/current/batch` body: `{"keys": [{"project","env","uid"}, …]}`, at most
+/// [`MAX_BATCH_KEYS`] keys, which may mix projects and envs and repeat.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BatchBody<'a> {
+    /// The keys to read, answered in this order.
+    #[serde(borrow)]
+    pub keys: Vec<KeyBody<'a>>,
+}
+
+impl<'a> BatchBody<'a> {
+    /// The body reading `keys`.
+    pub fn new(keys: &'a [Key]) -> Self {
+        Self {
+            keys: keys.iter().map(KeyBody::from).collect(),
+        }
+    }
+
+    /// The keys, refused with `InvalidParams` when there are more than [`MAX_BATCH_KEYS`].
+    pub fn into_keys(self) -> Result<Vec<Key>, Error> {
+        if self.keys.len() > MAX_BATCH_KEYS {
+            return Err(Error::invalid(format!(
+                "keys: at most {MAX_BATCH_KEYS} per batch, got {}",
+                self.keys.len()
+            )));
+        }
+        Ok(self.keys.into_iter().map(Key::from).collect())
+    }
+}
+
+/// `POST /v1/current/batch` answer: `{"views": [...]}`, one per requested key, in order.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BatchAnswer {
+    /// Each key's view, or why that key alone could not be read.
+    pub views: Vec<BatchView>,
+}
+
+/// One key of a [`BatchAnswer`]: its view (`{"gen","owner","exists"}`, as `/v1/current`
+/// answers) or its error (`{"error","message"}`, as the error body; today only a corrupt
+/// stored owner, `unavailable`). A failure of the whole batch is an error answer instead.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum BatchView {
+    /// This key could not be read. Listed first: read leniently, a view could otherwise
+    /// swallow an error object.
+    Failed {
+        /// What kind of failure.
+        error: ErrorCode,
+        /// A lower-case fragment for people.
+        message: String,
+    },
+    /// The key's self-eviction baseline.
+    View(CurrentView),
+}
+
+impl BatchView {
+    /// The wire form of one result of [`unique_core::Arbiter::current_batch`].
+    pub fn from_result(result: &Result<CurrentView, Error>) -> Self {
+        match result {
+            Ok(view) => Self::View(view.clone()),
+            Err(e) => {
+                let body = crate::ErrorBody::from_error(e);
+                Self::Failed {
+                    error: body.error,
+                    message: body.message.to_owned(),
+                }
+            }
+        }
+    }
+
+    /// Back to a result: `invalid_params` → `InvalidParams`, `throttled` → `Throttled`,
+    /// any other code → `Unavailable`, each with the message.
+    pub fn into_result(self) -> Result<CurrentView, Error> {
+        match self {
+            Self::View(view) => Ok(view),
+            Self::Failed { error, message } => Err(match error {
+                ErrorCode::InvalidParams => Error::invalid(message),
+                ErrorCode::Throttled => Error::Throttled,
+                _ => Error::unavailable(message),
+            }),
+        }
+    }
 }
 
 impl<'a> From<&'a ClaimInput> for ClaimBody<'a> {
@@ -242,6 +328,54 @@ mod tests {
         let body = br#"{"project":"p","env":"e","uid":1,"owner":{"endpoint":"http://h/k"},"claim_id":"c"}"#;
         let input = ClaimInput::from(parse::<ClaimBody>(body).unwrap());
         assert_eq!(input.owner, Owner::new("", "", "http://h/k"));
+    }
+
+    #[test]
+    fn batch_bodies_are_exact_and_round_trip() {
+        let keys = [key(), Key::new("chat", "dev", 7)];
+        let json = serde_json::to_string(&BatchBody::new(&keys)).unwrap();
+        assert_eq!(
+            json,
+            r#"{"keys":[{"project":"game","env":"prod","uid":42},{"project":"chat","env":"dev","uid":7}]}"#
+        );
+        let read = parse::<BatchBody>(json.as_bytes()).unwrap().into_keys();
+        assert_eq!(read.unwrap(), keys);
+        let too_many = vec![key(); MAX_BATCH_KEYS + 1];
+        let json = serde_json::to_vec(&BatchBody::new(&too_many)).unwrap();
+        let err = parse::<BatchBody>(&json).unwrap().into_keys().unwrap_err();
+        assert!(
+            err.is_invalid_params() && err.to_string().contains("at most 100"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn batch_views_are_a_view_or_an_error() {
+        let view = CurrentView {
+            generation: 3,
+            owner: Some(Owner::new("", "", "http://h/k")),
+            exists: true,
+        };
+        let answer = BatchAnswer {
+            views: vec![
+                BatchView::from_result(&Ok(view.clone())),
+                BatchView::from_result(&Err(Error::unavailable("stored owner is corrupt"))),
+            ],
+        };
+        let json = serde_json::to_string(&answer).unwrap();
+        assert_eq!(
+            json,
+            r#"{"views":[{"gen":3,"owner":{"endpoint":"http://h/k"},"exists":true},{"error":"unavailable","message":"stored owner is corrupt"}]}"#
+        );
+        let back: BatchAnswer = serde_json::from_str(&json).unwrap();
+        let mut results = back.views.into_iter().map(BatchView::into_result);
+        assert_eq!(results.next().unwrap().unwrap(), view);
+        assert!(results.next().unwrap().unwrap_err().is_unavailable());
+        // An error never reads as a view (which would look like an absent key and evict).
+        let odd: BatchView =
+            serde_json::from_str(r#"{"error":"throttled","message":"m","gen":0,"exists":false}"#)
+                .unwrap();
+        assert!(odd.into_result().unwrap_err().is_throttled());
     }
 
     #[test]

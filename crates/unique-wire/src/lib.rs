@@ -6,8 +6,14 @@ mod limit;
 mod parse;
 mod route;
 
-pub use body::{ClaimBody, KeyBody, OwnerBody, ReleaseAnswer, ReleaseBody};
+pub use body::{
+    BatchAnswer, BatchBody, BatchView, ClaimBody, KeyBody, OwnerBody, ReleaseAnswer, ReleaseBody,
+};
 pub use error::{ErrorBody, ErrorCode, error_message};
 pub use limit::{BodyError, MAX_KICK_BODY_BYTES, MAX_REQUEST_BODY_BYTES, read_body};
 pub use parse::parse;
-pub use route::{CLAIM_PATH, CURRENT_PATH, HEALTH_PATH, READY_PATH, RELEASE_PATH, Route};
+pub use route::{
+    CLAIM_PATH, CURRENT_BATCH_PATH, CURRENT_PATH, HEALTH_PATH, READY_PATH, RELEASE_PATH, Route,
+};
+/// The most keys one batch request carries (re-exported from `unique_core`).
+pub use unique_core::MAX_BATCH_KEYS;

@@ -4,6 +4,9 @@
 pub const CLAIM_PATH: &str = "/v1/claim";
 /// `POST`: read a key's current generation and owner (what a heartbeat asks).
 pub const CURRENT_PATH: &str = "/v1/current";
+/// `POST`: read several keys' current generations and owners at once (a node's batched
+/// heartbeat): up to [`MAX_BATCH_KEYS`](crate::MAX_BATCH_KEYS) keys, one store round trip.
+pub const CURRENT_BATCH_PATH: &str = "/v1/current/batch";
 /// `POST`: release a key at a generation (logout).
 pub const RELEASE_PATH: &str = "/v1/release";
 /// `GET` or `HEAD`: liveness; the answer is `ok` as plain text.
@@ -19,6 +22,8 @@ pub enum Route {
     Claim,
     /// [`CURRENT_PATH`], `POST`.
     Current,
+    /// [`CURRENT_BATCH_PATH`], `POST`.
+    CurrentBatch,
     /// [`RELEASE_PATH`], `POST`.
     Release,
     /// [`HEALTH_PATH`], `GET` or `HEAD`.
@@ -28,11 +33,22 @@ pub enum Route {
 }
 
 impl Route {
+    /// Every route, in the order of the enum.
+    pub const ALL: [Route; 6] = [
+        Self::Claim,
+        Self::Current,
+        Self::CurrentBatch,
+        Self::Release,
+        Self::Health,
+        Self::Ready,
+    ];
+
     /// The route at `path` (exact match, no prefix), if any.
     pub fn from_path(path: &str) -> Option<Self> {
         match path {
             CLAIM_PATH => Some(Self::Claim),
             CURRENT_PATH => Some(Self::Current),
+            CURRENT_BATCH_PATH => Some(Self::CurrentBatch),
             RELEASE_PATH => Some(Self::Release),
             HEALTH_PATH => Some(Self::Health),
             READY_PATH => Some(Self::Ready),
@@ -45,17 +61,20 @@ impl Route {
         match self {
             Self::Claim => CLAIM_PATH,
             Self::Current => CURRENT_PATH,
+            Self::CurrentBatch => CURRENT_BATCH_PATH,
             Self::Release => RELEASE_PATH,
             Self::Health => HEALTH_PATH,
             Self::Ready => READY_PATH,
         }
     }
 
-    /// Whether the route answers `method`: `POST` for the three operations, `GET` and `HEAD`
+    /// Whether the route answers `method`: `POST` for the four operations, `GET` and `HEAD`
     /// for [`Route::Health`] and [`Route::Ready`].
     pub fn allows(self, method: &http::Method) -> bool {
         match self {
-            Self::Claim | Self::Current | Self::Release => *method == http::Method::POST,
+            Self::Claim | Self::Current | Self::CurrentBatch | Self::Release => {
+                *method == http::Method::POST
+            }
             Self::Health | Self::Ready => {
                 *method == http::Method::GET || *method == http::Method::HEAD
             }
@@ -71,13 +90,7 @@ mod tests {
 
     #[test]
     fn every_route_reads_back_from_its_path() {
-        for route in [
-            Route::Claim,
-            Route::Current,
-            Route::Release,
-            Route::Health,
-            Route::Ready,
-        ] {
+        for route in Route::ALL {
             assert_eq!(Route::from_path(route.path()), Some(route));
         }
         for other in [

@@ -1,0 +1,635 @@
+//! `docs/openapi.yaml` against the real server, so the document cannot drift from the code.
+//!
+//! A server runs in-process on loopback (with bearer tokens, a store that fails on chosen keys,
+//! and a short body timeout); every route is exercised for success and for every error status
+//! the server can give, and each real answer is checked against the document: its status is
+//! listed for that operation, its content type is one the document names, its body validates
+//! against the response schema, and its required headers are there. The request of every 2xx is
+//! checked against the request schema. At the end every documented (path, method, status) must
+//! have been seen, and the document's paths and methods must be exactly the routes of
+//! `unique_wire::Route`.
+
+use std::collections::BTreeSet;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Method, Request, StatusCode};
+use http_body_util::{BodyExt, Full, StreamBody};
+use hyper_util::rt::TokioIo;
+use jsonschema::{Registry, Validator};
+use serde_json::{Value, json};
+use tokio::net::TcpStream;
+use unique_arbiter_http::{ArbiterService, Grant, ServeOptions, Tokens, serve_with};
+use unique_core::{
+    Arbiter, CasOutcome, CurrentView, Error, Key, Owner, OwnerState, Store, async_trait,
+};
+use unique_store_memory::MemoryStore;
+use unique_wire::Route;
+
+/// The base URI the document is registered under, so `$ref`s resolve inside it.
+const BASE: &str = "https://unique.invalid/openapi.json";
+const TOKEN: &str = "openapi-test-token-all-projects";
+const NARROW: &str = "openapi-test-token-other-only";
+/// Short, so the 408 cases take a second; full bodies are sent with their head and never wait.
+const BODY_TIMEOUT: Duration = Duration::from_secs(1);
+/// The methods checked against `Route::allows` when comparing the document with the routes.
+const METHODS: [Method; 7] = [
+    Method::GET,
+    Method::HEAD,
+    Method::POST,
+    Method::PUT,
+    Method::DELETE,
+    Method::PATCH,
+    Method::OPTIONS,
+];
+
+/// The document, its schemas ready to validate, and what the test has seen so far.
+struct Document {
+    root: Value,
+    registry: Registry<'static>,
+    seen: Mutex<BTreeSet<(String, String, String)>>,
+}
+
+impl Document {
+    fn load() -> Self {
+        // YAML 1.2 subset read by serde_norway straight into serde_json::Value (status keys are
+        // quoted in the document, so every map key is a string as JSON needs).
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/openapi.yaml");
+        let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{path}: {e}"));
+        let root: Value = serde_norway::from_str(&text).expect("docs/openapi.yaml is valid YAML");
+        assert!(
+            root["openapi"]
+                .as_str()
+                .is_some_and(|v| v.starts_with("3.1.")),
+            "not an OpenAPI 3.1 document"
+        );
+        let registry = Registry::new()
+            .add(BASE, root.clone())
+            .and_then(jsonschema::RegistryBuilder::prepare)
+            .expect("the document registers as a schema resource");
+        Self {
+            root,
+            registry,
+            seen: Mutex::new(BTreeSet::new()),
+        }
+    }
+
+    /// A validator for the schema at JSON pointer `pointer` in the document.
+    fn validator(&self, pointer: &str) -> Validator {
+        assert!(
+            self.root.pointer(pointer).is_some(),
+            "no schema at {pointer}"
+        );
+        jsonschema::draft202012::options()
+            .with_registry(&self.registry)
+            .build(&json!({"$ref": format!("{BASE}#{pointer}")}))
+            .unwrap_or_else(|e| panic!("schema at {pointer}: {e}"))
+    }
+
+    fn validate(&self, pointer: &str, instance: &Value, what: &str) {
+        let errors: Vec<String> = self
+            .validator(pointer)
+            .iter_errors(instance)
+            .map(|e| format!("{} at {}", e, e.instance_path()))
+            .collect();
+        assert!(
+            errors.is_empty(),
+            "{what} does not match {pointer}: {errors:?}\n{instance}"
+        );
+    }
+
+    /// The operation object of `method path`, with its pointer, if the document has it.
+    fn operation(&self, method: &Method, path: &str) -> Option<String> {
+        let pointer = format!(
+            "/paths/{}/{}",
+            escape(path),
+            method.as_str().to_ascii_lowercase()
+        );
+        self.root.pointer(&pointer).map(|_| pointer)
+    }
+
+    /// Follows a `$ref` (local only) to the object it names, returning its pointer.
+    fn resolve(&self, pointer: String) -> String {
+        match self.root.pointer(&pointer).and_then(|v| v["$ref"].as_str()) {
+            Some(target) => target.strip_prefix('#').expect("local $ref").to_owned(),
+            None => pointer,
+        }
+    }
+
+    /// Checks one real exchange against the document and records it as seen.
+    fn check(&self, method: &Method, path: &str, request: Option<&Value>, answer: &Answer) {
+        let status = answer.status.as_str().to_owned();
+        let (operation, response) = match self.operation(method, path) {
+            Some(op) => {
+                let response = format!("{op}/responses/{status}");
+                assert!(
+                    self.root.pointer(&response).is_some(),
+                    "{method} {path} answered {status}, which the document does not list: {:?}",
+                    answer.body
+                );
+                (Some(op), response)
+            }
+            // No operation: the server's answers for unknown paths and methods.
+            None if Route::from_path(path).is_some() => {
+                assert_eq!(answer.status, StatusCode::METHOD_NOT_ALLOWED);
+                (None, "/components/responses/MethodNotAllowed".to_owned())
+            }
+            None => {
+                assert_eq!(answer.status, StatusCode::NOT_FOUND);
+                (None, "/components/responses/NotFound".to_owned())
+            }
+        };
+        let response = self.resolve(response);
+        let what = format!("{method} {path} {status}");
+        self.check_headers(&response, answer, &what);
+        match self.root.pointer(&format!("{response}/content")) {
+            Some(content) => {
+                let media = answer.content_type.split(';').next().unwrap_or("").trim();
+                assert!(
+                    content.get(media).is_some(),
+                    "{what}: content type {media:?} is not one of {content}"
+                );
+                let body = match media {
+                    "application/json" => serde_json::from_slice(&answer.body)
+                        .unwrap_or_else(|e| panic!("{what}: not JSON ({e}): {:?}", answer.body)),
+                    _ => Value::String(String::from_utf8(answer.body.to_vec()).unwrap()),
+                };
+                let schema = format!("{response}/content/{}/schema", escape(media));
+                self.validate(&schema, &body, &what);
+            }
+            None => assert!(
+                answer.body.is_empty(),
+                "{what}: the document says no body, got {:?}",
+                answer.body
+            ),
+        }
+        if let (Some(op), Some(request), true) = (&operation, request, answer.status.is_success()) {
+            let schema = format!("{op}/requestBody/content/application~1json/schema");
+            self.validate(&schema, request, &format!("{what} request"));
+        }
+        let seen = operation.map_or_else(|| response.clone(), |op| format!("{op} {status}"));
+        self.seen
+            .lock()
+            .unwrap()
+            .insert((seen, method.to_string(), status));
+    }
+
+    fn check_headers(&self, response: &str, answer: &Answer, what: &str) {
+        let Some(Value::Object(headers)) = self.root.pointer(&format!("{response}/headers")) else {
+            return;
+        };
+        for (name, header) in headers {
+            let value = answer.headers.get(name.as_str());
+            if header["required"] == true {
+                assert!(value.is_some(), "{what}: required header {name} missing");
+            }
+            if let Some(value) = value {
+                let value = Value::String(value.to_str().unwrap().to_owned());
+                let pointer = format!("{response}/headers/{}/schema", escape(name));
+                self.validate(&pointer, &value, &format!("{what} header {name}"));
+            }
+        }
+    }
+
+    /// Every (operation, status) the document lists, plus the 404 and 405 components.
+    fn documented(&self) -> BTreeSet<String> {
+        let mut all = BTreeSet::from([
+            "/components/responses/NotFound".to_owned(),
+            "/components/responses/MethodNotAllowed".to_owned(),
+        ]);
+        for (path, item) in self.root["paths"].as_object().unwrap() {
+            for (method, op) in item.as_object().unwrap() {
+                for status in op["responses"].as_object().unwrap().keys() {
+                    all.insert(format!("/paths/{}/{method} {status}", escape(path)));
+                }
+            }
+        }
+        all
+    }
+}
+
+/// JSON pointer escaping of one reference token.
+fn escape(token: &str) -> String {
+    token.replace('~', "~0").replace('/', "~1")
+}
+
+struct Answer {
+    status: StatusCode,
+    content_type: String,
+    headers: http::HeaderMap,
+    body: Bytes,
+}
+
+/// A memory store that fails on chosen keys, and whose readiness can be switched off:
+/// project `fault`, env `throttled` → `Throttled`, env `down` → `Unavailable`.
+#[derive(Default)]
+struct Scripted {
+    inner: MemoryStore,
+    not_ready: AtomicBool,
+}
+
+impl Scripted {
+    fn fault(key: &Key) -> Result<(), Error> {
+        match (key.project.as_str(), key.env.as_str()) {
+            ("fault", "throttled") => Err(Error::Throttled),
+            ("fault", "down") => Err(Error::unavailable("store read failed")),
+            _ => Ok(()),
+        }
+    }
+}
+
+#[async_trait]
+impl Store for Scripted {
+    async fn read_owner(&self, key: &Key) -> Result<OwnerState, Error> {
+        Self::fault(key)?;
+        self.inner.read_owner(key).await
+    }
+    async fn claim_cas(
+        &self,
+        key: &Key,
+        owner: &Owner,
+        claim_id: &str,
+        snap: &OwnerState,
+    ) -> Result<CasOutcome, Error> {
+        Self::fault(key)?;
+        self.inner.claim_cas(key, owner, claim_id, snap).await
+    }
+    async fn current(&self, key: &Key) -> Result<CurrentView, Error> {
+        Self::fault(key)?;
+        self.inner.current(key).await
+    }
+    async fn release(&self, key: &Key, generation: i64) -> Result<bool, Error> {
+        Self::fault(key)?;
+        self.inner.release(key, generation).await
+    }
+    async fn check_ready(&self) -> Result<(), Error> {
+        if self.not_ready.load(Ordering::SeqCst) {
+            return Err(Error::unavailable("store check failed"));
+        }
+        self.inner.check_ready().await
+    }
+}
+
+struct Server {
+    addr: SocketAddr,
+    store: Arc<Scripted>,
+    doc: Document,
+}
+
+impl Server {
+    async fn start() -> Self {
+        let mut tokens = Tokens::new();
+        tokens
+            .add(TOKEN, Grant::new("all", vec!["*".into()], None))
+            .unwrap()
+            .add(NARROW, Grant::new("narrow", vec!["other".into()], None))
+            .unwrap();
+        let store = Arc::new(Scripted::default());
+        let service = ArbiterService::new(Arbiter::new(Arc::clone(&store))).with_tokens(tokens);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let options = ServeOptions::default().body_timeout(BODY_TIMEOUT);
+        tokio::spawn(serve_with(
+            listener,
+            service,
+            options,
+            std::future::pending(),
+        ));
+        Self {
+            addr,
+            store,
+            doc: Document::load(),
+        }
+    }
+
+    /// Sends one request on a fresh connection and checks the answer against the document.
+    async fn exchange<B>(&self, req: Request<B>, request_json: Option<&Value>) -> Answer
+    where
+        B: http_body::Body<Data = Bytes> + Send + 'static,
+        B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
+        let (method, path) = (req.method().clone(), req.uri().path().to_owned());
+        let stream = TcpStream::connect(self.addr).await.unwrap();
+        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+            .await
+            .unwrap();
+        tokio::spawn(conn);
+        let res = sender.send_request(req).await.unwrap();
+        let status = res.status();
+        let headers = res.headers().clone();
+        let content_type = headers
+            .get(http::header::CONTENT_TYPE)
+            .map(|v| v.to_str().unwrap().to_owned())
+            .unwrap_or_default();
+        let body = res.into_body().collect().await.unwrap().to_bytes();
+        let answer = Answer {
+            status,
+            content_type,
+            headers,
+            body,
+        };
+        self.doc.check(&method, &path, request_json, &answer);
+        answer
+    }
+
+    fn request(method: Method, path: &str, token: Option<&str>) -> http::request::Builder {
+        let mut req = Request::builder()
+            .method(method)
+            .uri(path)
+            .header("host", "test")
+            .header("content-type", "application/json");
+        if let Some(token) = token {
+            req = req.header("authorization", format!("Bearer {token}"));
+        }
+        req
+    }
+
+    /// POSTs `body` with `token`, expecting `status`.
+    async fn post(&self, path: &str, token: Option<&str>, body: &Value, status: u16) -> Answer {
+        let bytes = serde_json::to_vec(body).unwrap();
+        let req = Self::request(Method::POST, path, token)
+            .body(Full::new(Bytes::from(bytes)))
+            .unwrap();
+        let answer = self.exchange(req, Some(body)).await;
+        assert_eq!(
+            answer.status.as_u16(),
+            status,
+            "POST {path} {body}: {:?}",
+            answer.body
+        );
+        answer
+    }
+
+    async fn post_raw(&self, path: &str, body: impl Into<Bytes>, status: u16) {
+        let req = Self::request(Method::POST, path, Some(TOKEN))
+            .body(Full::new(body.into()))
+            .unwrap();
+        let answer = self.exchange(req, None).await;
+        assert_eq!(answer.status.as_u16(), status, "POST {path}");
+    }
+
+    /// A body that starts and never finishes: the server's body timeout answers it.
+    async fn post_stalled(&self, path: &str) {
+        let (tx, rx) = futures::channel::mpsc::unbounded::<
+            Result<http_body::Frame<Bytes>, std::convert::Infallible>,
+        >();
+        tx.unbounded_send(Ok(http_body::Frame::data(Bytes::from_static(b"{\"pro"))))
+            .unwrap();
+        let req = Self::request(Method::POST, path, Some(TOKEN))
+            .header("content-length", "100")
+            .body(StreamBody::new(rx))
+            .unwrap();
+        let answer = self.exchange(req, None).await;
+        drop(tx);
+        assert_eq!(answer.status, StatusCode::REQUEST_TIMEOUT, "POST {path}");
+    }
+
+    async fn probe(&self, method: Method, path: &str, status: u16) -> Answer {
+        let req = Self::request(method.clone(), path, None)
+            .body(Full::new(Bytes::new()))
+            .unwrap();
+        let answer = self.exchange(req, None).await;
+        assert_eq!(answer.status.as_u16(), status, "{method} {path}");
+        answer
+    }
+}
+
+fn key(project: &str, env: &str, uid: i64) -> Value {
+    json!({"project": project, "env": env, "uid": uid})
+}
+
+fn claim(project: &str, env: &str, uid: i64, endpoint: &str, claim_id: &str) -> Value {
+    json!({"project": project, "env": env, "uid": uid,
+           "owner": {"region": "eu", "cluster": "c1", "endpoint": endpoint},
+           "claim_id": claim_id})
+}
+
+fn release(project: &str, env: &str, uid: i64, generation: i64) -> Value {
+    json!({"project": project, "env": env, "uid": uid, "gen": generation})
+}
+
+fn batch(keys: &[Value]) -> Value {
+    json!({"keys": keys})
+}
+
+/// One valid body per `/v1/*` route, on the key `project/env/1`.
+fn every_operation(project: &str, env: &str) -> [(&'static str, Value); 4] {
+    [
+        (
+            Route::CurrentBatch.path(),
+            batch(&[key(project, env, 1), key(project, env, 2)]),
+        ),
+        (
+            Route::Claim.path(),
+            claim(project, env, 1, "http://127.0.0.1:9/k", "c"),
+        ),
+        (Route::Current.path(), key(project, env, 1)),
+        (Route::Release.path(), release(project, env, 1, 1)),
+    ]
+}
+
+/// Success, with every shape of each answer.
+async fn successes(s: &Server) {
+    // first login, replay, replacement (an owner
+    // and a kick detail in the answer), an owner with only an endpoint, absent, live and
+    // tombstoned records, released and not.
+    s.post("/v1/current", Some(TOKEN), &key("game", "prod", 1), 200)
+        .await;
+    let c1 = claim("game", "prod", 1, "http://127.0.0.1:9/a", "c1");
+    s.post("/v1/claim", Some(TOKEN), &c1, 200).await;
+    s.post("/v1/claim", Some(TOKEN), &c1, 200).await;
+    let c2 = claim("game", "prod", 1, "http://127.0.0.1:9/a", "c2");
+    let replaced = s.post("/v1/claim", Some(TOKEN), &c2, 200).await;
+    assert!(String::from_utf8_lossy(&replaced.body).contains("self-replace-skipped"));
+    let bare = json!({"project": "game", "env": "prod", "uid": 2,
+                      "owner": {"endpoint": "http://127.0.0.1:9/b"}, "claim_id": "b"});
+    s.post("/v1/claim", Some(TOKEN), &bare, 200).await;
+    s.post("/v1/current", Some(TOKEN), &key("game", "prod", 2), 200)
+        .await;
+    s.post(
+        "/v1/release",
+        Some(TOKEN),
+        &release("game", "prod", 1, 2),
+        200,
+    )
+    .await;
+    s.post(
+        "/v1/release",
+        Some(TOKEN),
+        &release("game", "prod", 1, 9),
+        200,
+    )
+    .await;
+    s.post("/v1/current", Some(TOKEN), &key("game", "prod", 1), 200)
+        .await;
+    // A batch with every kind of entry: live, tombstone, absent, another tenant, a repeat,
+    // and a corrupt owner (an error entry; `/v1/current` answers that key 503).
+    s.store
+        .inner
+        .put_raw(&Key::new("game", "prod", 3), 4, Some("{"), Some("x"));
+    let mixed = batch(&[
+        key("game", "prod", 2),
+        key("game", "prod", 1),
+        key("game", "prod", 99),
+        key("chat", "dev", 1),
+        key("game", "prod", 2),
+        key("game", "prod", 3),
+    ]);
+    let answer = s.post("/v1/current/batch", Some(TOKEN), &mixed, 200).await;
+    let views: Value = serde_json::from_slice(&answer.body).unwrap();
+    assert_eq!(views["views"][5]["error"], "unavailable", "{views}");
+    assert_eq!(views["views"][0], views["views"][4], "{views}");
+    s.post("/v1/current", Some(TOKEN), &key("game", "prod", 3), 503)
+        .await;
+    s.post("/v1/current/batch", Some(TOKEN), &batch(&[]), 200)
+        .await;
+    let hundred: Vec<Value> = (1..=100).map(|uid| key("game", "prod", uid)).collect();
+    s.post("/v1/current/batch", Some(TOKEN), &batch(&hundred), 200)
+        .await;
+    let too_many: Vec<Value> = (1..=101).map(|uid| key("game", "prod", uid)).collect();
+    s.post("/v1/current/batch", Some(TOKEN), &batch(&too_many), 400)
+        .await;
+    // One key outside the token's scope refuses the whole batch.
+    let partly = batch(&[key("other", "prod", 1), key("game", "prod", 1)]);
+    s.post("/v1/current/batch", Some(NARROW), &partly, 403)
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_answer_of_the_server_matches_the_document() {
+    let server = Server::start().await;
+    let s = &server;
+
+    successes(s).await;
+
+    for (path, body) in every_operation("game", "prod") {
+        // 400: a bad value, a wrong type, and a body that is not JSON.
+        let mut bad = body.clone();
+        let uid = match bad.get_mut("keys") {
+            Some(keys) => &mut keys[1]["uid"],
+            None => &mut bad["uid"],
+        };
+        *uid = json!(0);
+        s.post(path, Some(TOKEN), &bad, 400).await;
+        let uid = match bad.get_mut("keys") {
+            Some(keys) => &mut keys[1]["uid"],
+            None => &mut bad["uid"],
+        };
+        *uid = json!("1");
+        s.post(path, Some(TOKEN), &bad, 400).await;
+        s.post_raw(path, "{not json", 400).await;
+        // 401 without a token or with an unknown one; 403 outside the token's scope.
+        s.post(path, None, &body, 401).await;
+        s.post(path, Some("unknown-token-0123456789"), &body, 401)
+            .await;
+        s.post(path, Some(NARROW), &body, 403).await;
+        // 413, and the store's 429 and 503.
+        s.post_raw(
+            path,
+            vec![b' '; unique_wire::MAX_REQUEST_BODY_BYTES + 1],
+            413,
+        )
+        .await;
+    }
+    for (path, body) in every_operation("fault", "throttled") {
+        s.post(path, Some(TOKEN), &body, 429).await;
+    }
+    for (path, body) in every_operation("fault", "down") {
+        s.post(path, Some(TOKEN), &body, 503).await;
+    }
+    // 408: one body per operation that stalls past the body timeout, all at once.
+    futures::future::join_all(
+        every_operation("game", "prod").map(|(path, _)| s.post_stalled(path)),
+    )
+    .await;
+
+    // Probes, ready and not.
+    for path in [Route::Health.path(), Route::Ready.path()] {
+        assert_eq!(&s.probe(Method::GET, path, 200).await.body[..], b"ok");
+        s.probe(Method::HEAD, path, 200).await;
+    }
+    s.store.not_ready.store(true, Ordering::SeqCst);
+    s.probe(Method::GET, Route::Ready.path(), 503).await;
+    s.probe(Method::HEAD, Route::Ready.path(), 503).await;
+    s.probe(Method::GET, Route::Health.path(), 200).await;
+
+    // Unknown paths and methods.
+    s.probe(Method::GET, "/v1/nope", 404).await;
+    s.probe(Method::POST, "/", 404).await;
+    for route in Route::ALL {
+        let wrong = if route.allows(&Method::POST) {
+            Method::GET
+        } else {
+            Method::POST
+        };
+        s.probe(wrong, route.path(), 405).await;
+    }
+
+    let seen: BTreeSet<String> = server
+        .doc
+        .seen
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(at, _, _)| at.clone())
+        .collect();
+    let documented = server.doc.documented();
+    let never_seen: Vec<_> = documented.difference(&seen).collect();
+    assert!(
+        never_seen.is_empty(),
+        "documented but never answered: {never_seen:?}"
+    );
+}
+
+#[test]
+fn the_document_lists_exactly_the_routes_and_methods() {
+    let doc = Document::load();
+    let paths: BTreeSet<&str> = doc.root["paths"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    let routes: BTreeSet<&str> = Route::ALL.iter().map(|r| r.path()).collect();
+    assert_eq!(paths, routes, "document paths against unique_wire::Route");
+    for route in Route::ALL {
+        for method in &METHODS {
+            assert_eq!(
+                doc.operation(method, route.path()).is_some(),
+                route.allows(method),
+                "{method} {}: document and Route::allows disagree",
+                route.path()
+            );
+        }
+    }
+}
+
+#[test]
+fn the_schemas_reject_what_the_server_rejects() {
+    // The document is not vacuous: its request and answer schemas refuse shapes the server
+    // never sends or accepts.
+    let doc = Document::load();
+    let claim_request = "/components/schemas/ClaimRequest";
+    let valid = claim("p", "e", 1, "http://h/k", "c");
+    assert!(doc.validator(claim_request).is_valid(&valid));
+    let mut unknown = valid.clone();
+    unknown["owner"]["zone"] = json!("z");
+    assert!(!doc.validator(claim_request).is_valid(&unknown));
+    let view = "/components/schemas/CurrentView";
+    assert!(
+        doc.validator(view)
+            .is_valid(&json!({"gen": 0, "owner": null, "exists": false}))
+    );
+    assert!(
+        !doc.validator(view)
+            .is_valid(&json!({"gen": 0, "exists": false}))
+    );
+    let error = "/components/responses/Forbidden/content/application~1json/schema";
+    assert!(
+        !doc.validator(error)
+            .is_valid(&json!({"error": "not_found", "message": "m"}))
+    );
+}
