@@ -8,16 +8,31 @@ use crate::support::{Ctx, claimed, owner_json, tombstoned};
 
 /// `read_owners(keys)`, each record decoded (any error fails the case).
 async fn read_batch(ctx: &Ctx, keys: &[Key]) -> Vec<OwnerState> {
-    let states = ctx
-        .store
-        .read_owners(keys)
-        .await
-        .unwrap_or_else(|e| panic!("read_owners of {} keys failed: {e}", keys.len()));
-    assert_eq!(states.len(), keys.len(), "one answer per key");
+    let states = ctx.store.read_owners(keys).await.unwrap_or_else(|e| {
+        crate::check::violated(
+            "C2",
+            "an uncontended batch read must succeed",
+            format_args!("read_owners of {} keys failed: {e}", keys.len()),
+        )
+    });
+    ensure_eq!(
+        states.len(),
+        keys.len(),
+        "C2",
+        "a batch read answers once per key, in request order"
+    );
     states
         .into_iter()
         .zip(keys)
-        .map(|(state, key)| state.unwrap_or_else(|e| panic!("read_owners: {key}: {e}")))
+        .map(|(state, key)| {
+            state.unwrap_or_else(|e| {
+                crate::check::violated(
+                    "C7",
+                    "a batch read decodes each record as read_owner does",
+                    format_args!("{key}: {e}"),
+                )
+            })
+        })
         .collect()
 }
 
@@ -55,31 +70,62 @@ pub async fn batch_agrees_with_single_reads(subject: Subject) {
     keys.push(ctx.key(1));
     let batch = read_batch(&ctx, &keys).await;
     for (key, state) in keys.iter().zip(&batch) {
-        assert_eq!(
+        ensure_eq!(
             *state,
             ctx.read(key).await,
-            "batch and read_owner disagree on {key}"
+            "C2",
+            "a batch read answers what read_owner answers",
+            "{key}"
         );
     }
-    assert_eq!(batch[0], OwnerState::absent(), "absent key");
-    assert_eq!(batch[1], claimed(3, "s"), "session");
-    assert_eq!(batch[2], tombstoned(4), "tombstone");
-    assert_eq!(
+    ensure_eq!(
+        batch[0],
+        OwnerState::absent(),
+        "C2",
+        "a batch read sees an absent key as absent"
+    );
+    ensure_eq!(
+        batch[1],
+        claimed(3, "s"),
+        "C2",
+        "a batch read sees the session"
+    );
+    ensure_eq!(
+        batch[2],
+        tombstoned(4),
+        "C2",
+        "a batch read sees the tombstone"
+    );
+    ensure_eq!(
         (batch[3].exists, batch[4].exists),
         (false, false),
-        "gen 0 is absent"
+        "Records",
+        "a gen-0 record reads as absent"
     );
-    assert!(batch[5].owner_corrupt, "corrupt owner reads soft");
-    assert_eq!(
+    ensure!(
+        batch[5].owner_corrupt,
+        "C7",
+        "a corrupt owner reads as corrupt, not as an error",
+        "{:?}",
+        batch[5]
+    );
+    ensure_eq!(
         batch[6].claim_id.as_deref(),
         Some(""),
-        "empty cid is not absent"
+        "C6",
+        "an empty cid reads as Some(\"\"), not as absent"
     );
-    assert_eq!(batch[8], claimed(9, "f"), "another tenant's key");
-    assert_eq!(
+    ensure_eq!(
+        batch[8],
+        claimed(9, "f"),
+        "C2",
+        "a batch read sees another tenant's key"
+    );
+    ensure_eq!(
         (&batch[9], &batch[10]),
         (&batch[1], &batch[0]),
-        "duplicates"
+        "C2",
+        "a key given twice is answered twice"
     );
 }
 
@@ -100,19 +146,30 @@ pub async fn batch_sees_committed_writes(subject: Subject) {
             })
             .collect();
         for writer in writers {
-            assert_eq!(writer.await.expect("writer").ok(), Some(generation));
+            ensure_eq!(
+                writer.await.expect("writer").ok(),
+                Some(generation),
+                "C1",
+                "an uncontended claim wins the next gen"
+            );
         }
         let batch = read_batch(&ctx, &keys).await;
         for state in &batch {
-            assert_eq!(
+            ensure_eq!(
                 *state,
                 claimed(generation, &format!("w{generation}")),
-                "stale"
+                "C2",
+                "a batch read sees every committed claim at once"
             );
         }
     }
-    assert!(ctx.release(&keys[2], 20).await);
-    assert_eq!(read_batch(&ctx, &keys).await[2], tombstoned(20));
+    ctx.release_keeps_gen(&keys[2], 20).await;
+    ensure_eq!(
+        read_batch(&ctx, &keys).await[2],
+        tombstoned(20),
+        "C2",
+        "a batch read sees a committed release at once"
+    );
 }
 
 /// A batch of `MAX_BATCH_KEYS` keys answers every key in order; an empty batch answers nothing.
@@ -130,7 +187,20 @@ pub async fn full_and_empty_batches(subject: Subject) {
         } else {
             OwnerState::absent()
         };
-        assert_eq!(*state, expected, "{key}");
+        ensure_eq!(
+            *state,
+            expected,
+            "C2",
+            "a full batch answers every key in order",
+            "{key}"
+        );
     }
-    assert!(read_batch(&ctx, &[]).await.is_empty());
+    let empty = read_batch(&ctx, &[]).await;
+    ensure!(
+        empty.is_empty(),
+        "C2",
+        "an empty batch answers nothing",
+        "{} answers",
+        empty.len()
+    );
 }
