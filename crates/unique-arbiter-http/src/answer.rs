@@ -64,9 +64,7 @@ fn write_owner(out: &mut Vec<u8>, owner: &Owner) {
 
 fn write_str(out: &mut Vec<u8>, value: &str) {
     // serde_json escapes exactly these bytes; anything else is copied as is.
-    let plain = value
-        .bytes()
-        .all(|b| b >= 0x20 && b != b'"' && b != b'\\');
+    let plain = value.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\');
     if plain {
         out.push(b'"');
         out.extend_from_slice(value.as_bytes());
@@ -139,7 +137,15 @@ mod tests {
             any::<bool>(),
         )
             .prop_map(
-                |(generation, prev_generation, has_prev, prev_owner, kicked, kick_detail, replayed)| {
+                |(
+                    generation,
+                    prev_generation,
+                    has_prev,
+                    prev_owner,
+                    kicked,
+                    kick_detail,
+                    replayed,
+                )| {
                     ClaimOutcome {
                         generation,
                         prev_generation,

@@ -219,7 +219,10 @@ mod tests {
         );
         assert!(lines[2].ends_with(" 15.0+20.0"), "{text}");
         // No durable Redis measured: its column is "-" on every row.
-        assert!(lines[2].contains(" 2.00x (1.00-3.00)                    - "), "{text}");
+        assert!(
+            lines[2].contains(" 2.00x (1.00-3.00)                    - "),
+            "{text}"
+        );
         assert!(
             text.contains("memory                 http 503 unavailable: 3"),
             "{text}"

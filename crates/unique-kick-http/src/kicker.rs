@@ -141,8 +141,8 @@ impl Kicker for HttpKicker {
         // Runs on every claim: only the URI, its scheme and host are checked here,
         // not the request parts a kick builds from them (`Target::parse`), which
         // cannot fail once these have passed and cost two allocations more.
-        let uri = http_uri(endpoint)
-            .map_err(|_| "not a uri the http kicker can send to".to_owned())?;
+        let uri =
+            http_uri(endpoint).map_err(|_| "not a uri the http kicker can send to".to_owned())?;
         self.inner
             .policy
             .check_host(uri.host().unwrap_or_default())
