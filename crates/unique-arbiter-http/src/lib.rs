@@ -1,5 +1,6 @@
 #![doc = include_str!("../README.md")]
 
+mod answer;
 mod auth;
 mod request_id;
 mod serve;

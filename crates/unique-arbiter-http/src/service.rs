@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use crate::answer::write_claim_outcome;
 use crate::auth::{Grant, Tokens, Unauthenticated};
 use crate::request_id::RequestId;
 use crate::telemetry::{self, Refusal};
@@ -175,7 +176,9 @@ impl<S: Store> ArbiterService<S> {
         }
         let span = request_id.span("claim", &input.key);
         let outcome = self.arbiter.claim(&input).instrument(span).await?;
-        Ok(json(StatusCode::OK, &outcome))
+        Ok(answer(StatusCode::OK, |out| {
+            write_claim_outcome(out, &outcome);
+        }))
     }
 
     async fn current(
@@ -267,6 +270,14 @@ fn error_body(body: ErrorBody<'_>) -> Response<ResponseBody> {
 }
 
 fn json<T: Serialize>(status: StatusCode, value: &T) -> Response<ResponseBody> {
+    answer(status, |scratch| {
+        // Serialising our own answer types cannot fail (no maps with non-string keys).
+        serde_json::to_writer(scratch, value).expect("answer types serialise");
+    })
+}
+
+/// A JSON answer whose body `write` appends to an empty buffer.
+fn answer(status: StatusCode, write: impl FnOnce(&mut Vec<u8>)) -> Response<ResponseBody> {
     thread_local! {
         /// Serialisation scratch, reused by every answer of this thread.
         static SCRATCH: RefCell<Vec<u8>> = RefCell::new(Vec::with_capacity(512));
@@ -275,8 +286,7 @@ fn json<T: Serialize>(status: StatusCode, value: &T) -> Response<ResponseBody> {
     // fills, and `Bytes::from` a Vec with spare capacity allocates a header too.
     let body = SCRATCH.with_borrow_mut(|scratch| {
         scratch.clear();
-        // Serialising our own answer types cannot fail (no maps with non-string keys).
-        serde_json::to_writer(&mut *scratch, value).expect("answer types serialise");
+        write(scratch);
         Bytes::copy_from_slice(scratch)
     });
     let mut res = Response::new(Full::new(body));

@@ -23,7 +23,7 @@ use crate::load::{LoadPlan, Measurement};
 use crate::redis_client::RedisConnector;
 use crate::report::{Role, Row};
 use crate::server::{DbSync, ServerStore, UniqueServer, Variant};
-use unique_testsupport::redis::RedisServer;
+use unique_testsupport::redis::{Persistence, RedisServer};
 
 /// Measures unique-server (memory and durable sqlite stores) and a redis-server claim
 /// script side by side: the same closed-loop client, connections and key sequence.
@@ -103,6 +103,10 @@ enum Dist {
 enum Target {
     /// redis-server running the equivalent claim script (the baseline).
     Redis,
+    /// The same script on a redis-server that fsyncs its append-only file before
+    /// answering (`--appendonly yes --appendfsync always`): the baseline of the
+    /// durable sqlite targets.
+    RedisAof,
     /// unique-server --store memory.
     Memory,
     /// unique-server --store memory --no-metrics: what recording metrics costs.
@@ -118,8 +122,9 @@ enum Target {
 }
 
 impl Target {
-    const ALL: [Target; 6] = [
+    const ALL: [Target; 7] = [
         Target::Redis,
+        Target::RedisAof,
         Target::Memory,
         Target::MemoryNoMetrics,
         Target::MemoryGuarded,
@@ -130,6 +135,7 @@ impl Target {
     fn label(self) -> &'static str {
         match self {
             Target::Redis => "redis lua script",
+            Target::RedisAof => "redis lua, aof always",
             Target::Memory => "unique memory",
             Target::MemoryNoMetrics => "unique memory, no metrics",
             Target::MemoryGuarded => "unique memory, auth + signing",
@@ -171,7 +177,10 @@ fn run(args: &Args) -> Result<(), String> {
         keys,
         replay_share: args.replay_share,
     };
-    let needs_server = args.targets.iter().any(|t| *t != Target::Redis);
+    let needs_server = args
+        .targets
+        .iter()
+        .any(|t| !matches!(t, Target::Redis | Target::RedisAof));
     let server_bin = match (&args.server_bin, needs_server) {
         (Some(path), _) => Some(path.clone()),
         (None, true) => Some(server::build_release()?),
@@ -205,6 +214,7 @@ fn run(args: &Args) -> Result<(), String> {
             label: target.target.label(),
             role: match target.target {
                 Target::Redis => Role::Baseline,
+                Target::RedisAof => Role::DurableBaseline,
                 Target::Memory => Role::Memory,
                 Target::MemoryNoMetrics
                 | Target::MemoryGuarded
@@ -246,8 +256,12 @@ impl Running {
             _ => Variant::Default,
         };
         let store = match target {
-            Target::Redis => {
-                let server = RedisServer::start();
+            Target::Redis | Target::RedisAof => {
+                let server = RedisServer::start_with(if target == Target::Redis {
+                    Persistence::Off
+                } else {
+                    Persistence::AppendFsyncAlways
+                });
                 return Ok(Self {
                     target,
                     connector: Connector::Redis(RedisConnector::new(server.addr())),

@@ -41,6 +41,9 @@ pub(crate) struct Row {
 pub(crate) enum Role {
     /// The Redis script: every row's `vs redis` ratio is to this one.
     Baseline,
+    /// The Redis script with `appendfsync always`: every row's `vs redis aof` ratio
+    /// is to this one (the like-for-like baseline of the durable targets).
+    DurableBaseline,
     /// unique on the memory store: every row's `vs memory` ratio is to this one.
     Memory,
     /// Any other target.
@@ -53,11 +56,15 @@ pub(crate) enum Role {
 /// range.
 pub(crate) fn table(rows: &[Row]) -> String {
     let find = |role| rows.iter().find(|row| row.role == role);
-    let (baseline, memory) = (find(Role::Baseline), find(Role::Memory));
+    let (baseline, durable, memory) = (
+        find(Role::Baseline),
+        find(Role::DurableBaseline),
+        find(Role::Memory),
+    );
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "{:<22} {:>10} {:>9} {:>8} {:>8} {:>8} {:>8} {:>7} {:>20} {:>20} {:>14}",
+        "{:<22} {:>10} {:>9} {:>8} {:>8} {:>8} {:>8} {:>7} {:>20} {:>20} {:>20} {:>14}",
         "target",
         "ok",
         "ok/s",
@@ -67,6 +74,7 @@ pub(crate) fn table(rows: &[Row]) -> String {
         "max",
         "errors",
         "vs redis (range)",
+        "vs redis aof (range)",
         "vs memory (range)",
         "cpu µs/req c+s"
     );
@@ -80,7 +88,7 @@ pub(crate) fn table(rows: &[Row]) -> String {
             .map_or_else(|| "-".to_owned(), |(c, s)| format!("{c:.1}+{s:.1}"));
         let _ = writeln!(
             out,
-            "{:<22} {:>10} {:>9.0} {:>8} {:>8} {:>8} {:>8} {:>7} {:>20} {:>20} {:>14}",
+            "{:<22} {:>10} {:>9.0} {:>8} {:>8} {:>8} {:>8} {:>7} {:>20} {:>20} {:>20} {:>14}",
             row.label,
             h.len(),
             total.throughput(),
@@ -90,6 +98,7 @@ pub(crate) fn table(rows: &[Row]) -> String {
             millis(h.max()),
             total.error_count(),
             ratio(baseline),
+            ratio(durable),
             ratio(memory),
             cpu
         );
@@ -209,6 +218,11 @@ mod tests {
             "{text}"
         );
         assert!(lines[2].ends_with(" 15.0+20.0"), "{text}");
+        // No durable Redis measured: its column is "-" on every row.
+        assert!(
+            lines[2].contains(" 2.00x (1.00-3.00)                    - "),
+            "{text}"
+        );
         assert!(
             text.contains("memory                 http 503 unavailable: 3"),
             "{text}"
@@ -229,11 +243,11 @@ mod tests {
         };
         assert_eq!(ratio_text(&row, &base), "1.50x");
         let text = table(&[row]);
-        // Neither Redis nor memory measured: both ratio columns are "-".
+        // Neither Redis (either kind) nor memory measured: every ratio column is "-".
         let cells: Vec<_> = text.lines().nth(1).unwrap().split_whitespace().collect();
         assert_eq!(
-            cells[cells.len() - 3..cells.len() - 1],
-            ["-", "-"],
+            cells[cells.len() - 4..cells.len() - 1],
+            ["-", "-", "-"],
             "{text}"
         );
     }

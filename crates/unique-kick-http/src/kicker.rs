@@ -138,11 +138,14 @@ impl Kicker for HttpKicker {
     /// ([`EndpointPolicy::check_host`]). No DNS lookup happens here: a name whose
     /// addresses the policy refuses is refused at kick time.
     fn check_endpoint(&self, endpoint: &str) -> Result<(), String> {
-        let target = Target::parse(endpoint)
-            .map_err(|_| "not a uri the http kicker can send to".to_owned())?;
+        // Runs on every claim: only the URI, its scheme and host are checked here,
+        // not the request parts a kick builds from them (`Target::parse`), which
+        // cannot fail once these have passed and cost two allocations more.
+        let uri =
+            http_uri(endpoint).map_err(|_| "not a uri the http kicker can send to".to_owned())?;
         self.inner
             .policy
-            .check_host(target.host_name())
+            .check_host(uri.host().unwrap_or_default())
             .map_err(|refusal| refusal.to_string())
     }
 }
@@ -266,18 +269,10 @@ impl Target {
     }
 
     fn parse(endpoint: &str) -> Result<Self, Failure> {
-        let uri: Uri = endpoint
-            .parse()
-            .map_err(|e| Failure::new("endpoint uri", e))?;
-        let scheme = uri
-            .scheme()
-            .filter(|s| **s == Scheme::HTTP || **s == Scheme::HTTPS)
-            .ok_or_else(|| Failure::message("endpoint uri", "not an absolute http or https uri"))?
-            .clone();
-        let host = uri
-            .host()
-            .filter(|h| !h.is_empty())
-            .ok_or_else(|| Failure::message("endpoint uri", "no host"))?;
+        let uri = http_uri(endpoint)?;
+        // `http_uri` checked both.
+        let scheme = uri.scheme().cloned().unwrap_or(Scheme::HTTP);
+        let host = uri.host().unwrap_or_default();
         let host = match uri.port_u16() {
             Some(port) => format!("{host}:{port}"),
             None => host.to_owned(),
@@ -296,6 +291,26 @@ impl Target {
             key: PoolKey { scheme, authority },
         })
     }
+}
+
+/// `endpoint` as an absolute `http` or `https` URI with a non-empty host.
+fn http_uri(endpoint: &str) -> Result<Uri, Failure> {
+    let uri: Uri = endpoint
+        .parse()
+        .map_err(|e| Failure::new("endpoint uri", e))?;
+    if !uri
+        .scheme()
+        .is_some_and(|s| *s == Scheme::HTTP || *s == Scheme::HTTPS)
+    {
+        return Err(Failure::message(
+            "endpoint uri",
+            "not an absolute http or https uri",
+        ));
+    }
+    if uri.host().is_none_or(str::is_empty) {
+        return Err(Failure::message("endpoint uri", "no host"));
+    }
+    Ok(uri)
 }
 
 /// The kick's deadline; a timeout too large to represent means "no deadline".

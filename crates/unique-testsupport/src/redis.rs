@@ -3,7 +3,9 @@
 //! [`shared`] hands every test of a binary the same running server (started on
 //! first use, stopped when the last test holding it lets go); [`RedisServer::start`]
 //! gives a test a private one it may stop. Each server listens on a free loopback
-//! port with persistence off (`--save "" --appendonly no`) and is killed on drop.
+//! port with persistence off (`--save "" --appendonly no`) and is killed on drop;
+//! [`RedisServer::start_with`] starts one that persists every write before it
+//! answers ([`Persistence::AppendFsyncAlways`]), for benchmarks of durable stores.
 //!
 //! When `redis-server` is not installed, the first caller installs Debian's
 //! `redis-server` package with `apt-get` (once per process, and under a lock file so
@@ -24,6 +26,34 @@ use crate::{ChildGuard, free_port};
 /// How long a fresh server gets to answer `PING`.
 const START_LIMIT: Duration = Duration::from_secs(15);
 
+/// What a server writes to disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Persistence {
+    /// Nothing: `--save "" --appendonly no` (every test server).
+    #[default]
+    Off,
+    /// `--appendonly yes --appendfsync always`: every write is in the append-only
+    /// file and fsynced before its answer is sent (Redis groups the writes of one
+    /// event-loop pass into one fsync). Snapshots stay off.
+    AppendFsyncAlways,
+}
+
+impl Persistence {
+    fn args(self) -> &'static [&'static str] {
+        match self {
+            Self::Off => &["--save", "", "--appendonly", "no"],
+            Self::AppendFsyncAlways => &[
+                "--save",
+                "",
+                "--appendonly",
+                "yes",
+                "--appendfsync",
+                "always",
+            ],
+        }
+    }
+}
+
 /// A running `redis-server` on `127.0.0.1`, killed (and its scratch directory
 /// removed) on drop.
 #[derive(Debug)]
@@ -42,12 +72,22 @@ impl RedisServer {
     /// When `redis-server` cannot be installed or does not come up, with a message
     /// saying what is missing.
     pub fn start() -> Self {
+        Self::start_with(Persistence::Off)
+    }
+
+    /// As [`start`](Self::start), writing to disk as `persistence` says (the files go to
+    /// the server's scratch directory, removed on drop).
+    ///
+    /// # Panics
+    ///
+    /// As [`start`](Self::start).
+    pub fn start_with(persistence: Persistence) -> Self {
         let binary = redis_server_path();
         let mut last_failure = String::new();
         // A port that was free a moment ago can be taken before the server binds it;
         // a couple of fresh ports make that race harmless.
         for _ in 0..3 {
-            match try_start(&binary) {
+            match try_start(&binary, persistence) {
                 Ok(server) => return server,
                 Err(failure) => last_failure = failure,
             }
@@ -119,7 +159,7 @@ pub fn redis_server_path() -> PathBuf {
         .unwrap_or_else(|missing| panic!("{missing}"))
 }
 
-fn try_start(binary: &Path) -> Result<RedisServer, String> {
+fn try_start(binary: &Path, persistence: Persistence) -> Result<RedisServer, String> {
     let port = free_port();
     let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
     let dir = std::env::temp_dir().join(format!(
@@ -132,8 +172,7 @@ fn try_start(binary: &Path) -> Result<RedisServer, String> {
         .arg("--port")
         .arg(port.to_string())
         .args(["--bind", "127.0.0.1"])
-        .args(["--save", ""])
-        .args(["--appendonly", "no"])
+        .args(persistence.args())
         .args(["--daemonize", "no"])
         .arg("--dir")
         .arg(&dir)
@@ -213,5 +252,30 @@ mod tests {
         server.stop();
         assert!(!ping(addr), "a stopped server must not answer");
         drop(server);
+    }
+
+    #[test]
+    fn append_fsync_always_is_configured_and_writes_its_file() {
+        let server = RedisServer::start_with(Persistence::AppendFsyncAlways);
+        let mut stream = TcpStream::connect(server.addr()).unwrap();
+        stream.set_read_timeout(Some(START_LIMIT)).unwrap();
+        let mut ask = |command: &[u8]| {
+            stream.write_all(command).unwrap();
+            let mut reply = [0_u8; 128];
+            let n = stream.read(&mut reply).unwrap();
+            String::from_utf8_lossy(&reply[..n]).into_owned()
+        };
+        let fsync = ask(b"CONFIG GET appendfsync\r\n");
+        assert!(fsync.contains("always"), "{fsync}");
+        let aof = ask(b"CONFIG GET appendonly\r\n");
+        assert!(aof.contains("yes"), "{aof}");
+        assert_eq!(ask(b"SET k v\r\n"), "+OK\r\n");
+        let dir = std::fs::read_dir(&server.dir).unwrap();
+        assert!(
+            dir.flatten()
+                .any(|e| e.file_name().to_string_lossy().contains("appendonly")),
+            "no append-only file in {}",
+            server.dir.display()
+        );
     }
 }
