@@ -5,9 +5,11 @@ use std::fmt;
 use std::time::Duration;
 
 use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::config::SharedHttpClient;
 use aws_sdk_dynamodb::config::retry::RetryConfig;
 use aws_sdk_dynamodb::config::timeout::TimeoutConfig;
 use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials, Region};
+use aws_smithy_http_client::tls;
 use unique_core::Error;
 
 use crate::client::DynamoStore;
@@ -38,6 +40,16 @@ pub const DEFAULT_MAX_ATTEMPTS: u32 = 3;
 /// standard 1 s would leave no room for a third attempt inside
 /// [`DEFAULT_OPERATION_TIMEOUT`].
 pub const DEFAULT_RETRY_BACKOFF: Duration = Duration::from_millis(100);
+
+/// The HTTP client of every SDK client built here: the SDK's hyper client on rustls
+/// with ring, the provider the rest of the workspace uses (`unique-tls`). The SDK's
+/// default client would compile a second provider, aws-lc-rs, into the binary.
+/// Roots are the platform's (rustls-native-certs), as with the SDK's default.
+fn https_client() -> SharedHttpClient {
+    aws_smithy_http_client::Builder::new()
+        .tls_provider(tls::Provider::Rustls(tls::rustls_provider::CryptoMode::Ring))
+        .build_https()
+}
 
 /// Configures a [`DynamoStore`].
 ///
@@ -238,6 +250,7 @@ impl DynamoStoreBuilder {
                 .ok_or_else(|| Error::invalid("dynamodb region is required"))?;
             let mut conf = aws_sdk_dynamodb::Config::builder()
                 .behavior_version(BehaviorVersion::latest())
+                .http_client(https_client())
                 .region(Region::new(region))
                 .credentials_provider(credentials.clone());
             if let Some(url) = &self.endpoint_url {
@@ -250,7 +263,8 @@ impl DynamoStoreBuilder {
 
     #[cfg(feature = "aws-config")]
     async fn default_chain_config(&self) -> Result<aws_sdk_dynamodb::Config, Error> {
-        let mut loader = aws_config::defaults(BehaviorVersion::latest());
+        // The credential chain's own calls (STS, SSO, instance metadata) use it too.
+        let mut loader = aws_config::defaults(BehaviorVersion::latest()).http_client(https_client());
         if let Some(region) = &self.region {
             loader = loader.region(Region::new(region.clone()));
         }
