@@ -41,13 +41,20 @@ pub const DEFAULT_MAX_ATTEMPTS: u32 = 3;
 /// [`DEFAULT_OPERATION_TIMEOUT`].
 pub const DEFAULT_RETRY_BACKOFF: Duration = Duration::from_millis(100);
 
-/// The HTTP client of every SDK client built here: the SDK's hyper client on rustls
-/// with ring, the provider the rest of the workspace uses (`unique-tls`). The SDK's
-/// default client would compile a second provider, aws-lc-rs, into the binary.
-/// Roots are the platform's (rustls-native-certs), as with the SDK's default.
-fn https_client() -> SharedHttpClient {
+/// The HTTP client of every SDK client this crate builds, and of a client handed to
+/// [`DynamoStoreBuilder::client`] that has none: the SDK's own hyper client on rustls
+/// with **ring**, the crypto provider the rest of unique uses (`unique-tls`), trusting
+/// the platform's root certificates as the SDK's default client does.
+///
+/// This crate depends on the SDK without its `default-https-client` feature, which
+/// would compile a second provider (aws-lc-rs) into every binary. Pass this to
+/// `aws_sdk_dynamodb::Config::builder().http_client(..)` when building a client of
+/// your own, or enable that feature in your own manifest to get the SDK's default.
+pub fn https_client() -> SharedHttpClient {
     aws_smithy_http_client::Builder::new()
-        .tls_provider(tls::Provider::Rustls(tls::rustls_provider::CryptoMode::Ring))
+        .tls_provider(tls::Provider::Rustls(
+            tls::rustls_provider::CryptoMode::Ring,
+        ))
         .build_https()
 }
 
@@ -194,10 +201,15 @@ impl DynamoStoreBuilder {
             return Err(Error::invalid("dynamodb table name must not be empty"));
         }
         let own_client = self.client.is_none();
-        let base = match &self.client {
+        let mut base = match &self.client {
             Some(client) => client.config().clone(),
             None => self.base_config().await?,
         };
+        if base.http_client().is_none() {
+            // Without the SDK's default client feature a caller's client may have
+            // none; every request would fail with "no HTTP client".
+            base = base.to_builder().http_client(https_client()).build();
+        }
         let mut timeouts = base
             .timeout_config()
             .cloned()
@@ -264,7 +276,8 @@ impl DynamoStoreBuilder {
     #[cfg(feature = "aws-config")]
     async fn default_chain_config(&self) -> Result<aws_sdk_dynamodb::Config, Error> {
         // The credential chain's own calls (STS, SSO, instance metadata) use it too.
-        let mut loader = aws_config::defaults(BehaviorVersion::latest()).http_client(https_client());
+        let mut loader =
+            aws_config::defaults(BehaviorVersion::latest()).http_client(https_client());
         if let Some(region) = &self.region {
             loader = loader.region(Region::new(region.clone()));
         }
