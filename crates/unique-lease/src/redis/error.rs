@@ -173,7 +173,10 @@ mod tests {
                 (ErrorKind::AuthenticationFailed, "x").into(),
                 "authentication failed",
             ),
-            ((ErrorKind::UnexpectedReturnType, "x").into(), "unexpected reply"),
+            (
+                (ErrorKind::UnexpectedReturnType, "x").into(),
+                "unexpected reply",
+            ),
             (
                 (ErrorKind::Server(ServerErrorKind::ResponseError), "x").into(),
                 "server error",
