@@ -160,7 +160,10 @@ fn deny(run: &mut Run) {
 /// Dependencies no crate uses (cargo-machete reads the sources, so it needs no build).
 fn machete(run: &mut Run) {
     ensure_installed(run, "machete", CARGO_MACHETE);
-    run.step("unused dependencies (cargo-machete)", subcommand(&["machete"]));
+    run.step(
+        "unused dependencies (cargo-machete)",
+        subcommand(&["machete"]),
+    );
 }
 
 /// The API docs of every crate, with broken intra-doc links and other rustdoc
