@@ -61,7 +61,7 @@ async fn takeover_after_forced_expiry_is_reported() {
     let keep = KeepAlive::start(dir.clone(), mine.clone(), TTL);
 
     let theirs = dir
-        .ensure_owner("room", "b", mine.expires_at, Duration::from_secs(60))
+        .ensure_owner("room", "b", mine.expires_at, Duration::from_mins(1))
         .await
         .unwrap();
     assert!(theirs.is_held_by("b"));
@@ -99,8 +99,8 @@ async fn stopped_redis_is_reported_when_the_lease_runs_out() {
         LeaseLost::RenewalFailed { error } => assert!(error.is_unavailable(), "{error}"),
         other => panic!("expected failing renewals, got {other:?}"),
     }
-    let last = states.borrow_and_update().clone();
-    assert!(last.is_lost(), "{last:?}");
+    let published = states.borrow_and_update().clone();
+    assert!(published.is_lost(), "{published:?}");
     assert!(
         reported_at >= held.expires_at,
         "reported at expiry, not before"
