@@ -14,9 +14,16 @@ const USAGE: &str = "\
 usage: cargo xtask <command>
 
 commands:
-  ci        fmt check, tidy, clippy -D warnings, cargo-deny (bans, licenses, sources), every test
-            (doctests and contract suites included), the out-of-tree backend example's
-            contract run, loom models, smoke S1-S6, benches compiled (not run)
+  ci        fmt check, tidy, clippy -D warnings, cargo-deny (bans, licenses, sources), unused
+            dependencies (cargo-machete), docs (warnings denied), each optional feature
+            compiled alone (cargo-hack), every test (doctests, contract suites and short
+            history runs included), the out-of-tree backend example's contract run, loom
+            models, smoke S1-S6, benches compiled (not run), publish dry run
+  machete   unused dependencies of every crate (installs cargo-machete when missing)
+  docs      cargo doc --workspace --no-deps with rustdoc warnings denied
+  features  cargo hack check --each-feature: every optional feature compiled alone, and
+            none (installs cargo-hack when missing)
+  publish   cargo publish --dry-run --workspace: packages and builds every publishable crate
   tidy      every clause or invariant id cited in the repository names a heading of
             docs/design.md, nothing cites a document outside the repository, and
             docs/backend-guide.md quotes the example backend verbatim and states the
@@ -57,6 +64,10 @@ fn main() -> ExitCode {
         "fuzz" => fuzz(&mut run),
         "tidy" => tidy(&mut run),
         "deny" => deny(&mut run),
+        "machete" => machete(&mut run),
+        "docs" => docs(&mut run),
+        "features" => features(&mut run),
+        "publish" => publish(&mut run),
         "smoke" => smoke(&mut run),
         "chaos" => chaos(&mut run),
         "bench" => bench(&mut run, &args[1..]),
@@ -87,6 +98,9 @@ fn ci(run: &mut Run) {
         ]),
     );
     deny(run);
+    machete(run);
+    docs(run);
+    features(run);
     run.step(
         "test (workspace: unit, integration, doctests, contract suites)",
         cargo(&["test", "--workspace"]),
@@ -111,6 +125,7 @@ fn ci(run: &mut Run) {
             "dev",
         ]),
     );
+    publish(run);
 }
 
 /// The out-of-tree backend example `ci` runs through `contract --path`.
@@ -120,23 +135,80 @@ const OUT_OF_TREE_EXAMPLE: &str = "examples/out-of-tree-store";
 /// fresh machine checks with the same rules as this one).
 const CARGO_DENY: &str = "cargo-deny@0.20.2";
 
-/// cargo-deny's offline checks against `deny.toml`: bans, licenses, sources.
-/// (`advisories` needs a network database, which CI cannot reach.)
-fn deny(run: &mut Run) {
-    let installed = cargo(&["deny", "--version"])
+/// The cargo-machete release `machete` installs when the machine has none.
+const CARGO_MACHETE: &str = "cargo-machete@0.9.2";
+
+/// The cargo-hack release `features` installs when the machine has none.
+const CARGO_HACK: &str = "cargo-hack@0.6.46";
+
+/// Installs the cargo subcommand `sub` from `release` (pinned, `--locked`) unless
+/// `cargo <sub> --version` already answers.
+fn ensure_installed(run: &mut Run, sub: &str, release: &str) {
+    let installed = subcommand(&[sub, "--version"])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .status()
         .is_ok_and(|status| status.success());
     if !installed {
         run.step(
-            "install cargo-deny",
-            cargo(&["install", "--locked", CARGO_DENY]),
+            &format!("install {release}"),
+            cargo(&["install", "--locked", release]),
         );
     }
+}
+
+/// cargo-deny's offline checks against `deny.toml`: bans, licenses, sources.
+/// (`advisories` needs a network database, which CI cannot reach.)
+fn deny(run: &mut Run) {
+    ensure_installed(run, "deny", CARGO_DENY);
     run.step(
         "deny (bans, licenses, sources)",
         cargo(&["deny", "check", "bans", "licenses", "sources"]),
+    );
+}
+
+/// Dependencies no crate uses (cargo-machete reads the sources, so it needs no build).
+fn machete(run: &mut Run) {
+    ensure_installed(run, "machete", CARGO_MACHETE);
+    run.step(
+        "unused dependencies (cargo-machete)",
+        subcommand(&["machete"]),
+    );
+}
+
+/// The API docs of every crate, with broken intra-doc links and other rustdoc
+/// warnings as errors.
+fn docs(run: &mut Run) {
+    let mut cmd = cargo(&["doc", "--workspace", "--no-deps"]);
+    cmd.env("RUSTDOCFLAGS", "-D warnings");
+    run.step("docs (rustdoc warnings denied)", cmd);
+}
+
+/// Every optional feature compiled alone, and each crate without its default
+/// features, so a feature that leans on another one fails here rather than in a
+/// user's build. `--no-dev-deps`: dev-dependencies would switch features on.
+fn features(run: &mut Run) {
+    ensure_installed(run, "hack", CARGO_HACK);
+    run.step(
+        "features (each optional feature alone, cargo-hack)",
+        cargo(&[
+            "hack",
+            "check",
+            "--workspace",
+            "--each-feature",
+            "--no-dev-deps",
+        ]),
+    );
+}
+
+/// Packages every publishable crate (`publish = false` ones are left out) and
+/// builds each from its package, as the registry would receive it. Path
+/// dependencies between them resolve to the packaged versions. `--allow-dirty`:
+/// it checks what would be packaged, not whether the work is committed.
+fn publish(run: &mut Run) {
+    run.step(
+        "publish dry run (every publishable crate)",
+        cargo(&["publish", "--dry-run", "--workspace", "--allow-dirty"]),
     );
 }
 
@@ -270,6 +342,15 @@ fn root() -> PathBuf {
 fn cargo(args: &[&str]) -> Command {
     let mut cmd = Command::new(env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
     cmd.args(args).current_dir(root());
+    cmd
+}
+
+/// `cargo` running a third-party subcommand. Without `CARGO_PKG_NAME`, which
+/// `cargo run` sets for xtask: cargo-machete takes its presence to mean it was
+/// started by a build, not as `cargo machete`, and then reads "machete" as a path.
+fn subcommand(args: &[&str]) -> Command {
+    let mut cmd = cargo(args);
+    cmd.env_remove("CARGO_PKG_NAME");
     cmd
 }
 

@@ -2,6 +2,7 @@
 
 mod directory;
 mod error;
+mod keepalive;
 mod memory;
 #[cfg(feature = "redis")]
 mod redis;
@@ -11,6 +12,7 @@ mod validate;
 
 pub use directory::{Directory, NodeRegistry};
 pub use error::{BoxError, LeaseError};
+pub use keepalive::{KeepAlive, LeaseLost, LeaseState};
 pub use memory::MemoryDirectory;
 #[cfg(feature = "redis")]
 pub use redis::{DEFAULT_GC_GRACE, DEFAULT_KEY_PREFIX, RedisDirectory, RedisDirectoryBuilder};

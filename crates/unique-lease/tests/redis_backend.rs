@@ -168,6 +168,8 @@ fn assert_corrupt<T: std::fmt::Debug>(result: Result<T, LeaseError>) {
 /// never a panic or a hang.
 #[tokio::test]
 async fn stopped_server_is_unavailable() {
+    // A private server: this test kills it (never the shared one, which may be a
+    // server the developer runs, named by UNIQUE_TEST_REDIS_URL).
     let mut server = RedisServer::start();
     let dir = RedisDirectory::connect(&server.url()).await.unwrap();
     let now = SystemTime::now();

@@ -5,9 +5,11 @@ use std::fmt;
 use std::time::Duration;
 
 use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::config::SharedHttpClient;
 use aws_sdk_dynamodb::config::retry::RetryConfig;
 use aws_sdk_dynamodb::config::timeout::TimeoutConfig;
 use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials, Region};
+use aws_smithy_http_client::tls;
 use unique_core::Error;
 
 use crate::client::DynamoStore;
@@ -38,6 +40,23 @@ pub const DEFAULT_MAX_ATTEMPTS: u32 = 3;
 /// standard 1 s would leave no room for a third attempt inside
 /// [`DEFAULT_OPERATION_TIMEOUT`].
 pub const DEFAULT_RETRY_BACKOFF: Duration = Duration::from_millis(100);
+
+/// The HTTP client of every SDK client this crate builds, and of a client handed to
+/// [`DynamoStoreBuilder::client`] that has none: the SDK's own hyper client on rustls
+/// with **ring**, the crypto provider the rest of unique uses (`unique-tls`), trusting
+/// the platform's root certificates as the SDK's default client does.
+///
+/// This crate depends on the SDK without its `default-https-client` feature, which
+/// would compile a second provider (aws-lc-rs) into every binary. Pass this to
+/// `aws_sdk_dynamodb::Config::builder().http_client(..)` when building a client of
+/// your own, or enable that feature in your own manifest to get the SDK's default.
+pub fn https_client() -> SharedHttpClient {
+    aws_smithy_http_client::Builder::new()
+        .tls_provider(tls::Provider::Rustls(
+            tls::rustls_provider::CryptoMode::Ring,
+        ))
+        .build_https()
+}
 
 /// Configures a [`DynamoStore`].
 ///
@@ -182,10 +201,15 @@ impl DynamoStoreBuilder {
             return Err(Error::invalid("dynamodb table name must not be empty"));
         }
         let own_client = self.client.is_none();
-        let base = match &self.client {
+        let mut base = match &self.client {
             Some(client) => client.config().clone(),
             None => self.base_config().await?,
         };
+        if base.http_client().is_none() {
+            // Without the SDK's default client feature a caller's client may have
+            // none; every request would fail with "no HTTP client".
+            base = base.to_builder().http_client(https_client()).build();
+        }
         let mut timeouts = base
             .timeout_config()
             .cloned()
@@ -242,6 +266,7 @@ impl DynamoStoreBuilder {
                 .ok_or_else(|| Error::invalid("dynamodb region is required"))?;
             let mut conf = aws_sdk_dynamodb::Config::builder()
                 .behavior_version(BehaviorVersion::latest())
+                .http_client(https_client())
                 .region(Region::new(region))
                 .credentials_provider(credentials.clone());
             if let Some(url) = &self.endpoint_url {
@@ -254,7 +279,9 @@ impl DynamoStoreBuilder {
 
     #[cfg(feature = "aws-config")]
     async fn default_chain_config(&self) -> Result<aws_sdk_dynamodb::Config, Error> {
-        let mut loader = aws_config::defaults(BehaviorVersion::latest());
+        // The credential chain's own calls (STS, SSO, instance metadata) use it too.
+        let mut loader =
+            aws_config::defaults(BehaviorVersion::latest()).http_client(https_client());
         if let Some(region) = &self.region {
             loader = loader.region(Region::new(region.clone()));
         }

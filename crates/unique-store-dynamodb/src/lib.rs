@@ -10,6 +10,7 @@ mod metrics;
 pub use builder::{
     DEFAULT_ATTEMPT_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_ATTEMPTS,
     DEFAULT_OPERATION_TIMEOUT, DEFAULT_RETRY_BACKOFF, DEFAULT_TABLE, DynamoStoreBuilder,
+    https_client,
 };
 pub use client::DynamoStore;
 pub use metrics::RequestCounts;

@@ -10,6 +10,12 @@
 //! Tests talk to it with fixed credentials ([`ACCESS_KEY_ID`],
 //! [`SECRET_ACCESS_KEY`]) and [`REGION`], so an SDK never probes the
 //! environment or instance metadata.
+//!
+//! With [`ENDPOINT_VAR`] (`UNIQUE_TEST_DYNAMODB_ENDPOINT`) set,
+//! [`Dynalite::shared`] uses that DynamoDB-compatible server instead (for machines
+//! without Node.js, or a DynamoDB Local already running). Some tests expect a
+//! server that starts empty (fixed table names, a first claim at gen 1), so give
+//! each run a fresh in-memory server, e.g. DynamoDB Local with `-inMemory`.
 
 use std::fs::{self, File};
 use std::io::{Read, Write};
@@ -30,6 +36,11 @@ pub const ACCESS_KEY_ID: &str = "unique-test";
 /// Secret access key tests use.
 pub const SECRET_ACCESS_KEY: &str = "unique-test-secret";
 
+/// The environment variable naming an existing DynamoDB-compatible server for
+/// [`Dynalite::shared`]: `http://HOST:PORT` (plain HTTP: some tests put a proxy in
+/// front of it).
+pub const ENDPOINT_VAR: &str = "UNIQUE_TEST_DYNAMODB_ENDPOINT";
+
 /// How long a fresh dynalite may take to answer.
 const START_LIMIT: Duration = Duration::from_secs(20);
 /// Attempts with a new port when the one picked was taken in the meantime.
@@ -47,13 +58,13 @@ process.stdin.resume();
 ";
 
 /// A running dynalite, killed when dropped (or, for [`Dynalite::shared`], when
-/// the test process exits).
+/// the test process exits); or an existing server named by [`ENDPOINT_VAR`].
 #[derive(Debug)]
 pub struct Dynalite {
     addr: SocketAddr,
-    // Order matters: the guard kills node first, then the pipe closes.
-    _child: ChildGuard,
-    _stdin: ChildStdin,
+    /// node and the write end of its stdin; `None` for an existing server.
+    /// Order matters: the guard kills node first, then the pipe closes.
+    _own: Option<(ChildGuard, ChildStdin)>,
 }
 
 impl Dynalite {
@@ -87,7 +98,26 @@ impl Dynalite {
     /// As [`Dynalite::start`].
     pub fn shared() -> &'static Self {
         static SHARED: OnceLock<Dynalite> = OnceLock::new();
-        SHARED.get_or_init(Self::start)
+        SHARED.get_or_init(|| match std::env::var(ENDPOINT_VAR) {
+            Ok(url) if !url.is_empty() => Self::existing(&url),
+            _ => Self::start(),
+        })
+    }
+
+    /// An existing server at `endpoint` (`http://HOST:PORT`, see [`ENDPOINT_VAR`]);
+    /// nothing is started or stopped.
+    ///
+    /// # Panics
+    ///
+    /// When `endpoint` is not such a URL with a resolvable host, or the server does
+    /// not answer a DynamoDB request.
+    pub fn existing(endpoint: &str) -> Self {
+        let addr = endpoint_addr(endpoint).unwrap_or_else(|why| panic!("{ENDPOINT_VAR}: {why}"));
+        assert!(
+            answers(addr),
+            "{ENDPOINT_VAR}: no DynamoDB-compatible server answers at {addr}"
+        );
+        Self { addr, _own: None }
     }
 
     /// The loopback address it listens on.
@@ -127,8 +157,7 @@ fn spawn(cli: &Path, preload: &Path) -> Result<Dynalite, String> {
         if answers(addr) {
             return Ok(Dynalite {
                 addr,
-                _child: ChildGuard::new(child, "dynalite"),
-                _stdin: stdin,
+                _own: Some((ChildGuard::new(child, "dynalite"), stdin)),
             });
         }
         if Instant::now() > deadline {
@@ -139,6 +168,11 @@ fn spawn(cli: &Path, preload: &Path) -> Result<Dynalite, String> {
         // Polling an external process: there is nothing to wait on instead.
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// The `host:port` of an `http://` endpoint, resolved.
+fn endpoint_addr(endpoint: &str) -> Result<SocketAddr, String> {
+    crate::url_addr(endpoint, "http://", 80)
 }
 
 /// One real DynamoDB request: dynalite answers an unsigned `ListTables` with
@@ -244,6 +278,27 @@ mod tests {
         assert!(server.endpoint_url().starts_with("http://127.0.0.1:"));
         drop(server);
         assert!(!answers(addr), "a dropped dynalite no longer answers");
+    }
+
+    #[test]
+    fn endpoints_resolve_to_their_host_and_port() {
+        let at = |url| endpoint_addr(url).unwrap().to_string();
+        assert_eq!(at("http://127.0.0.1:8000"), "127.0.0.1:8000");
+        assert_eq!(at("http://127.0.0.1:8001/"), "127.0.0.1:8001");
+        assert_eq!(at("http://127.0.0.1"), "127.0.0.1:80");
+        assert!(endpoint_addr("https://127.0.0.1:8000").is_err());
+    }
+
+    #[test]
+    fn an_existing_server_is_used_and_left_running() {
+        let owner = Dynalite::start();
+        let existing = Dynalite::existing(&owner.endpoint_url());
+        assert_eq!(existing.addr(), owner.addr());
+        drop(existing);
+        assert!(
+            answers(owner.addr()),
+            "dropping it leaves the server running"
+        );
     }
 
     #[test]

@@ -1,6 +1,6 @@
 #![doc = include_str!("../README.md")]
 
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::path::PathBuf;
 use std::process::Child;
 use std::time::{Duration, Instant};
@@ -74,6 +74,27 @@ pub fn wait_for_tcp(addr: SocketAddr, limit: Duration, what: &str) {
         std::thread::sleep(Duration::from_millis(20));
     }
     panic!("{what} did not accept connections on {addr} within {limit:?}");
+}
+
+/// The address of a `scheme://[user:password@]host[:port][/path]` URL (the
+/// `default_port` when it names none), resolved; for servers named in environment
+/// variables.
+pub(crate) fn url_addr(url: &str, scheme: &str, default_port: u16) -> Result<SocketAddr, String> {
+    let rest = url
+        .strip_prefix(scheme)
+        .ok_or_else(|| format!("expected a {scheme} url"))?;
+    let authority = rest.split('/').next().unwrap_or_default();
+    let host_port = authority.rsplit('@').next().unwrap_or_default();
+    let with_port = if host_port.contains(':') {
+        host_port.to_owned()
+    } else {
+        format!("{host_port}:{default_port}")
+    };
+    with_port
+        .to_socket_addrs()
+        .ok()
+        .and_then(|mut addrs| addrs.next())
+        .ok_or_else(|| format!("cannot resolve {with_port}"))
 }
 
 /// The workspace root (the directory holding the top-level `Cargo.toml`).

@@ -11,6 +11,12 @@
 //! `redis-server` package with `apt-get` (once per process, and under a lock file so
 //! parallel test binaries do not race each other). If that fails the test panics
 //! saying what is missing; there is no switch to skip.
+//!
+//! With [`URL_VAR`] (`UNIQUE_TEST_REDIS_URL`) set, [`shared`] uses that server
+//! instead of starting one (for machines without root or apt, such as macOS with a
+//! Redis of its own). Tests that stop or disconnect their server still start a
+//! private one with [`RedisServer::start`]: killing a server the developer runs is
+//! not theirs to do, and `CLIENT KILL` would cut other tests' connections.
 
 use std::fs;
 use std::io::{Read, Write};
@@ -22,6 +28,11 @@ use std::time::{Duration, Instant};
 
 use crate::apt::{self, tail};
 use crate::{ChildGuard, free_port};
+
+/// The environment variable naming an existing server for [`shared`]
+/// (`redis://[user:password@]host:port/[db]`). Tests use their own key prefixes,
+/// so the server may hold other data, but use one that nothing else depends on.
+pub const URL_VAR: &str = "UNIQUE_TEST_REDIS_URL";
 
 /// How long a fresh server gets to answer `PING`.
 const START_LIMIT: Duration = Duration::from_secs(15);
@@ -55,12 +66,14 @@ impl Persistence {
 }
 
 /// A running `redis-server` on `127.0.0.1`, killed (and its scratch directory
-/// removed) on drop.
+/// removed) on drop; or, from [`shared`] with [`URL_VAR`] set, an existing server
+/// this process does not own.
 #[derive(Debug)]
 pub struct RedisServer {
-    guard: ChildGuard,
+    /// The process and its scratch directory; `None` for an existing server.
+    own: Option<(ChildGuard, PathBuf)>,
     addr: SocketAddr,
-    dir: PathBuf,
+    url: String,
 }
 
 impl RedisServer {
@@ -100,9 +113,36 @@ impl RedisServer {
         self.addr
     }
 
+    /// An existing server at `url` (see [`URL_VAR`]); nothing is started or stopped.
+    ///
+    /// # Panics
+    ///
+    /// When `url` is not `redis://` with a resolvable host, or nothing accepts
+    /// connections there.
+    pub fn existing(url: &str) -> Self {
+        let addr = url_addr(url).unwrap_or_else(|why| panic!("{URL_VAR}: {why}"));
+        crate::wait_for_tcp(
+            addr,
+            Duration::from_secs(2),
+            &format!("the redis of {URL_VAR}"),
+        );
+        Self {
+            own: None,
+            addr,
+            url: url.to_owned(),
+        }
+    }
+
     /// The server's process id (e.g. to read its CPU time).
+    ///
+    /// # Panics
+    ///
+    /// For an existing server (not started here).
     pub fn pid(&self) -> u32 {
-        self.guard.id()
+        match &self.own {
+            Some((guard, _)) => guard.id(),
+            None => panic!("{}", not_ours("pid")),
+        }
     }
 
     /// The server's port.
@@ -110,27 +150,47 @@ impl RedisServer {
         self.addr.port()
     }
 
-    /// A connection URL for the `redis` crate: `redis://127.0.0.1:<port>/`.
+    /// A connection URL for the `redis` crate: `redis://127.0.0.1:<port>/`, or
+    /// the URL of [`URL_VAR`] as given.
     pub fn url(&self) -> String {
-        format!("redis://{}/", self.addr)
+        self.url.clone()
     }
 
     /// Kills the server now (SIGKILL), e.g. to test a dropped connection.
+    ///
+    /// # Panics
+    ///
+    /// For an existing server (not started here).
     pub fn stop(&mut self) {
-        self.guard.kill();
+        match &mut self.own {
+            Some((guard, _)) => guard.kill(),
+            None => panic!("{}", not_ours("stop")),
+        }
     }
+}
+
+fn not_ours(what: &str) -> String {
+    format!("{what}: the server of {URL_VAR} is not this test's to control; use RedisServer::start")
 }
 
 impl Drop for RedisServer {
     fn drop(&mut self) {
-        self.guard.kill();
-        let _ = fs::remove_dir_all(&self.dir);
+        if let Some((guard, dir)) = &mut self.own {
+            guard.kill();
+            let _ = fs::remove_dir_all(dir);
+        }
     }
 }
 
+/// The `host:port` of a `redis://` URL, resolved (default port 6379).
+fn url_addr(url: &str) -> Result<SocketAddr, String> {
+    crate::url_addr(url, "redis://", 6379)
+}
+
 /// The server shared by the tests of this binary: started by the first caller,
-/// stopped when the last [`Arc`] is dropped (a later caller then starts a new one).
-/// Tests sharing it must use their own keys.
+/// stopped when the last [`Arc`] is dropped (a later caller then starts a new one);
+/// with [`URL_VAR`] set, the server it names. Tests sharing it must use their own
+/// keys, and must not stop it.
 ///
 /// # Panics
 ///
@@ -141,7 +201,10 @@ pub fn shared() -> Arc<RedisServer> {
     if let Some(server) = slot.upgrade() {
         return server;
     }
-    let server = Arc::new(RedisServer::start());
+    let server = Arc::new(match std::env::var(URL_VAR) {
+        Ok(url) if !url.is_empty() => RedisServer::existing(&url),
+        _ => RedisServer::start(),
+    });
     *slot = Arc::downgrade(&server);
     server
 }
@@ -185,9 +248,9 @@ fn try_start(binary: &Path, persistence: Persistence) -> Result<RedisServer, Str
         .map_err(|e| format!("cannot run {}: {e}", binary.display()))?;
     match wait_for_ping(child, addr) {
         Ok(child) => Ok(RedisServer {
-            guard: ChildGuard::new(child, "redis-server"),
+            own: Some((ChildGuard::new(child, "redis-server"), dir)),
             addr,
-            dir,
+            url: format!("redis://{addr}/"),
         }),
         Err(failure) => {
             let log = fs::read_to_string(&log).unwrap_or_default();
@@ -244,6 +307,27 @@ mod tests {
     }
 
     #[test]
+    fn urls_resolve_to_their_host_and_port() {
+        let at = |url| url_addr(url).unwrap().to_string();
+        assert_eq!(at("redis://127.0.0.1:7000/"), "127.0.0.1:7000");
+        assert_eq!(at("redis://user:pw@127.0.0.1:7001/2"), "127.0.0.1:7001");
+        assert_eq!(at("redis://127.0.0.1"), "127.0.0.1:6379");
+        assert!(url_addr("http://127.0.0.1:7000").is_err());
+    }
+
+    #[test]
+    fn an_existing_server_is_used_but_never_stopped() {
+        let owner = RedisServer::start();
+        let mut existing = RedisServer::existing(&owner.url());
+        assert_eq!(existing.addr(), owner.addr());
+        assert_eq!(existing.url(), owner.url());
+        let stop = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| existing.stop()));
+        assert!(stop.is_err(), "stopping a server it does not own panics");
+        drop(existing);
+        assert!(ping(owner.addr()), "dropping it leaves the server running");
+    }
+
+    #[test]
     fn private_server_stops_on_drop() {
         let mut server = RedisServer::start();
         let addr = server.addr();
@@ -270,12 +354,13 @@ mod tests {
         let aof = ask(b"CONFIG GET appendonly\r\n");
         assert!(aof.contains("yes"), "{aof}");
         assert_eq!(ask(b"SET k v\r\n"), "+OK\r\n");
-        let dir = std::fs::read_dir(&server.dir).unwrap();
+        let (_, scratch) = server.own.as_ref().expect("a private server");
+        let dir = std::fs::read_dir(scratch).unwrap();
         assert!(
             dir.flatten()
                 .any(|e| e.file_name().to_string_lossy().contains("appendonly")),
             "no append-only file in {}",
-            server.dir.display()
+            scratch.display()
         );
     }
 }

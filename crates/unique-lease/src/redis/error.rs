@@ -1,6 +1,6 @@
 //! The one place where Redis errors become [`LeaseError`]s.
 
-use redis::{ErrorKind, RedisError};
+use redis::{ErrorKind, RedisError, ServerErrorKind};
 
 use crate::error::LeaseError;
 
@@ -18,24 +18,32 @@ pub(super) fn map(op: &str, e: RedisError) -> LeaseError {
         source: None,
     };
     let mapped = match e.kind() {
-        ErrorKind::IoError if e.is_timeout() => unavailable("timed out"),
-        ErrorKind::IoError if e.is_connection_dropped() => unavailable("connection dropped"),
-        ErrorKind::IoError if e.is_connection_refusal() => unavailable("connection refused"),
-        ErrorKind::IoError => unavailable("connection failed"),
+        ErrorKind::Io if e.is_timeout() => unavailable("timed out"),
+        // Before "dropped": redis 1.x counts a refused connection as dropped too.
+        ErrorKind::Io if e.is_connection_refusal() => unavailable("connection refused"),
+        ErrorKind::Io if e.is_connection_dropped() => unavailable("connection dropped"),
+        ErrorKind::Io => unavailable("connection failed"),
         // A garbled reply desynchronises the connection; the manager reconnects.
-        ErrorKind::ParseError => unavailable("unreadable reply"),
-        ErrorKind::BusyLoadingError => unavailable("server is loading its dataset"),
-        ErrorKind::TryAgain
-        | ErrorKind::ClusterDown
-        | ErrorKind::MasterDown
-        | ErrorKind::Moved
-        | ErrorKind::Ask
+        ErrorKind::Parse => unavailable("unreadable reply"),
+        ErrorKind::Server(ServerErrorKind::BusyLoading) => {
+            unavailable("server is loading its dataset")
+        }
+        ErrorKind::Server(
+            ServerErrorKind::TryAgain
+            | ServerErrorKind::ClusterDown
+            | ServerErrorKind::MasterDown
+            | ServerErrorKind::Moved
+            | ServerErrorKind::Ask,
+        )
         | ErrorKind::ClusterConnectionNotFound => unavailable("cluster unavailable"),
         // A failover turned our server into a replica; the next primary will answer.
-        ErrorKind::ReadOnly => unavailable("server is a read-only replica"),
+        ErrorKind::Server(ServerErrorKind::ReadOnly) => {
+            unavailable("server is a read-only replica")
+        }
+        ErrorKind::Server(ServerErrorKind::NoPerm) => backend("permission denied"),
         ErrorKind::AuthenticationFailed => backend("authentication failed"),
-        ErrorKind::TypeError => backend("unexpected reply"),
-        ErrorKind::ExtensionError => match e.code() {
+        ErrorKind::UnexpectedReturnType => backend("unexpected reply"),
+        ErrorKind::Extension => match e.code() {
             Some("WRONGTYPE") => {
                 return LeaseError::Corrupt(format!(
                     "redis {op}: a key holds the wrong kind of value"
@@ -43,7 +51,7 @@ pub(super) fn map(op: &str, e: RedisError) -> LeaseError {
             }
             Some("OOM") => unavailable("server out of memory"),
             Some("BUSY") => unavailable("server busy running a script"),
-            Some("NOPERM" | "NOAUTH") => backend("permission denied"),
+            Some("NOAUTH") => backend("permission denied"),
             _ => backend("server error"),
         },
         _ => backend("server error"),
@@ -110,16 +118,23 @@ mod tests {
 
     #[test]
     fn transient_server_states_are_unavailable() {
+        let server = ErrorKind::Server;
         let kinds = [
-            (ErrorKind::ParseError, "unreadable reply"),
-            (ErrorKind::BusyLoadingError, "server is loading its dataset"),
-            (ErrorKind::TryAgain, "cluster unavailable"),
-            (ErrorKind::ClusterDown, "cluster unavailable"),
-            (ErrorKind::MasterDown, "cluster unavailable"),
-            (ErrorKind::Moved, "cluster unavailable"),
-            (ErrorKind::Ask, "cluster unavailable"),
+            (ErrorKind::Parse, "unreadable reply"),
+            (
+                server(ServerErrorKind::BusyLoading),
+                "server is loading its dataset",
+            ),
+            (server(ServerErrorKind::TryAgain), "cluster unavailable"),
+            (server(ServerErrorKind::ClusterDown), "cluster unavailable"),
+            (server(ServerErrorKind::MasterDown), "cluster unavailable"),
+            (server(ServerErrorKind::Moved), "cluster unavailable"),
+            (server(ServerErrorKind::Ask), "cluster unavailable"),
             (ErrorKind::ClusterConnectionNotFound, "cluster unavailable"),
-            (ErrorKind::ReadOnly, "server is a read-only replica"),
+            (
+                server(ServerErrorKind::ReadOnly),
+                "server is a read-only replica",
+            ),
         ];
         for (kind, reason) in kinds {
             let mapped = map("op", (kind, "x").into());
@@ -153,16 +168,27 @@ mod tests {
 
     #[test]
     fn permanent_refusals_are_backend_errors() {
-        let cases: [(RedisError, &str); 6] = [
+        let cases: [(RedisError, &str); 8] = [
             (
                 (ErrorKind::AuthenticationFailed, "x").into(),
                 "authentication failed",
             ),
-            ((ErrorKind::TypeError, "x").into(), "unexpected reply"),
-            ((ErrorKind::ResponseError, "x").into(), "server error"),
+            (
+                (ErrorKind::UnexpectedReturnType, "x").into(),
+                "unexpected reply",
+            ),
+            (
+                (ErrorKind::Server(ServerErrorKind::ResponseError), "x").into(),
+                "server error",
+            ),
             ((ErrorKind::InvalidClientConfig, "x").into(), "server error"),
-            (ext("NOPERM"), "permission denied"),
+            (
+                (ErrorKind::Server(ServerErrorKind::NoPerm), "x").into(),
+                "permission denied",
+            ),
+            (ext("NOAUTH"), "permission denied"),
             (ext("SOMETHINGNEW"), "server error"),
+            ((ErrorKind::Client, "x").into(), "server error"),
         ];
         for (e, reason) in cases {
             let mapped = map("op", e);

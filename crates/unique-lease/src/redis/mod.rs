@@ -99,8 +99,8 @@ impl RedisDirectory {
         let client =
             redis::Client::open(url).map_err(|_| LeaseError::invalid("redis url is not valid"))?;
         let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Duration::from_secs(2))
-            .set_response_timeout(Duration::from_secs(5))
+            .set_connection_timeout(Some(Duration::from_secs(2)))
+            .set_response_timeout(Some(Duration::from_secs(5)))
             .set_number_of_retries(0);
         ConnectionManager::new_with_config(client, config)
             .await
@@ -148,7 +148,7 @@ impl RedisDirectory {
         ) = self
             .conn
             .clone()
-            .hget(self.lease_key(room_id), &["node", "token", "epoch", "exp"])
+            .hmget(self.lease_key(room_id), &["node", "token", "epoch", "exp"])
             .await
             .map_err(|e| error::map(op, e))?;
         match fields {
@@ -339,7 +339,7 @@ impl NodeRegistry for RedisDirectory {
         let fields: (Option<String>, Option<String>, Option<String>) = self
             .conn
             .clone()
-            .hget(self.node_key(node_id), &["addr", "updated", "exp"])
+            .hmget(self.node_key(node_id), &["addr", "updated", "exp"])
             .await
             .map_err(|e| error::map("lookup_node", e))?;
         let registration = match fields {
