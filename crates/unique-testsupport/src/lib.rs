@@ -35,6 +35,27 @@ impl ChildGuard {
         }
     }
 
+    /// The exit status, when the process has exited.
+    pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.try_wait().ok().flatten()
+    }
+
+    /// Sends `signal` (a name for `kill -s`, e.g. `QUIT`), waits up to `grace` for the
+    /// process to exit, then kills it (SIGKILL) if it has not: a server that cleans up
+    /// after itself on a signal (PostgreSQL removes its shared memory) gets the chance.
+    pub fn stop_with(&mut self, signal: &str, grace: Duration) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            let _ = std::process::Command::new("kill")
+                .args(["-s", signal, &self.child.id().to_string()])
+                .status();
+            let deadline = Instant::now() + grace;
+            while Instant::now() < deadline && matches!(self.child.try_wait(), Ok(None)) {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+        self.kill();
+    }
+
     /// Kills the process now (SIGKILL) and waits for it.
     pub fn kill(&mut self) {
         let _ = self.child.kill();
@@ -100,6 +121,7 @@ pub mod dynalite;
 pub mod fuzz;
 pub mod net;
 pub mod pki;
+pub mod postgres;
 pub mod promtool;
 pub mod proxy;
 pub mod redis;
