@@ -35,6 +35,7 @@ const CONTRACT_SUITES: &[(&str, &str)] = &[
     ("unique-store-memory", "contract"),
     ("unique-store-sqlite", "contract"),
     ("unique-store-dynamodb", "contract"),
+    ("unique-store-postgres", "contract"),
     ("unique-store-contract", "reference"),
     ("unique-kick-http", "contract"),
     ("unique-kick-contract", "broken_kickers"),
