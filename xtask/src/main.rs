@@ -27,7 +27,7 @@ commands:
 ";
 
 /// The contract suites `contract` runs: every in-tree store backend (DynamoDB on a
-/// real dynalite), the store suite's own check against deliberately broken stores,
+/// real dynalite, PostgreSQL on a private server), the store suite's own check against deliberately broken stores,
 /// the kicker contract on `HttpKicker` and the kicker suite's own check against
 /// broken kickers, and the lease backends (Redis on a real redis-server).
 /// Each entry: (package, test target).

@@ -162,8 +162,6 @@ fn describe_target(config: &tokio_postgres::Config) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-
     #[test]
     fn target_never_shows_the_password() {
         let store = crate::PostgresStore::builder("postgres://alice:s3cret@db.internal:6543/app")

@@ -23,7 +23,10 @@ pub(crate) fn map_pg(what: &str, e: tokio_postgres::Error) -> Error {
     let reason = describe(e.code(), e.is_closed());
     let code = e.code().map(|c| format!(" (sqlstate {})", c.code()));
     Error::unavailable_with(
-        format!("postgres {what} failed: {reason}{}", code.unwrap_or_default()),
+        format!(
+            "postgres {what} failed: {reason}{}",
+            code.unwrap_or_default()
+        ),
         e,
     )
 }
@@ -138,6 +141,9 @@ mod tests {
         assert!(e.is_unavailable());
         let e = timed_out("claim", Duration::from_secs(3));
         assert!(e.is_unavailable());
-        assert_eq!(e.to_string(), "unavailable: postgres claim timed out after 3s");
+        assert_eq!(
+            e.to_string(),
+            "unavailable: postgres claim timed out after 3s"
+        );
     }
 }

@@ -100,7 +100,10 @@ mod tests {
     #[test]
     fn table_names_are_quoted_or_refused() {
         assert_eq!(quote_table("unique_records").unwrap(), "\"unique_records\"");
-        assert_eq!(quote_table("ops.Sessions-1").unwrap(), "\"ops\".\"Sessions-1\"");
+        assert_eq!(
+            quote_table("ops.Sessions-1").unwrap(),
+            "\"ops\".\"Sessions-1\""
+        );
         for bad in ["", "a.b.c", "x\"y", "a b", "t;drop", ".t", &"x".repeat(64)] {
             assert!(quote_table(bad).unwrap_err().is_invalid_params(), "{bad}");
         }

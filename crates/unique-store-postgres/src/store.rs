@@ -67,12 +67,7 @@ impl PostgresStore {
     {
         let limit = self.inner.operation_timeout;
         let call = async {
-            let client = self
-                .inner
-                .pool
-                .get()
-                .await
-                .map_err(|e| map_pool(what, e))?;
+            let client = self.inner.pool.get().await.map_err(|e| map_pool(what, e))?;
             match op(Checkout(Some(client))).await {
                 Ok((mut checkout, value)) => {
                     checkout.keep();
@@ -108,7 +103,9 @@ pub(crate) struct Checkout(Option<Object>);
 
 impl Checkout {
     pub(crate) fn client(&self) -> &Object {
-        self.0.as_ref().expect("a checkout holds its connection until dropped")
+        self.0
+            .as_ref()
+            .expect("a checkout holds its connection until dropped")
     }
 
     fn keep(&mut self) {
@@ -169,8 +166,7 @@ impl Store for PostgresStore {
                 self.query("claim", &sql.double_pin, &params).await?
             }
             Fence::Tombstone { generation } => {
-                let params: [&(dyn ToSql + Sync); 5] =
-                    [&pk, &owner, &claim_id, &next, &generation];
+                let params: [&(dyn ToSql + Sync); 5] = [&pk, &owner, &claim_id, &next, &generation];
                 self.query("claim", &sql.tombstone, &params).await?
             }
         };

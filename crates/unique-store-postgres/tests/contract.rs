@@ -7,4 +7,3 @@ mod common;
 use unique_store_contract::store_contract_tests;
 
 store_contract_tests!(common::subject);
-

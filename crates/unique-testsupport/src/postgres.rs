@@ -43,7 +43,7 @@ pub const PASSWORD: &str = "unique-test-secret-7f3a";
 pub const DATABASE: &str = "unique_test";
 
 /// How long a fresh server gets to accept connections.
-const START_LIMIT: Duration = Duration::from_secs(60);
+const START_LIMIT: Duration = Duration::from_mins(1);
 
 /// A PostgreSQL database for tests: a private server started here, or the existing database
 /// named by [`DATABASE_URL_ENV`].
@@ -92,10 +92,7 @@ impl PostgresServer {
             match try_start(&bin) {
                 Ok(private) => {
                     return Self {
-                        url: format!(
-                            "postgres://{USER}:{PASSWORD}@{}/{DATABASE}",
-                            private.addr
-                        ),
+                        url: format!("postgres://{USER}:{PASSWORD}@{}/{DATABASE}", private.addr),
                         private: Some(private),
                     };
                 }
@@ -202,7 +199,7 @@ fn find_bin_dir() -> Option<PathBuf> {
 /// The user and group the server runs as: `nobody` when this process is root (PostgreSQL
 /// refuses root), else nobody to switch to.
 fn server_identity() -> Option<(u32, u32)> {
-    let euid = fs::metadata("/proc/self").map(|m| m.uid()).unwrap_or(0);
+    let euid = fs::metadata("/proc/self").map_or(0, |m| m.uid());
     if euid != 0 {
         return None;
     }

@@ -6,6 +6,8 @@
 
 #![allow(dead_code, unreachable_pub)] // each test binary uses a different subset
 
+pub mod wire;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -36,12 +38,17 @@ pub fn builder(url: &str, table: &str) -> PostgresStoreBuilder {
 /// A store on `table` of `server`'s database, with the table created. The caller keeps
 /// `server` alive (the shared one stops when its last holder lets go).
 pub async fn store_on(server: &PostgresServer, table: &str) -> PostgresStore {
-    let store = builder(server.url(), table).build().expect("build the store");
+    let store = builder(server.url(), table)
+        .build()
+        .expect("build the store");
     store
         .create_table_if_missing()
         .await
         .expect("create the test table");
-    store.check().await.expect("the test table passes the check");
+    store
+        .check()
+        .await
+        .expect("the test table passes the check");
     store
 }
 
