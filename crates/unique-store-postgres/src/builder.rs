@@ -15,7 +15,7 @@ use crate::store::{Inner, PostgresStore};
 pub const DEFAULT_TABLE: &str = "unique_records";
 
 /// The default number of pooled connections per store (per server process).
-pub const DEFAULT_MAX_CONNECTIONS: usize = 16;
+pub const DEFAULT_MAX_CONNECTIONS: u16 = 16;
 
 /// The default time allowed to open a connection (TCP, TLS-less startup, authentication).
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
@@ -29,7 +29,7 @@ pub const DEFAULT_OPERATION_TIMEOUT: Duration = Duration::from_secs(3);
 pub struct PostgresStoreBuilder {
     url: String,
     table: String,
-    max_connections: usize,
+    max_connections: u16,
     connect_timeout: Duration,
     operation_timeout: Duration,
 }
@@ -56,7 +56,7 @@ impl PostgresStoreBuilder {
     /// The most connections this store keeps open (at least 1). Default
     /// [`DEFAULT_MAX_CONNECTIONS`].
     #[must_use]
-    pub fn max_connections(mut self, max: usize) -> Self {
+    pub fn max_connections(mut self, max: u16) -> Self {
         self.max_connections = max.max(1);
         self
     }
@@ -118,7 +118,7 @@ impl PostgresStoreBuilder {
             },
         );
         let pool = Pool::builder(manager)
-            .max_size(self.max_connections)
+            .max_size(self.max_connections.into())
             .runtime(Runtime::Tokio1)
             .wait_timeout(Some(self.operation_timeout))
             .create_timeout(Some(self.operation_timeout))
