@@ -23,9 +23,10 @@ use crate::load::{LoadPlan, Measurement};
 use crate::redis_client::RedisConnector;
 use crate::report::{Role, Row};
 use crate::server::{DbSync, ServerStore, UniqueServer, Variant};
+use unique_testsupport::postgres::PostgresServer;
 use unique_testsupport::redis::RedisServer;
 
-/// Measures unique-server (memory and durable sqlite stores) and a redis-server claim
+/// Measures unique-server (memory, durable sqlite and postgres stores) and a redis-server claim
 /// script side by side: the same closed-loop client, connections and key sequence.
 #[derive(Debug, Parser)]
 #[command(name = "unique-bench", version, about, long_about = None)]
@@ -115,16 +116,20 @@ enum Target {
     SqliteFull,
     /// unique-server --store sqlite --db-sync normal (no fsync per commit).
     SqliteNormal,
+    /// unique-server --store postgres on a private PostgreSQL (fsync and
+    /// synchronous_commit on), started by the bench.
+    Postgres,
 }
 
 impl Target {
-    const ALL: [Target; 6] = [
+    const ALL: [Target; 7] = [
         Target::Redis,
         Target::Memory,
         Target::MemoryNoMetrics,
         Target::MemoryGuarded,
         Target::SqliteFull,
         Target::SqliteNormal,
+        Target::Postgres,
     ];
 
     fn label(self) -> &'static str {
@@ -135,6 +140,7 @@ impl Target {
             Target::MemoryGuarded => "unique memory, auth + signing",
             Target::SqliteFull => "unique sqlite full",
             Target::SqliteNormal => "unique sqlite normal",
+            Target::Postgres => "unique postgres",
         }
     }
 }
@@ -209,7 +215,8 @@ fn run(args: &Args) -> Result<(), String> {
                 Target::MemoryNoMetrics
                 | Target::MemoryGuarded
                 | Target::SqliteFull
-                | Target::SqliteNormal => Role::Other,
+                | Target::SqliteNormal
+                | Target::Postgres => Role::Other,
             },
             rounds,
         })
@@ -245,6 +252,7 @@ impl Running {
             Target::MemoryGuarded => Variant::Guarded,
             _ => Variant::Default,
         };
+        let mut database = None;
         let store = match target {
             Target::Redis => {
                 let server = RedisServer::start();
@@ -258,6 +266,12 @@ impl Running {
             Target::Memory | Target::MemoryNoMetrics | Target::MemoryGuarded => ServerStore::Memory,
             Target::SqliteFull => ServerStore::Sqlite(DbSync::Full),
             Target::SqliteNormal => ServerStore::Sqlite(DbSync::Normal),
+            Target::Postgres => {
+                let started = PostgresServer::start();
+                let url = started.url().to_owned();
+                database = Some(started);
+                ServerStore::Postgres(url)
+            }
         };
         let bin = server_bin.ok_or("no unique-server binary")?;
         let workers = (server_workers > 0).then_some(server_workers);
@@ -267,7 +281,8 @@ impl Running {
             target,
             connector: Connector::Http(connector),
             pid: server.pid(),
-            _server: Box::new(server),
+            // A tuple drops in order: the server before its database.
+            _server: Box::new((server, database)),
         })
     }
 
