@@ -3,17 +3,14 @@
 
 mod common;
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use unique_testsupport::dynalite::{ACCESS_KEY_ID, Dynalite, REGION, SECRET_ACCESS_KEY};
-use unique_testsupport::net::PATIENCE;
 use unique_testsupport::proxy::StallProxy;
 use unique_testsupport::{ChildGuard, free_port};
 
-use common::{BIN, announced_addr};
+use common::{BIN, announced_addr, http, request};
 
 fn server_command(endpoint_url: &str, table: &str) -> Command {
     let mut cmd = Command::new(BIN);
@@ -43,28 +40,6 @@ fn serve(mut command: Command) -> (String, ChildGuard) {
         .unwrap();
     let addr = announced_addr(&mut child);
     (addr, ChildGuard::new(child, "unique-server"))
-}
-
-/// One HTTP/1.1 request on a fresh connection; returns the raw answer. A server that
-/// does not answer within [`PATIENCE`] fails the test instead of hanging it.
-fn request(addr: &str, method: &str, path: &str, body: &str) -> String {
-    let mut stream = TcpStream::connect(addr).unwrap();
-    stream.set_read_timeout(Some(PATIENCE)).unwrap();
-    write!(
-        stream,
-        "{method} {path} HTTP/1.1\r\nhost: t\r\nconnection: close\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    let mut answer = String::new();
-    stream
-        .read_to_string(&mut answer)
-        .unwrap_or_else(|e| panic!("no answer to {method} {path}: {e}; got {answer:?}"));
-    answer
-}
-
-fn http(addr: &str, path: &str, body: &str) -> String {
-    request(addr, "POST", path, body)
 }
 
 #[test]

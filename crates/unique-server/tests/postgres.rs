@@ -5,17 +5,14 @@
 mod common;
 
 use std::collections::HashMap;
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use unique_testsupport::net::PATIENCE;
 use unique_testsupport::postgres::{self, PASSWORD, PostgresServer};
 use unique_testsupport::{ChildGuard, free_port};
 
-use common::{BIN, announced_addr, stop_with_sigterm};
+use common::{BIN, announced_addr, http, request, stop_with_sigterm};
 
 /// The server on `table` of the database at `url`, the URL passed through the environment
 /// as a deployment would (so it is not on the command line).
@@ -37,28 +34,6 @@ fn serve(mut command: Command) -> (String, std::process::Child) {
         .unwrap();
     let addr = announced_addr(&mut child);
     (addr, child)
-}
-
-/// One HTTP/1.1 POST on a fresh connection; the raw answer.
-fn http(addr: &str, path: &str, body: &str) -> String {
-    request(addr, "POST", path, body)
-}
-
-/// One HTTP/1.1 request on a fresh connection; the raw answer.
-fn request(addr: &str, method: &str, path: &str, body: &str) -> String {
-    let mut stream = TcpStream::connect(addr).unwrap();
-    stream.set_read_timeout(Some(PATIENCE)).unwrap();
-    write!(
-        stream,
-        "{method} {path} HTTP/1.1\r\nhost: t\r\nconnection: close\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    let mut answer = String::new();
-    stream
-        .read_to_string(&mut answer)
-        .unwrap_or_else(|e| panic!("no answer to {path}: {e}; got {answer:?}"));
-    answer
 }
 
 /// The JSON body of an answer.
@@ -116,7 +91,7 @@ fn failed_startup(command: &mut Command) -> String {
     assert!(!out.status.success(), "the server must refuse to start");
     // Bounded: the startup check gives up (10 s) rather than hang.
     assert!(
-        started.elapsed() < Duration::from_secs(60),
+        started.elapsed() < Duration::from_mins(1),
         "took {:?}",
         started.elapsed()
     );
@@ -174,29 +149,28 @@ struct Observed {
     answered: Instant,
 }
 
-/// `servers` server processes on one table; `clients` threads, each sending claims for a
-/// few shared keys round-robin across the servers, every claim with a fresh claim_id (and
-/// a retry with the same id after a 503). Checks, per key: distinct claim_ids never share a
-/// gen, a claim that started after another was answered got a larger gen (real-time order),
-/// and the stored gen is at least every gen handed out.
+const CLIENTS: usize = 6;
+const CLAIMS_PER_CLIENT: usize = 25;
+const KEYS: i64 = 3;
+
+/// `servers` server processes on one table; [`CLIENTS`] threads racing [`KEYS`] shared keys
+/// across them ([`claims_of_client`]). Checks, per key: distinct claim_ids never share a gen,
+/// a claim that started after another was answered got a larger gen (real-time order), and
+/// the stored gen is at least every gen handed out; and that the servers did race.
 fn race_across_servers(servers: usize) {
-    const CLIENTS: usize = 6;
-    const CLAIMS_PER_CLIENT: usize = 25;
-    const KEYS: i64 = 3;
     let db: Arc<PostgresServer> = postgres::shared();
-    let table = "scale_out";
     let mut processes = Vec::new();
     let mut addrs = Vec::new();
     for i in 0..servers {
-        let mut command = server_command(db.url(), table);
+        let mut command = server_command(db.url(), "scale_out");
         command
             .args(["--max-claim-attempts", "10"])
             .env("RUST_LOG", "warn");
+        // Only the first creates the table; the others start once it exists.
         if i == 0 {
             command.arg("--create-table");
         }
         let (addr, child) = serve(command);
-        // Only the first creates the table; the others start once it exists.
         addrs.push(addr);
         processes.push(ChildGuard::new(child, "unique-server"));
     }
@@ -204,38 +178,7 @@ fn race_across_servers(servers: usize) {
     let threads: Vec<_> = (0..CLIENTS)
         .map(|client| {
             let (addrs, project) = (addrs.clone(), project.clone());
-            std::thread::spawn(move || {
-                let mut seen = Vec::new();
-                for round in 0..CLAIMS_PER_CLIENT {
-                    // Every client claims the same key in the same round: real races.
-                    let uid = 1 + i64::try_from(round).unwrap() % KEYS;
-                    let claim_id = format!("c{client}-{round}");
-                    let request = format!(
-                        r#"{{"project":"{project}","env":"race","uid":{uid},"owner":{{"endpoint":"http://127.0.0.1:9/c{client}"}},"claim_id":"{claim_id}"}}"#
-                    );
-                    // Each attempt goes to the next server; a 503 is retried with the same id.
-                    for attempt in 0..5 {
-                        let addr = &addrs[(client + round + attempt) % addrs.len()];
-                        let sent = Instant::now();
-                        let answer = http(addr, "/v1/claim", &request);
-                        let answered = Instant::now();
-                        if answer.starts_with("HTTP/1.1 200") {
-                            let b = body(&answer);
-                            seen.push(Observed {
-                                uid,
-                                claim_id: claim_id.clone(),
-                                generation: b["gen"].as_i64().unwrap(),
-                                replayed: b["replayed"].as_bool().unwrap(),
-                                sent,
-                                answered,
-                            });
-                            break;
-                        }
-                        assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
-                    }
-                }
-                seen
-            })
+            std::thread::spawn(move || claims_of_client(client, &addrs, &project))
         })
         .collect();
     let observed: Vec<Observed> = threads
@@ -248,27 +191,7 @@ fn race_across_servers(servers: usize) {
         observed.len(),
         CLIENTS * CLAIMS_PER_CLIENT
     );
-
-    let mut winners: HashMap<(i64, i64), &str> = HashMap::new();
-    for o in &observed {
-        if let Some(other) = winners.insert((o.uid, o.generation), &o.claim_id) {
-            assert_eq!(
-                other, o.claim_id,
-                "two claims won gen {} of uid {}",
-                o.generation, o.uid
-            );
-        }
-    }
-    for a in &observed {
-        for b in &observed {
-            if a.uid == b.uid && a.answered < b.sent && !b.replayed {
-                assert!(
-                    b.generation > a.generation,
-                    "real-time order: {b:?} started after {a:?} was answered"
-                );
-            }
-        }
-    }
+    let winners = assert_one_winner_per_gen_in_real_time_order(&observed);
     for uid in 1..=KEYS {
         let current = body(&http(
             &addrs[0],
@@ -299,15 +222,76 @@ fn race_across_servers(servers: usize) {
         })
         .sum();
     println!(
-        "{servers} servers: {} successful claims, {} distinct (key, gen) winners, {lost_races} lost races",
+        "{servers} servers: {} successful claims, {winners} distinct (key, gen) winners, \
+         {lost_races} lost races",
         observed.len(),
-        winners.len()
     );
     assert!(
         lost_races > 0,
         "the servers never raced each other: nothing was tested"
     );
     drop(processes);
+}
+
+/// One client's claims: in round `r` every client claims uid `1 + r % KEYS` (so they race),
+/// each claim with a fresh claim_id, each attempt on the next server, a 503 retried with the
+/// same claim_id.
+fn claims_of_client(client: usize, addrs: &[String], project: &str) -> Vec<Observed> {
+    let mut seen = Vec::new();
+    for round in 0..CLAIMS_PER_CLIENT {
+        let uid = 1 + i64::try_from(round).unwrap() % KEYS;
+        let claim_id = format!("c{client}-{round}");
+        let request = format!(
+            r#"{{"project":"{project}","env":"race","uid":{uid},"owner":{{"endpoint":"http://127.0.0.1:9/c{client}"}},"claim_id":"{claim_id}"}}"#
+        );
+        for attempt in 0..5 {
+            let addr = &addrs[(client + round + attempt) % addrs.len()];
+            let sent = Instant::now();
+            let answer = http(addr, "/v1/claim", &request);
+            let answered = Instant::now();
+            if answer.starts_with("HTTP/1.1 200") {
+                let b = body(&answer);
+                seen.push(Observed {
+                    uid,
+                    claim_id: claim_id.clone(),
+                    generation: b["gen"].as_i64().unwrap(),
+                    replayed: b["replayed"].as_bool().unwrap(),
+                    sent,
+                    answered,
+                });
+                break;
+            }
+            assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
+        }
+    }
+    seen
+}
+
+/// Distinct claim_ids never share a (key, gen), and a claim sent after another was answered
+/// got a larger gen (a replay reports its earlier write, so it is only ever the earlier one).
+/// Returns the number of distinct (key, gen) winners.
+fn assert_one_winner_per_gen_in_real_time_order(observed: &[Observed]) -> usize {
+    let mut winners: HashMap<(i64, i64), &str> = HashMap::new();
+    for o in observed {
+        if let Some(other) = winners.insert((o.uid, o.generation), &o.claim_id) {
+            assert_eq!(
+                other, o.claim_id,
+                "two claims won gen {} of uid {}",
+                o.generation, o.uid
+            );
+        }
+    }
+    for a in observed {
+        for b in observed {
+            if a.uid == b.uid && a.answered < b.sent && !b.replayed {
+                assert!(
+                    b.generation > a.generation,
+                    "real-time order: {b:?} started after {a:?} was answered"
+                );
+            }
+        }
+    }
+    winners.len()
 }
 
 #[test]

@@ -8,23 +8,15 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use common::claim;
 use common::wire::{WireProxy, url_via};
 use unique_core::{
-    Arbiter, ClaimInput, Key, KickOutcome, KickPayload, Kicker, Owner, OwnerState, Store,
-    async_trait,
+    Arbiter, Key, KickOutcome, KickPayload, Kicker, Owner, OwnerState, Store, async_trait,
 };
 use unique_testsupport::postgres::PostgresServer;
 use unique_testsupport::proxy::StallProxy;
 
 const TABLE: &str = "unique_faults";
-
-fn claim(key: &Key, endpoint: &str, claim_id: &str) -> ClaimInput {
-    ClaimInput {
-        key: key.clone(),
-        owner: Owner::new("r", "c", endpoint),
-        claim_id: claim_id.into(),
-    }
-}
 
 /// Confirms every kick and counts them; on the first it arms the proxy, so the answer to
 /// the claim's write (the next request after the kick) is lost.

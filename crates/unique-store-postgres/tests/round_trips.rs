@@ -10,22 +10,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
+use common::claim;
 use common::wire::{WireProxy, url_via};
 use unique_core::{
-    Arbiter, CasOutcome, ClaimInput, Key, KickOutcome, KickPayload, Kicker, Owner, Store,
-    async_trait,
+    Arbiter, CasOutcome, Key, KickOutcome, KickPayload, Kicker, Owner, Store, async_trait,
 };
 use unique_store_postgres::PostgresStore;
 
 const TABLE: &str = "unique_round_trips";
-
-fn claim(key: &Key, endpoint: &str, claim_id: &str) -> ClaimInput {
-    ClaimInput {
-        key: key.clone(),
-        owner: Owner::new("r", "c", endpoint),
-        claim_id: claim_id.into(),
-    }
-}
 
 /// Confirms every kick; on the first one it also lands a competing claim through a store
 /// that bypasses the proxy, so the claim under test loses its CAS exactly once.

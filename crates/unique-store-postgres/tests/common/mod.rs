@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio_postgres::NoTls;
-use unique_core::{Error, Key, async_trait};
+use unique_core::{ClaimInput, Error, Key, Owner, async_trait};
 use unique_store_contract::{RawRecord, RawWriter, Subject};
 use unique_store_postgres::{PostgresStore, PostgresStoreBuilder};
 use unique_testsupport::postgres::{self, PostgresServer};
@@ -112,5 +112,14 @@ pub async fn subject() -> Subject {
     Subject {
         store: Arc::new(store),
         raw: Arc::new(raw),
+    }
+}
+
+/// A login of `key` by the node at `endpoint`.
+pub fn claim(key: &Key, endpoint: &str, claim_id: &str) -> ClaimInput {
+    ClaimInput {
+        key: key.clone(),
+        owner: Owner::new("r", "c", endpoint),
+        claim_id: claim_id.into(),
     }
 }
