@@ -23,7 +23,7 @@ commands:
   fuzz      the property-based fuzz targets (wire contract, kick receiver) with
             PROPTEST_CASES=20000 instead of the 256 cases per property `ci` runs
   smoke     S1-S6 with the server binary and client processes over loopback HTTP
-  bench     the load generator: unique-server (memory, sqlite) side by side with a redis script
+  bench     the load generator: unique-server (memory, sqlite, postgres) side by side with a redis script
 ";
 
 /// The contract suites `contract` runs: every in-tree store backend (DynamoDB on a
