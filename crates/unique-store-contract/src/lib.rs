@@ -7,6 +7,8 @@ use std::sync::Arc;
 
 use unique_core::{Error, Key, Store, async_trait};
 
+pub use rival::RivalKicker;
+
 pub mod absent_records;
 pub mod arbiter;
 pub mod atomic_increment;
@@ -18,6 +20,7 @@ pub mod fenced_release;
 pub mod invariants;
 pub mod linearizability;
 pub mod model;
+mod rival;
 pub mod strong_reads;
 mod support;
 pub mod traps;

@@ -7,44 +7,13 @@
 mod common;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::time::Duration;
 
 use common::claim;
 use common::wire::{WireProxy, url_via};
-use unique_core::{
-    Arbiter, CasOutcome, Key, KickOutcome, KickPayload, Kicker, Owner, Store, async_trait,
-};
-use unique_store_postgres::PostgresStore;
+use unique_core::{Arbiter, Key, Store};
+use unique_store_contract::RivalKicker;
 
 const TABLE: &str = "unique_round_trips";
-
-/// Confirms every kick; on the first one it also lands a competing claim through a store
-/// that bypasses the proxy, so the claim under test loses its CAS exactly once.
-struct InterferingKicker {
-    rival: PostgresStore,
-    key: Key,
-    interfered: AtomicBool,
-    kicks: AtomicUsize,
-}
-
-#[async_trait]
-impl Kicker for InterferingKicker {
-    async fn kick(&self, _endpoint: &str, _payload: &KickPayload, _t: Duration) -> KickOutcome {
-        self.kicks.fetch_add(1, Ordering::SeqCst);
-        if !self.interfered.swap(true, Ordering::SeqCst) {
-            let snap = self.rival.read_owner(&self.key).await.expect("rival read");
-            let owner = Owner::new("r", "c", "http://rival.invalid/kick");
-            let rival = self
-                .rival
-                .claim_cas(&self.key, &owner, "cid-rival", &snap)
-                .await
-                .expect("rival claim");
-            assert!(matches!(rival, CasOutcome::Written { .. }), "{rival:?}");
-        }
-        KickOutcome::Confirmed
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn round_trips_per_claim_replay_lost_race_and_release() {
@@ -90,12 +59,7 @@ async fn round_trips_per_claim_replay_lost_race_and_release() {
 
     // The rival writes gen 3 between our read and our CAS; the lost CAS hands back the
     // record, so the second attempt starts without a read.
-    let kicker = Arc::new(InterferingKicker {
-        rival,
-        key: key.clone(),
-        interfered: AtomicBool::new(false),
-        kicks: AtomicUsize::new(0),
-    });
+    let kicker = Arc::new(RivalKicker::new(rival, key.clone()));
     let contended_arbiter = Arbiter::builder(store.clone())
         .kicker(Arc::clone(&kicker))
         .build();
@@ -106,7 +70,7 @@ async fn round_trips_per_claim_replay_lost_race_and_release() {
         .unwrap();
     let contended = proxy.round_trips() - before;
     assert_eq!((won.generation, won.prev_generation), (4, 3));
-    assert_eq!(kicker.kicks.load(Ordering::SeqCst), 2, "b, then the rival");
+    assert_eq!(kicker.kicks(), 2, "b, then the rival");
     assert_eq!(
         contended, 3,
         "read, lost CAS (with the record), winning CAS"
