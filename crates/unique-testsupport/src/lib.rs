@@ -3,6 +3,7 @@
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::process::Child;
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
 /// A child process that is killed and reaped when dropped, so a failing test
@@ -67,6 +68,18 @@ impl Drop for ChildGuard {
     fn drop(&mut self) {
         self.kill();
     }
+}
+
+/// The instance held in `slot` while anyone holds it, else a new one from `start`: how a
+/// test binary shares one server among its tests (stopped when the last holder lets go).
+pub(crate) fn shared_in<T>(slot: &Mutex<Weak<T>>, start: impl FnOnce() -> T) -> Arc<T> {
+    let mut slot = slot.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(running) = slot.upgrade() {
+        return running;
+    }
+    let running = Arc::new(start());
+    *slot = Arc::downgrade(&running);
+    running
 }
 
 /// A loopback port that was free a moment ago.

@@ -22,7 +22,7 @@ use std::os::unix::fs::MetadataExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 use crate::apt::{self, tail};
@@ -144,13 +144,7 @@ impl Drop for PostgresServer {
 /// As [`PostgresServer::start`].
 pub fn shared() -> Arc<PostgresServer> {
     static SHARED: Mutex<Weak<PostgresServer>> = Mutex::new(Weak::new());
-    let mut slot = SHARED.lock().unwrap_or_else(PoisonError::into_inner);
-    if let Some(server) = slot.upgrade() {
-        return server;
-    }
-    let server = Arc::new(PostgresServer::start());
-    *slot = Arc::downgrade(&server);
-    server
+    crate::shared_in(&SHARED, PostgresServer::start)
 }
 
 /// The directory holding `initdb`, `postgres`, `pg_isready` and `createdb`, installing Debian's

@@ -15,7 +15,7 @@ use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 use crate::apt::{self, tail};
@@ -97,13 +97,7 @@ impl Drop for RedisServer {
 /// As [`RedisServer::start`].
 pub fn shared() -> Arc<RedisServer> {
     static SHARED: Mutex<Weak<RedisServer>> = Mutex::new(Weak::new());
-    let mut slot = SHARED.lock().unwrap_or_else(PoisonError::into_inner);
-    if let Some(server) = slot.upgrade() {
-        return server;
-    }
-    let server = Arc::new(RedisServer::start());
-    *slot = Arc::downgrade(&server);
-    server
+    crate::shared_in(&SHARED, RedisServer::start)
 }
 
 /// The path of `redis-server`, installing Debian's package when it is missing.
