@@ -39,9 +39,10 @@ commands:
             PROPTEST_CASES=20000 instead of the 256 cases per property `ci` runs
   smoke     S1-S6 with the server binary and client processes over loopback HTTP
   chaos     the history runs (memory, SQLite with SIGKILL and restart, two and three servers
-            on one DynamoDB table, DynamoDB dropping answers) for 60 s each instead of the 3 s
+            on one DynamoDB table, DynamoDB dropping answers, two and three servers on one
+            PostgreSQL table) for 60 s each instead of the 3 s
             `ci` runs, one at a time, printing each report; the broken-store checks run too
-  bench     the load generator: unique-server (memory, sqlite) side by side with a redis script
+  bench     the load generator: unique-server (memory, sqlite, postgres) side by side with a redis script
 ";
 
 fn main() -> ExitCode {

@@ -23,9 +23,10 @@ use crate::load::{LoadPlan, Measurement};
 use crate::redis_client::RedisConnector;
 use crate::report::{Role, Row};
 use crate::server::{DbSync, ServerStore, UniqueServer, Variant};
+use unique_testsupport::postgres::PostgresServer;
 use unique_testsupport::redis::{Persistence, RedisServer};
 
-/// Measures unique-server (memory and durable sqlite stores) and a redis-server claim
+/// Measures unique-server (memory, durable sqlite and postgres stores) and a redis-server claim
 /// script side by side: the same closed-loop client, connections and key sequence.
 #[derive(Debug, Parser)]
 #[command(name = "unique-bench", version, about, long_about = None)]
@@ -119,10 +120,13 @@ enum Target {
     SqliteFull,
     /// unique-server --store sqlite --db-sync normal (no fsync per commit).
     SqliteNormal,
+    /// unique-server --store postgres on a private PostgreSQL (fsync and
+    /// synchronous_commit on), started by the bench.
+    Postgres,
 }
 
 impl Target {
-    const ALL: [Target; 7] = [
+    const ALL: [Target; 8] = [
         Target::Redis,
         Target::RedisAof,
         Target::Memory,
@@ -130,6 +134,7 @@ impl Target {
         Target::MemoryGuarded,
         Target::SqliteFull,
         Target::SqliteNormal,
+        Target::Postgres,
     ];
 
     fn label(self) -> &'static str {
@@ -141,6 +146,7 @@ impl Target {
             Target::MemoryGuarded => "unique memory, auth + signing",
             Target::SqliteFull => "unique sqlite full",
             Target::SqliteNormal => "unique sqlite normal",
+            Target::Postgres => "unique postgres",
         }
     }
 }
@@ -219,7 +225,8 @@ fn run(args: &Args) -> Result<(), String> {
                 Target::MemoryNoMetrics
                 | Target::MemoryGuarded
                 | Target::SqliteFull
-                | Target::SqliteNormal => Role::Other,
+                | Target::SqliteNormal
+                | Target::Postgres => Role::Other,
             },
             rounds,
         })
@@ -255,6 +262,7 @@ impl Running {
             Target::MemoryGuarded => Variant::Guarded,
             _ => Variant::Default,
         };
+        let mut database = None;
         let store = match target {
             Target::Redis | Target::RedisAof => {
                 let server = RedisServer::start_with(if target == Target::Redis {
@@ -272,6 +280,12 @@ impl Running {
             Target::Memory | Target::MemoryNoMetrics | Target::MemoryGuarded => ServerStore::Memory,
             Target::SqliteFull => ServerStore::Sqlite(DbSync::Full),
             Target::SqliteNormal => ServerStore::Sqlite(DbSync::Normal),
+            Target::Postgres => {
+                let started = PostgresServer::start();
+                let url = started.url().to_owned();
+                database = Some(started);
+                ServerStore::Postgres(url)
+            }
         };
         let bin = server_bin.ok_or("no unique-server binary")?;
         let workers = (server_workers > 0).then_some(server_workers);
@@ -281,7 +295,8 @@ impl Running {
             target,
             connector: Connector::Http(connector),
             pid: server.pid(),
-            _server: Box::new(server),
+            // A tuple drops in order: the server before its database.
+            _server: Box::new((server, database)),
         })
     }
 

@@ -14,12 +14,15 @@ use unique_testsupport::{ChildGuard, workspace_root};
 const START_LIMIT: Duration = Duration::from_secs(30);
 
 /// The store a server runs on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum ServerStore {
     /// `--store memory`.
     Memory,
     /// `--store sqlite --db-sync <sync>` on a fresh file in a temporary directory.
     Sqlite(DbSync),
+    /// `--store postgres --create-table` on the database at this URL (passed in the
+    /// environment, as a deployment would).
+    Postgres(String),
 }
 
 /// `--db-sync` of the sqlite store.
@@ -146,6 +149,11 @@ impl UniqueServer {
                             DbSync::Normal => "normal",
                         },
                     ]);
+            }
+            ServerStore::Postgres(url) => {
+                command
+                    .args(["--store", "postgres", "--create-table"])
+                    .env("UNIQUE_DATABASE_URL", url);
             }
         }
         let mut child = command

@@ -58,12 +58,27 @@ struct Args {
     #[arg(long, env = "UNIQUE_REGION")]
     region: Option<String>,
 
-    /// Create the DynamoDB table (partition key `pk`, on-demand billing) when it is missing.
+    /// Create the table when it is missing: DynamoDB (partition key `pk`, on-demand
+    /// billing) or PostgreSQL (--database-table; needs the CREATE privilege).
     #[arg(long, env = "UNIQUE_CREATE_TABLE")]
     create_table: bool,
 
+    /// PostgreSQL connection URL (with --store postgres), e.g.
+    /// postgres://unique:PASSWORD@db.internal:5432/app. Prefer the environment variable: a
+    /// command line is visible to other users of the machine. Never logged.
+    #[arg(long, env = "UNIQUE_DATABASE_URL", hide_env_values = true, value_parser = DatabaseUrl::parse)]
+    database_url: Option<DatabaseUrl>,
+
+    /// PostgreSQL table (NAME or SCHEMA.NAME) holding the records.
+    #[arg(long, env = "UNIQUE_DATABASE_TABLE", default_value = unique_store_postgres::DEFAULT_TABLE)]
+    database_table: String,
+
+    /// PostgreSQL: connections this server process keeps open at most.
+    #[arg(long, env = "UNIQUE_DATABASE_MAX_CONNECTIONS", default_value_t = unique_store_postgres::DEFAULT_MAX_CONNECTIONS, value_parser = clap::value_parser!(u16).range(1..))]
+    database_max_connections: u16,
+
     // DynamoDB client timeouts: together they bound every store call, so every claim.
-    /// DynamoDB: time allowed to open a connection.
+    /// DynamoDB and PostgreSQL: time allowed to open a connection.
     #[arg(long, env = "UNIQUE_STORE_CONNECT_TIMEOUT", default_value_t = unique_store_dynamodb::DEFAULT_CONNECT_TIMEOUT.into(), value_parser = positive_duration)]
     store_connect_timeout: humantime::Duration,
 
@@ -72,8 +87,8 @@ struct Args {
     #[arg(long, env = "UNIQUE_STORE_ATTEMPT_TIMEOUT", default_value_t = unique_store_dynamodb::DEFAULT_ATTEMPT_TIMEOUT.into(), value_parser = positive_duration)]
     store_attempt_timeout: humantime::Duration,
 
-    /// DynamoDB: time allowed for one store call, every attempt and backoff included (the
-    /// most a claim waits on each of its reads and writes).
+    /// DynamoDB and PostgreSQL: time allowed for one store call, every attempt and backoff
+    /// included (the most a claim waits on each of its reads and writes).
     #[arg(long, env = "UNIQUE_STORE_OPERATION_TIMEOUT", default_value_t = unique_store_dynamodb::DEFAULT_OPERATION_TIMEOUT.into(), value_parser = positive_duration)]
     store_operation_timeout: humantime::Duration,
 
@@ -214,6 +229,23 @@ impl Args {
     }
 }
 
+/// A database URL, which may hold a password: its `Debug` never shows it.
+#[derive(Clone)]
+struct DatabaseUrl(String);
+
+impl DatabaseUrl {
+    #[allow(clippy::unnecessary_wraps)] // the signature clap's value parsers have
+    fn parse(text: &str) -> Result<Self, String> {
+        Ok(Self(text.to_owned()))
+    }
+}
+
+impl std::fmt::Debug for DatabaseUrl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("DatabaseUrl(_)")
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum StoreKind {
     /// Durable embedded SQLite file at --db (one machine).
@@ -222,6 +254,8 @@ enum StoreKind {
     Memory,
     /// DynamoDB table --table (many server processes share it); see --endpoint-url, --region.
     Dynamodb,
+    /// PostgreSQL table --database-table at --database-url (many server processes share it).
+    Postgres,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -292,6 +326,7 @@ async fn run(args: Args, metrics: Option<PrometheusHandle>) -> Result<(), String
         OpenedStore::Memory(store) => served.run(store, &args).await,
         OpenedStore::Sqlite(store) => served.run(store, &args).await,
         OpenedStore::Dynamodb(store) => served.run(store, &args).await,
+        OpenedStore::Postgres(store) => served.run(store, &args).await,
     }
 }
 
@@ -418,6 +453,7 @@ enum OpenedStore {
     Memory(unique_store_memory::MemoryStore),
     Sqlite(unique_store_sqlite::SqliteStore),
     Dynamodb(unique_store_dynamodb::DynamoStore),
+    Postgres(unique_store_postgres::PostgresStore),
 }
 
 /// How long startup waits for the store to answer before giving up.
@@ -442,7 +478,47 @@ async fn open_store(args: &Args) -> Result<OpenedStore, String> {
             Ok(OpenedStore::Sqlite(store))
         }
         StoreKind::Dynamodb => open_dynamodb(args).await.map(OpenedStore::Dynamodb),
+        StoreKind::Postgres => open_postgres(args).await.map(OpenedStore::Postgres),
     }
+}
+
+async fn open_postgres(args: &Args) -> Result<unique_store_postgres::PostgresStore, String> {
+    let url = args
+        .database_url
+        .as_ref()
+        .map(|u| u.0.as_str())
+        .ok_or("--store postgres needs --database-url (or UNIQUE_DATABASE_URL)")?;
+    let store = unique_store_postgres::PostgresStore::builder(url)
+        .table(&args.database_table)
+        .max_connections(args.database_max_connections)
+        .connect_timeout(args.store_connect_timeout.into())
+        .operation_timeout(args.store_operation_timeout.into())
+        .build()
+        .map_err(|e| format!("cannot configure the postgres store: {e}"))?;
+    // The target names user, hosts and database, never the password.
+    let what = format!("postgres table {} at {}", store.table(), store.target());
+    if args.create_table {
+        let created = tokio::time::timeout(STARTUP_CHECK_TIMEOUT, store.create_table_if_missing())
+            .await
+            .map_err(|_| format!("{what} did not answer within {STARTUP_CHECK_TIMEOUT:?}"))?
+            .map_err(|e| format!("cannot create {what}: {e}"))?;
+        if created {
+            tracing::info!(
+                table = store.table(),
+                target = store.target(),
+                "created postgres table"
+            );
+        }
+    }
+    bounded_check(&what, store.check()).await?;
+    tracing::info!(
+        table = store.table(),
+        target = store.target(),
+        max_connections = args.database_max_connections,
+        operation_timeout = %args.store_operation_timeout,
+        "postgres store ready"
+    );
+    Ok(store)
 }
 
 async fn open_dynamodb(args: &Args) -> Result<unique_store_dynamodb::DynamoStore, String> {

@@ -3,43 +3,18 @@
 
 mod common;
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use unique_testsupport::dynalite::Dynalite;
-use unique_testsupport::net::PATIENCE;
 use unique_testsupport::proxy::StallProxy;
 use unique_testsupport::{ChildGuard, free_port};
 
-use common::{dynamodb_command as server_command, start};
+use common::{dynamodb_command as server_command, http, request, start};
 
 /// Starts the server with `--create-table` and waits for its address.
 fn serve(mut command: Command) -> (String, ChildGuard) {
     start(command.arg("--create-table"))
-}
-
-/// One HTTP/1.1 request on a fresh connection; returns the raw answer. A server that
-/// does not answer within [`PATIENCE`] fails the test instead of hanging it.
-fn request(addr: &str, method: &str, path: &str, body: &str) -> String {
-    let mut stream = TcpStream::connect(addr).unwrap();
-    stream.set_read_timeout(Some(PATIENCE)).unwrap();
-    write!(
-        stream,
-        "{method} {path} HTTP/1.1\r\nhost: t\r\nconnection: close\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    let mut answer = String::new();
-    stream
-        .read_to_string(&mut answer)
-        .unwrap_or_else(|e| panic!("no answer to {method} {path}: {e}; got {answer:?}"));
-    answer
-}
-
-fn http(addr: &str, path: &str, body: &str) -> String {
-    request(addr, "POST", path, body)
 }
 
 #[test]

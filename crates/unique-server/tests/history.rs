@@ -3,7 +3,8 @@
 //!
 //! - SQLite, the server SIGKILLed and restarted on the same file and port again and again;
 //! - two and three servers on one DynamoDB table (dynalite), clients spread across them;
-//! - DynamoDB behind a proxy that drops a share of the store's answers (ambiguous writes).
+//! - DynamoDB behind a proxy that drops a share of the store's answers (ambiguous writes);
+//! - two and three servers on one PostgreSQL table, clients spread across them.
 //!
 //! Each run lasts a few seconds; `UNIQUE_HISTORY_SECS` lengthens them (`cargo xtask chaos`).
 
@@ -16,6 +17,7 @@ use std::time::Duration;
 use unique_history::{Report, Workload, run_duration};
 use unique_testsupport::dynalite::Dynalite;
 use unique_testsupport::free_port;
+use unique_testsupport::postgres;
 use unique_testsupport::proxy::DropProxy;
 
 use common::{BIN, dynamodb_command, start};
@@ -172,4 +174,43 @@ fn dynamodb_history_with_dropped_store_answers() {
     );
     report.assert_clean();
     assert!(report.faults > 0, "no answer was dropped\n{report}");
+}
+
+/// `count` servers on one PostgreSQL table (the first creates it), clients spread across them.
+fn postgres_history(count: usize) {
+    let db = postgres::shared();
+    let table = format!("history_{count}_servers");
+    let (urls, _servers): (Vec<String>, Vec<_>) = (0..count)
+        .map(|i| {
+            let mut command = Command::new(BIN);
+            command
+                .args(["--listen", "127.0.0.1:0", "--store", "postgres"])
+                .args(["--database-table", &table])
+                .args(["--workers", "1", "--kick-timeout", "500ms"])
+                .env("UNIQUE_DATABASE_URL", db.url())
+                .env("RUST_LOG", "error");
+            if i == 0 {
+                command.arg("--create-table");
+            }
+            let (addr, guard) = start(&mut command);
+            (format!("http://{addr}"), guard)
+        })
+        .unzip();
+    let report = run_workload(
+        &format!("postgres, {count} servers on one table"),
+        &table,
+        urls,
+        || 0,
+    );
+    report.assert_clean();
+}
+
+#[test]
+fn postgres_history_with_two_servers_on_one_table() {
+    postgres_history(2);
+}
+
+#[test]
+fn postgres_history_with_three_servers_on_one_table() {
+    postgres_history(3);
 }

@@ -11,6 +11,8 @@ use unique_core::{Error, Key, Store, async_trait};
 #[macro_use]
 mod check;
 
+pub use rival::RivalKicker;
+
 pub mod absent_records;
 pub mod arbiter;
 pub mod atomic_increment;
@@ -23,6 +25,7 @@ pub mod fenced_release;
 pub mod invariants;
 pub mod linearizability;
 pub mod model;
+mod rival;
 pub mod strong_reads;
 mod support;
 pub mod traps;

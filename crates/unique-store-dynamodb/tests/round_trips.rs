@@ -6,14 +6,10 @@
 mod common;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::time::Duration;
 
-use unique_core::{
-    Arbiter, CasOutcome, ClaimInput, Key, KickOutcome, KickPayload, Kicker, Owner, Store,
-    async_trait,
-};
-use unique_store_dynamodb::{DynamoStore, RequestCounts};
+use unique_core::{Arbiter, ClaimInput, Key, Owner, Store};
+use unique_store_contract::RivalKicker;
+use unique_store_dynamodb::RequestCounts;
 
 fn claim(key: &Key, endpoint: &str, claim_id: &str) -> ClaimInput {
     ClaimInput {
@@ -29,37 +25,6 @@ fn counts(get_item: u64, update_item: u64) -> RequestCounts {
         update_item,
         batch_get_item: 0,
         other: 0,
-    }
-}
-
-/// Confirms every kick; on the first one it also lands a competing claim on
-/// the key through a separate store (its requests are not counted), so the
-/// claim under test loses its CAS exactly once: a real contended retry.
-struct InterferingKicker {
-    rival: DynamoStore,
-    key: Key,
-    interfered: AtomicBool,
-    kicks: AtomicUsize,
-}
-
-#[async_trait]
-impl Kicker for InterferingKicker {
-    async fn kick(&self, _endpoint: &str, _payload: &KickPayload, _t: Duration) -> KickOutcome {
-        self.kicks.fetch_add(1, Ordering::SeqCst);
-        if !self.interfered.swap(true, Ordering::SeqCst) {
-            let snap = self.rival.read_owner(&self.key).await.expect("rival read");
-            let owner = Owner::new("r", "c", "http://rival.invalid/kick");
-            let rival = self
-                .rival
-                .claim_cas(&self.key, &owner, "cid-rival", &snap)
-                .await
-                .expect("rival claim");
-            assert!(
-                matches!(rival, CasOutcome::Written { .. }),
-                "the rival wins: {rival:?}"
-            );
-        }
-        KickOutcome::Confirmed
     }
 }
 
@@ -106,12 +71,7 @@ async fn round_trips_per_uncontended_claim_replay_and_contended_retry() {
     );
 
     // A contended claim: the rival writes gen 3 between our read and our CAS.
-    let kicker = Arc::new(InterferingKicker {
-        rival: common::store().await,
-        key: key.clone(),
-        interfered: AtomicBool::new(false),
-        kicks: AtomicUsize::new(0),
-    });
+    let kicker = Arc::new(RivalKicker::new(common::store().await, key.clone()));
     let contended_arbiter = Arbiter::builder(store.clone())
         .kicker(Arc::clone(&kicker))
         .build();
@@ -123,11 +83,7 @@ async fn round_trips_per_uncontended_claim_replay_and_contended_retry() {
     let contended = store.request_counts().since(&before);
     assert_eq!(won.generation, 4, "the rival took gen 3, we took 4");
     assert_eq!(won.prev_generation, 3);
-    assert_eq!(
-        kicker.kicks.load(Ordering::SeqCst),
-        2,
-        "b kicked, then the rival"
-    );
+    assert_eq!(kicker.kicks(), 2, "b kicked, then the rival");
     // dynalite does not return ALL_OLD with a failed condition, so the retry
     // reads again: 2 more round trips (1 with DynamoDB's ALL_OLD).
     assert_eq!(

@@ -14,7 +14,17 @@ use crate::tools_dir;
 ///
 /// What is missing and how to install it, when `apt-get` fails or installs no such binary.
 pub(crate) fn locate_or_install(binary: &str, package: &str) -> Result<PathBuf, String> {
-    if let Some(found) = locate(binary) {
+    find_or_install(binary, package, || locate(binary))
+}
+
+/// As [`locate_or_install`], with `find` saying where the binary is: for packages that
+/// install outside `PATH` (PostgreSQL's server binaries live in a versioned directory).
+pub(crate) fn find_or_install(
+    binary: &str,
+    package: &str,
+    find: impl Fn() -> Option<PathBuf>,
+) -> Result<PathBuf, String> {
+    if let Some(found) = find() {
         return Ok(found);
     }
     // Parallel test binaries may all find it missing; the lock file makes one of
@@ -26,7 +36,7 @@ pub(crate) fn locate_or_install(binary: &str, package: &str) -> Result<PathBuf, 
         .map_err(|e| format!("cannot create {}: {e}", lock_path.display()))?;
     lock.lock()
         .map_err(|e| format!("cannot lock {}: {e}", lock_path.display()))?;
-    if let Some(found) = locate(binary) {
+    if let Some(found) = find() {
         return Ok(found);
     }
     apt_get(&["update"], binary, package)?;
@@ -35,15 +45,15 @@ pub(crate) fn locate_or_install(binary: &str, package: &str) -> Result<PathBuf, 
         binary,
         package,
     )?;
-    locate(binary).ok_or_else(|| {
+    find().ok_or_else(|| {
         format!(
             "{binary} is missing: apt-get installed {package} but no {binary} binary \
-             is on PATH or in /usr/bin"
+             is where it was looked for"
         )
     })
 }
 
-fn locate(binary: &str) -> Option<PathBuf> {
+pub(crate) fn locate(binary: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH").unwrap_or_default();
     std::env::split_paths(&path)
         .chain(["/usr/bin", "/usr/sbin", "/usr/local/bin"].map(PathBuf::from))

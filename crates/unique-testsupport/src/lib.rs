@@ -3,6 +3,7 @@
 use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::path::PathBuf;
 use std::process::Child;
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
 /// A child process that is killed and reaped when dropped, so a failing test
@@ -35,6 +36,27 @@ impl ChildGuard {
         }
     }
 
+    /// The exit status, when the process has exited.
+    pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.try_wait().ok().flatten()
+    }
+
+    /// Sends `signal` (a name for `kill -s`, e.g. `QUIT`), waits up to `grace` for the
+    /// process to exit, then kills it (SIGKILL) if it has not: a server that cleans up
+    /// after itself on a signal (PostgreSQL removes its shared memory) gets the chance.
+    pub fn stop_with(&mut self, signal: &str, grace: Duration) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            let _ = std::process::Command::new("kill")
+                .args(["-s", signal, &self.child.id().to_string()])
+                .status();
+            let deadline = Instant::now() + grace;
+            while Instant::now() < deadline && matches!(self.child.try_wait(), Ok(None)) {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+        self.kill();
+    }
+
     /// Kills the process now (SIGKILL) and waits for it.
     pub fn kill(&mut self) {
         let _ = self.child.kill();
@@ -46,6 +68,18 @@ impl Drop for ChildGuard {
     fn drop(&mut self) {
         self.kill();
     }
+}
+
+/// The instance held in `slot` while anyone holds it, else a new one from `start`: how a
+/// test binary shares one server among its tests (stopped when the last holder lets go).
+pub(crate) fn shared_in<T>(slot: &Mutex<Weak<T>>, start: impl FnOnce() -> T) -> Arc<T> {
+    let mut slot = slot.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(running) = slot.upgrade() {
+        return running;
+    }
+    let running = Arc::new(start());
+    *slot = Arc::downgrade(&running);
+    running
 }
 
 /// A loopback port that was free a moment ago.
@@ -121,6 +155,7 @@ pub mod dynalite;
 pub mod fuzz;
 pub mod net;
 pub mod pki;
+pub mod postgres;
 pub mod promtool;
 pub mod proxy;
 pub mod redis;

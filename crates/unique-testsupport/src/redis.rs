@@ -23,7 +23,7 @@ use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 use crate::apt::{self, tail};
@@ -197,16 +197,10 @@ fn url_addr(url: &str) -> Result<SocketAddr, String> {
 /// As [`RedisServer::start`].
 pub fn shared() -> Arc<RedisServer> {
     static SHARED: Mutex<Weak<RedisServer>> = Mutex::new(Weak::new());
-    let mut slot = SHARED.lock().unwrap_or_else(PoisonError::into_inner);
-    if let Some(server) = slot.upgrade() {
-        return server;
-    }
-    let server = Arc::new(match std::env::var(URL_VAR) {
+    crate::shared_in(&SHARED, || match std::env::var(URL_VAR) {
         Ok(url) if !url.is_empty() => RedisServer::existing(&url),
         _ => RedisServer::start(),
-    });
-    *slot = Arc::downgrade(&server);
-    server
+    })
 }
 
 /// The path of `redis-server`, installing Debian's package when it is missing.

@@ -10,6 +10,8 @@ use std::process::{Child, Command, Stdio};
 use unique_testsupport::ChildGuard;
 use unique_testsupport::dynalite::{ACCESS_KEY_ID, REGION, SECRET_ACCESS_KEY};
 
+use unique_testsupport::net::PATIENCE;
+
 /// The binary under test.
 pub(crate) const BIN: &str = env!("CARGO_BIN_EXE_unique-server");
 
@@ -71,6 +73,29 @@ pub(crate) fn exchange(addr: &str, request: &str) -> String {
     let mut answer = String::new();
     stream.read_to_string(&mut answer).unwrap();
     answer
+}
+
+/// One HTTP/1.1 request on a fresh connection; returns the raw answer. A server that
+/// does not answer within [`PATIENCE`] fails the test instead of hanging it.
+pub(crate) fn request(addr: &str, method: &str, path: &str, body: &str) -> String {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream.set_read_timeout(Some(PATIENCE)).unwrap();
+    write!(
+        stream,
+        "{method} {path} HTTP/1.1\r\nhost: t\r\nconnection: close\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut answer = String::new();
+    stream
+        .read_to_string(&mut answer)
+        .unwrap_or_else(|e| panic!("no answer to {method} {path}: {e}; got {answer:?}"));
+    answer
+}
+
+/// One HTTP/1.1 POST on a fresh connection; returns the raw answer.
+pub(crate) fn http(addr: &str, path: &str, body: &str) -> String {
+    request(addr, "POST", path, body)
 }
 
 /// Sends SIGTERM, asserts a clean exit, and returns what the server wrote to stderr.

@@ -1,0 +1,192 @@
+//! Configuring a [`PostgresStore`]: the connection, the table, the pool and the bounds.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
+use tokio_postgres::NoTls;
+use tokio_postgres::config::TargetSessionAttrs;
+use unique_core::Error;
+
+use crate::sql::Statements;
+use crate::store::{Inner, PostgresStore};
+
+/// The default table name.
+pub const DEFAULT_TABLE: &str = "unique_records";
+
+/// The default number of pooled connections per store (per server process).
+pub const DEFAULT_MAX_CONNECTIONS: u16 = 16;
+
+/// The default time allowed to open a connection (TCP, TLS-less startup, authentication).
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The default bound on one store call: waiting for a connection, connecting, the
+/// statement and its answer.
+pub const DEFAULT_OPERATION_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// Builds a [`PostgresStore`]; see [`PostgresStore::builder`].
+#[derive(Debug, Clone)]
+pub struct PostgresStoreBuilder {
+    url: String,
+    table: String,
+    max_connections: u16,
+    connect_timeout: Duration,
+    operation_timeout: Duration,
+}
+
+impl PostgresStoreBuilder {
+    pub(crate) fn new(url: &str) -> Self {
+        Self {
+            url: url.to_owned(),
+            table: DEFAULT_TABLE.to_owned(),
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            operation_timeout: DEFAULT_OPERATION_TIMEOUT,
+        }
+    }
+
+    /// The table (`name` or `schema.name`; letters, digits, `_`, `-`). Default
+    /// [`DEFAULT_TABLE`].
+    #[must_use]
+    pub fn table(mut self, table: impl Into<String>) -> Self {
+        self.table = table.into();
+        self
+    }
+
+    /// The most connections this store keeps open (at least 1). Default
+    /// [`DEFAULT_MAX_CONNECTIONS`].
+    #[must_use]
+    pub fn max_connections(mut self, max: u16) -> Self {
+        self.max_connections = max.max(1);
+        self
+    }
+
+    /// The time allowed to open one connection, unless the URL sets `connect_timeout`.
+    /// Default [`DEFAULT_CONNECT_TIMEOUT`].
+    #[must_use]
+    pub fn connect_timeout(mut self, limit: Duration) -> Self {
+        self.connect_timeout = limit;
+        self
+    }
+
+    /// The bound on every store call, from asking the pool for a connection to the
+    /// statement's answer. Default [`DEFAULT_OPERATION_TIMEOUT`]. A call that runs out of
+    /// it is `Unavailable` and its connection is closed, not reused.
+    #[must_use]
+    pub fn operation_timeout(mut self, limit: Duration) -> Self {
+        self.operation_timeout = limit;
+        self
+    }
+
+    /// The store. Opens no connection: the pool connects on first use; call
+    /// [`PostgresStore::check`] (and [`PostgresStore::create_table_if_missing`]) to find out
+    /// at startup whether the database is usable.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidParams` when the URL cannot be parsed (the message never repeats it) or the
+    /// table name is not allowed.
+    pub fn build(self) -> Result<PostgresStore, Error> {
+        let sql = Statements::for_table(&self.table)?;
+        let mut config: tokio_postgres::Config = self.url.parse().map_err(|e| {
+            Error::invalid(format!("postgres connection url cannot be parsed: {e}"))
+        })?;
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(self.connect_timeout);
+        }
+        if config.get_application_name().is_none() {
+            config.application_name("unique");
+        }
+        // Reads must be strong (C2): never a hot standby, whatever hosts the URL lists.
+        config.target_session_attrs(TargetSessionAttrs::ReadWrite);
+        // The claim forms rely on READ COMMITTED's re-check of a concurrently updated row;
+        // pinned per connection so a server-wide default of another level cannot change it.
+        let options = config.get_options().unwrap_or_default();
+        config.options(format!(
+            "{options} -c default_transaction_isolation=read\\ committed"
+        ));
+        config.keepalives(true);
+        config.keepalives_idle(Duration::from_secs(30));
+        let target = describe_target(&config);
+        let manager = Manager::from_config(
+            config,
+            NoTls,
+            ManagerConfig {
+                // No query on checkout: a pooled connection costs no extra round trip. A
+                // connection that broke since is closed on first failure, never reused.
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        let pool = Pool::builder(manager)
+            .max_size(self.max_connections.into())
+            .runtime(Runtime::Tokio1)
+            .wait_timeout(Some(self.operation_timeout))
+            .create_timeout(Some(self.operation_timeout))
+            .recycle_timeout(Some(self.operation_timeout))
+            .build()
+            .map_err(|e| Error::invalid(format!("postgres connection pool: {e}")))?;
+        Ok(PostgresStore {
+            inner: Arc::new(Inner {
+                pool,
+                sql,
+                target,
+                operation_timeout: self.operation_timeout,
+            }),
+        })
+    }
+}
+
+/// `user@host:port/db` (hosts joined by commas), never the password: what logs may show.
+fn describe_target(config: &tokio_postgres::Config) -> String {
+    use tokio_postgres::config::Host;
+    let ports = config.get_ports();
+    let hosts: Vec<String> = config
+        .get_hosts()
+        .iter()
+        .enumerate()
+        .map(|(i, host)| {
+            let port = ports.get(i).or(ports.first()).copied().unwrap_or(5432);
+            match host {
+                Host::Tcp(name) => format!("{name}:{port}"),
+                Host::Unix(path) => format!("{}:{port}", path.display()),
+            }
+        })
+        .collect();
+    format!(
+        "{}@{}/{}",
+        config.get_user().unwrap_or_default(),
+        hosts.join(","),
+        config.get_dbname().unwrap_or_default()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn target_never_shows_the_password() {
+        let store = crate::PostgresStore::builder("postgres://alice:s3cret@db.internal:6543/app")
+            .build()
+            .unwrap();
+        assert_eq!(store.target(), "alice@db.internal:6543/app");
+        let debug = format!("{store:?}");
+        assert!(!debug.contains("s3cret"), "{debug}");
+    }
+
+    #[test]
+    fn a_bad_url_is_refused_without_repeating_it() {
+        let e = crate::PostgresStore::builder("postgres://u:s3cret@h:notaport/db")
+            .build()
+            .unwrap_err();
+        assert!(e.is_invalid_params());
+        assert!(!e.to_string().contains("s3cret"), "{e}");
+    }
+
+    #[test]
+    fn a_bad_table_is_refused() {
+        let e = crate::PostgresStore::builder("postgres://u@h/db")
+            .table("a;b")
+            .build()
+            .unwrap_err();
+        assert!(e.is_invalid_params());
+    }
+}

@@ -1,0 +1,125 @@
+//! Shared by the integration tests: stores on the PostgreSQL of this test binary (a private
+//! server, or `UNIQUE_TEST_DATABASE_URL`) and the contract suite's raw-record hook.
+//!
+//! The raw writer is a separate connection of its own, as an operator with `psql` would be:
+//! the store sees its writes only through the database.
+
+#![allow(dead_code, unreachable_pub)] // each test binary uses a different subset
+
+pub mod wire;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_postgres::NoTls;
+use unique_core::{ClaimInput, Error, Key, Owner, async_trait};
+use unique_store_contract::{RawRecord, RawWriter, Subject};
+use unique_store_postgres::{PostgresStore, PostgresStoreBuilder};
+use unique_testsupport::postgres::{self, PostgresServer};
+
+/// The table every case of the suite shares: cases use their own keys.
+pub const TABLE: &str = "unique_contract";
+
+/// The database of this test binary, started on first use.
+pub fn server() -> Arc<PostgresServer> {
+    postgres::shared()
+}
+
+/// A builder on `url` with generous bounds, so a loaded machine never turns a slow answer
+/// into a failure; the tests of the bounds set their own.
+pub fn builder(url: &str, table: &str) -> PostgresStoreBuilder {
+    PostgresStore::builder(url)
+        .table(table)
+        .max_connections(8)
+        .operation_timeout(Duration::from_secs(20))
+        .connect_timeout(Duration::from_secs(10))
+}
+
+/// A store on `table` of `server`'s database, with the table created. The caller keeps
+/// `server` alive (the shared one stops when its last holder lets go).
+pub async fn store_on(server: &PostgresServer, table: &str) -> PostgresStore {
+    let store = builder(server.url(), table)
+        .build()
+        .expect("build the store");
+    store
+        .create_table_if_missing()
+        .await
+        .expect("create the test table");
+    store
+        .check()
+        .await
+        .expect("the test table passes the check");
+    store
+}
+
+/// A direct connection to `server`'s database (the connection task runs on the caller's
+/// runtime).
+pub async fn connect(server: &PostgresServer) -> tokio_postgres::Client {
+    let (client, connection) = tokio_postgres::connect(server.url(), NoTls)
+        .await
+        .expect("connect to the test database");
+    tokio::spawn(connection);
+    client
+}
+
+/// Unconditional writes into the store's table over a separate connection.
+pub struct PgRaw {
+    client: tokio_postgres::Client,
+    table: String,
+    _server: Arc<PostgresServer>,
+}
+
+impl PgRaw {
+    pub async fn new(server: Arc<PostgresServer>, store: &PostgresStore) -> Self {
+        Self {
+            client: connect(&server).await,
+            table: store.table().to_owned(),
+            _server: server,
+        }
+    }
+}
+
+#[async_trait]
+impl RawWriter for PgRaw {
+    async fn put_raw(&self, key: &Key, record: RawRecord) -> Result<(), Error> {
+        let sql = format!(
+            "INSERT INTO {} (pk, gen, owner, cid) VALUES ($1, $2, $3, $4) \
+             ON CONFLICT (pk) DO UPDATE SET gen = excluded.gen, owner = excluded.owner, \
+             cid = excluded.cid",
+            self.table
+        );
+        self.client
+            .execute(
+                &sql,
+                &[
+                    &key.to_string(),
+                    &record.generation,
+                    &record.owner,
+                    &record.claim_id,
+                ],
+            )
+            .await
+            .map(drop)
+            .map_err(|e| Error::unavailable_with("raw write failed", e))
+    }
+}
+
+/// The factory the contract suite calls once per case.
+pub async fn subject() -> Subject {
+    let server = server();
+    let store = store_on(&server, TABLE).await;
+    let raw = PgRaw::new(server, &store).await;
+    Subject {
+        store: Arc::new(store),
+        raw: Arc::new(raw),
+    }
+}
+
+/// A login of `key` by the node at `endpoint`.
+pub fn claim(key: &Key, endpoint: &str, claim_id: &str) -> ClaimInput {
+    ClaimInput {
+        key: key.clone(),
+        owner: Owner::new("r", "c", endpoint),
+        claim_id: claim_id.into(),
+    }
+}
