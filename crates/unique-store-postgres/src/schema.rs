@@ -36,10 +36,17 @@ impl PostgresStore {
             // Both statements in one simple query: one implicit transaction.
             match c.client().batch_execute(&sql.create).await {
                 Ok(()) => Ok((c, true)),
-                // Another process created it first.
+                // Another process created it first. Concurrent creations collide on the
+                // table's name (42P07), on its row type (42710, "type … already exists") or
+                // on the catalog's unique index (23505), depending on timing.
                 Err(e)
-                    if e.code() == Some(&SqlState::DUPLICATE_TABLE)
-                        || e.code() == Some(&SqlState::UNIQUE_VIOLATION) =>
+                    if [
+                        SqlState::DUPLICATE_TABLE,
+                        SqlState::DUPLICATE_OBJECT,
+                        SqlState::UNIQUE_VIOLATION,
+                    ]
+                    .iter()
+                    .any(|code| e.code() == Some(code)) =>
                 {
                     Ok((c, false))
                 }

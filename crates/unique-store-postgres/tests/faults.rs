@@ -169,3 +169,41 @@ async fn a_stopped_database_is_unavailable() {
         );
     }
 }
+
+/// Many stores creating one missing table at once (server processes starting together with
+/// `--create-table`): every creation succeeds, exactly one of them made the table, and the
+/// table passes the check.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_creations_of_one_table_all_succeed() {
+    let server = common::server();
+    for round in 0..5 {
+        let table = format!("created_together_{round}_{}", std::process::id());
+        let racers = 16;
+        let start = Arc::new(tokio::sync::Barrier::new(racers));
+        let creations: Vec<_> = (0..racers)
+            .map(|_| {
+                let store = common::builder(server.url(), &table).build().unwrap();
+                let start = start.clone();
+                tokio::spawn(async move {
+                    // Connect first (a read of the missing table fails, the connection
+                    // stays pooled), so the creations start together.
+                    let _ = store.check_ready().await;
+                    start.wait().await;
+                    store.create_table_if_missing().await
+                })
+            })
+            .collect();
+        let mut created = 0;
+        for creation in creations {
+            if creation.await.unwrap().expect("a racing creation succeeds") {
+                created += 1;
+            }
+        }
+        assert_eq!(
+            created, 1,
+            "round {round}: exactly one creation made the table"
+        );
+        let store = common::builder(server.url(), &table).build().unwrap();
+        store.check().await.unwrap();
+    }
+}
