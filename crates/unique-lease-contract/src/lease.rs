@@ -1,13 +1,20 @@
 //! Single-caller cases of the `Directory` contract (D1–D7, D9).
 
+use crate::check::Answer;
 use std::time::{Duration, UNIX_EPOCH};
 
-use super::{Subject, TTL, fresh_token, plus, start_time, whole_ms};
+use super::{Subject, TTL, fresh_token, plus, start_time, verify_is, whole_ms};
 use unique_lease::{MAX_ID_LEN, MAX_TIME_MILLIS, MAX_TOKEN_LEN, MAX_TTL};
 
 /// D7: a room nobody ever held reads as `None`.
 pub async fn lookup_of_unknown_room_is_none(s: Subject) {
-    assert_eq!(s.directory.lookup("d7-unknown").await.unwrap(), None);
+    assert_eq!(
+        s.directory
+            .lookup("d7-unknown")
+            .await
+            .answer("D7", "lookup must answer a valid call"),
+        None
+    );
 }
 
 /// D1: a free room is granted to the caller with a fresh token, an epoch >= 1 and
@@ -18,7 +25,7 @@ pub async fn ensure_grants_a_free_room(s: Subject) {
         .directory
         .ensure_owner("d1-free", "a", now, TTL)
         .await
-        .unwrap();
+        .answer("D1", "ensure_owner must answer a valid call with a lease");
     assert_eq!(lease.room_id, "d1-free");
     assert!(lease.is_held_by("a"));
     assert!(!lease.lease_token.is_empty());
@@ -26,15 +33,13 @@ pub async fn ensure_grants_a_free_room(s: Subject) {
     assert_eq!(lease.expires_at, whole_ms(now) + TTL);
     assert!(lease.valid_at(now));
     assert_eq!(
-        s.directory.lookup("d1-free").await.unwrap(),
+        s.directory
+            .lookup("d1-free")
+            .await
+            .answer("D7", "lookup must answer a valid call"),
         Some(lease.clone())
     );
-    assert!(
-        s.directory
-            .verify_owner("d1-free", "a", &lease.lease_token, now)
-            .await
-            .unwrap()
-    );
+    verify_is(&*s.directory, "d1-free", "a", &lease.lease_token, now, true).await;
 }
 
 /// D1, D9: `now` is truncated to the millisecond and the ttl rounded up to one.
@@ -45,9 +50,14 @@ pub async fn grant_uses_millisecond_resolution(s: Subject) {
         .directory
         .ensure_owner("d9-ms", "a", now, ttl)
         .await
-        .unwrap();
+        .answer("D1", "ensure_owner must answer a valid call with a lease");
     assert_eq!(lease.expires_at, plus(whole_ms(now), 2));
-    let stored = s.directory.lookup("d9-ms").await.unwrap().unwrap();
+    let stored = s
+        .directory
+        .lookup("d9-ms")
+        .await
+        .answer("D7", "lookup must answer a valid call")
+        .unwrap();
     assert_eq!(
         stored.expires_at, lease.expires_at,
         "stored as whole milliseconds"
@@ -61,7 +71,7 @@ pub async fn zero_ttl_means_thirty_seconds(s: Subject) {
         .directory
         .ensure_owner("d9-zero-ttl", "a", now, Duration::ZERO)
         .await
-        .unwrap();
+        .answer("D1", "ensure_owner must answer a valid call with a lease");
     assert_eq!(lease.expires_at, whole_ms(now) + Duration::from_secs(30));
 }
 
@@ -73,28 +83,36 @@ pub async fn renewal_keeps_token_and_epoch(s: Subject) {
         .directory
         .ensure_owner("d2-renew", "a", t0, TTL)
         .await
-        .unwrap();
+        .answer("D1", "ensure_owner must answer a valid call with a lease");
     for step in 1..=5_u64 {
         let now = plus(t0, step * 4_000);
         let renewed = s
             .directory
             .ensure_owner("d2-renew", "a", now, TTL)
             .await
-            .unwrap();
+            .answer("D1", "ensure_owner must answer a valid call with a lease");
         assert_eq!(
             renewed.lease_token, first.lease_token,
             "renewal keeps the token"
         );
         assert_eq!(renewed.epoch, first.epoch, "renewal keeps the epoch");
         assert_eq!(renewed.expires_at, whole_ms(now) + TTL);
-        assert!(
-            s.directory
-                .verify_owner("d2-renew", "a", &first.lease_token, now)
-                .await
-                .unwrap()
-        );
+        verify_is(
+            &*s.directory,
+            "d2-renew",
+            "a",
+            &first.lease_token,
+            now,
+            true,
+        )
+        .await;
     }
-    let stored = s.directory.lookup("d2-renew").await.unwrap().unwrap();
+    let stored = s
+        .directory
+        .lookup("d2-renew")
+        .await
+        .answer("D7", "lookup must answer a valid call")
+        .unwrap();
     assert_eq!(stored.expires_at, plus(whole_ms(t0), 20_000) + TTL);
 }
 
@@ -106,21 +124,27 @@ pub async fn renewal_never_shortens_the_lease(s: Subject) {
         .directory
         .ensure_owner("d2-shorten", "a", t0, Duration::from_mins(1))
         .await
-        .unwrap();
+        .answer("D1", "ensure_owner must answer a valid call with a lease");
     let short = s
         .directory
         .ensure_owner("d2-shorten", "a", plus(t0, 1_000), Duration::from_secs(1))
         .await
-        .unwrap();
+        .answer("D1", "ensure_owner must answer a valid call with a lease");
     assert_eq!(short.expires_at, long.expires_at);
     let stale = s
         .directory
         .ensure_owner("d2-shorten", "a", t0 - Duration::from_secs(5), TTL)
         .await
-        .unwrap();
+        .answer("D1", "ensure_owner must answer a valid call with a lease");
     assert_eq!(stale.expires_at, long.expires_at);
     assert_eq!(stale.lease_token, long.lease_token);
-    assert_eq!(s.directory.lookup("d2-shorten").await.unwrap(), Some(long));
+    assert_eq!(
+        s.directory
+            .lookup("d2-shorten")
+            .await
+            .answer("D7", "lookup must answer a valid call"),
+        Some(long)
+    );
 }
 
 /// D3: another node's valid lease is returned unchanged and nothing is written.
@@ -130,35 +154,36 @@ pub async fn valid_lease_of_another_node_is_returned_unchanged(s: Subject) {
         .directory
         .ensure_owner("d3-held", "a", t0, TTL)
         .await
-        .unwrap();
+        .answer("D1", "ensure_owner must answer a valid call with a lease");
     for (node, at) in [("b", 0), ("c", 5_000), ("b", 9_999)] {
         let seen = s
             .directory
             .ensure_owner("d3-held", node, plus(t0, at), Duration::from_mins(10))
             .await
-            .unwrap();
+            .answer("D1", "ensure_owner must answer a valid call with a lease");
         assert_eq!(
             seen, held,
             "{node} must be told a holds the room, unchanged"
         );
     }
     assert_eq!(
-        s.directory.lookup("d3-held").await.unwrap(),
+        s.directory
+            .lookup("d3-held")
+            .await
+            .answer("D7", "lookup must answer a valid call"),
         Some(held.clone())
     );
     let late = plus(t0, 9_999);
-    assert!(
-        s.directory
-            .verify_owner("d3-held", "a", &held.lease_token, late)
-            .await
-            .unwrap()
-    );
-    assert!(
-        !s.directory
-            .verify_owner("d3-held", "b", &held.lease_token, late)
-            .await
-            .unwrap()
-    );
+    verify_is(&*s.directory, "d3-held", "a", &held.lease_token, late, true).await;
+    verify_is(
+        &*s.directory,
+        "d3-held",
+        "b",
+        &held.lease_token,
+        late,
+        false,
+    )
+    .await;
 }
 
 /// D1, D4: after expiry another node takes over with a new token and a higher
@@ -169,13 +194,13 @@ pub async fn takeover_after_expiry_issues_new_token_and_higher_epoch(s: Subject)
         .directory
         .ensure_owner("d4-takeover", "a", t0, TTL)
         .await
-        .unwrap();
+        .answer("D1", "ensure_owner must answer a valid call with a lease");
     let later = old.expires_at + Duration::from_secs(1);
     let new = s
         .directory
         .ensure_owner("d4-takeover", "b", later, TTL)
         .await
-        .unwrap();
+        .answer("D1", "ensure_owner must answer a valid call with a lease");
     assert!(new.is_held_by("b"));
     assert_ne!(new.lease_token, old.lease_token);
     assert!(
@@ -185,24 +210,30 @@ pub async fn takeover_after_expiry_issues_new_token_and_higher_epoch(s: Subject)
         old.epoch
     );
     assert_eq!(new.expires_at, whole_ms(later) + TTL);
-    assert!(
-        !s.directory
-            .verify_owner("d4-takeover", "a", &old.lease_token, later)
-            .await
-            .unwrap()
-    );
-    assert!(
-        s.directory
-            .verify_owner("d4-takeover", "b", &new.lease_token, later)
-            .await
-            .unwrap()
-    );
+    verify_is(
+        &*s.directory,
+        "d4-takeover",
+        "a",
+        &old.lease_token,
+        later,
+        false,
+    )
+    .await;
+    verify_is(
+        &*s.directory,
+        "d4-takeover",
+        "b",
+        &new.lease_token,
+        later,
+        true,
+    )
+    .await;
     // The old holder coming back is told b has the room.
     let back = s
         .directory
         .ensure_owner("d4-takeover", "a", later, TTL)
         .await
-        .unwrap();
+        .answer("D1", "ensure_owner must answer a valid call with a lease");
     assert_eq!(back, new);
 }
 
@@ -213,19 +244,19 @@ pub async fn expiry_instant_is_already_expired(s: Subject) {
         .directory
         .ensure_owner("d1-instant", "a", t0, TTL)
         .await
-        .unwrap();
+        .answer("D1", "ensure_owner must answer a valid call with a lease");
     let before = old.expires_at - Duration::from_millis(1);
     let still = s
         .directory
         .ensure_owner("d1-instant", "b", before, TTL)
         .await
-        .unwrap();
+        .answer("D1", "ensure_owner must answer a valid call with a lease");
     assert_eq!(still, old, "valid one millisecond before expiry");
     let taken = s
         .directory
         .ensure_owner("d1-instant", "b", old.expires_at, TTL)
         .await
-        .unwrap();
+        .answer("D1", "ensure_owner must answer a valid call with a lease");
     assert!(taken.is_held_by("b"), "expired at the expiry instant");
     assert!(taken.epoch > old.epoch);
 }
@@ -238,28 +269,18 @@ pub async fn holder_returning_after_expiry_gets_a_new_token(s: Subject) {
         .directory
         .ensure_owner("d1-return", "a", t0, TTL)
         .await
-        .unwrap();
+        .answer("D1", "ensure_owner must answer a valid call with a lease");
     let new = s
         .directory
         .ensure_owner("d1-return", "a", old.expires_at, TTL)
         .await
-        .unwrap();
+        .answer("D1", "ensure_owner must answer a valid call with a lease");
     assert!(new.is_held_by("a"));
     assert_ne!(new.lease_token, old.lease_token);
     assert!(new.epoch > old.epoch);
     let at = old.expires_at;
-    assert!(
-        !s.directory
-            .verify_owner("d1-return", "a", &old.lease_token, at)
-            .await
-            .unwrap()
-    );
-    assert!(
-        s.directory
-            .verify_owner("d1-return", "a", &new.lease_token, at)
-            .await
-            .unwrap()
-    );
+    verify_is(&*s.directory, "d1-return", "a", &old.lease_token, at, false).await;
+    verify_is(&*s.directory, "d1-return", "a", &new.lease_token, at, true).await;
 }
 
 /// D4: epochs strictly increase over many holdings ended by release or by expiry,
@@ -274,7 +295,7 @@ pub async fn epoch_grows_across_release_and_expiry(s: Subject) {
             .directory
             .ensure_owner("d4-cycle", node, now, TTL)
             .await
-            .unwrap();
+            .answer("D1", "ensure_owner must answer a valid call with a lease");
         assert!(lease.is_held_by(node), "round {round}");
         assert!(
             lease.epoch > last,
@@ -284,8 +305,19 @@ pub async fn epoch_grows_across_release_and_expiry(s: Subject) {
         assert!(tokens.insert(lease.lease_token.clone()), "token reused");
         last = lease.epoch;
         if round % 2 == 0 {
-            assert!(s.directory.release_owner("d4-cycle", node).await.unwrap());
-            assert_eq!(s.directory.lookup("d4-cycle").await.unwrap(), None);
+            assert!(
+                s.directory
+                    .release_owner("d4-cycle", node)
+                    .await
+                    .answer("D6", "release_owner must answer a valid call")
+            );
+            assert_eq!(
+                s.directory
+                    .lookup("d4-cycle")
+                    .await
+                    .answer("D7", "lookup must answer a valid call"),
+                None
+            );
         } else {
             now = lease.expires_at;
         }
@@ -299,31 +331,15 @@ pub async fn verify_accepts_only_the_current_holding(s: Subject) {
         .directory
         .ensure_owner("d5-verify", "a", now, TTL)
         .await
-        .unwrap();
+        .answer("D1", "ensure_owner must answer a valid call with a lease");
     let d = &s.directory;
-    assert!(
-        d.verify_owner("d5-verify", "a", &lease.lease_token, now)
-            .await
-            .unwrap()
-    );
-    assert!(
-        !d.verify_owner("d5-verify", "b", &lease.lease_token, now)
-            .await
-            .unwrap()
-    );
+    verify_is(&**d, "d5-verify", "a", &lease.lease_token, now, true).await;
+    verify_is(&**d, "d5-verify", "b", &lease.lease_token, now, false).await;
     let forged = fresh_token();
-    assert!(
-        !d.verify_owner("d5-verify", "a", &forged, now)
-            .await
-            .unwrap()
-    );
+    verify_is(&**d, "d5-verify", "a", &forged, now, false).await;
     let prefix = &lease.lease_token[..lease.lease_token.len() - 1];
-    assert!(!d.verify_owner("d5-verify", "a", prefix, now).await.unwrap());
-    assert!(
-        !d.verify_owner("d5-other-room", "a", &lease.lease_token, now)
-            .await
-            .unwrap()
-    );
+    verify_is(&**d, "d5-verify", "a", prefix, now, false).await;
+    verify_is(&**d, "d5-other-room", "a", &lease.lease_token, now, false).await;
 }
 
 /// D5: a lease is rejected from its expiry instant on, even with the right token.
@@ -332,26 +348,14 @@ pub async fn verify_rejects_an_expired_lease(s: Subject) {
         .directory
         .ensure_owner("d5-expired", "a", start_time(), TTL)
         .await
-        .unwrap();
+        .answer("D1", "ensure_owner must answer a valid call with a lease");
     let d = &s.directory;
     let token = &lease.lease_token;
     let before = lease.expires_at - Duration::from_millis(1);
-    assert!(
-        d.verify_owner("d5-expired", "a", token, before)
-            .await
-            .unwrap()
-    );
-    assert!(
-        !d.verify_owner("d5-expired", "a", token, lease.expires_at)
-            .await
-            .unwrap()
-    );
+    verify_is(&**d, "d5-expired", "a", token, before, true).await;
+    verify_is(&**d, "d5-expired", "a", token, lease.expires_at, false).await;
     let much_later = lease.expires_at + Duration::from_hours(24 * 365);
-    assert!(
-        !d.verify_owner("d5-expired", "a", token, much_later)
-            .await
-            .unwrap()
-    );
+    verify_is(&**d, "d5-expired", "a", token, much_later, false).await;
 }
 
 /// D5: verify never renews and never takes over, whatever it answers.
@@ -360,30 +364,18 @@ pub async fn verify_never_renews_or_takes_over(s: Subject) {
         .directory
         .ensure_owner("d5-readonly", "a", start_time(), TTL)
         .await
-        .unwrap();
+        .answer("D1", "ensure_owner must answer a valid call with a lease");
     let late = lease.expires_at + Duration::from_secs(5);
     let token = &lease.lease_token;
-    assert!(
-        !s.directory
-            .verify_owner("d5-readonly", "a", token, late)
-            .await
-            .unwrap()
-    );
-    assert!(
-        !s.directory
-            .verify_owner("d5-readonly", "b", token, late)
-            .await
-            .unwrap()
-    );
+    verify_is(&*s.directory, "d5-readonly", "a", token, late, false).await;
+    verify_is(&*s.directory, "d5-readonly", "b", token, late, false).await;
     let early = lease.expires_at - Duration::from_secs(1);
-    assert!(
-        s.directory
-            .verify_owner("d5-readonly", "a", token, early)
-            .await
-            .unwrap()
-    );
+    verify_is(&*s.directory, "d5-readonly", "a", token, early, true).await;
     assert_eq!(
-        s.directory.lookup("d5-readonly").await.unwrap(),
+        s.directory
+            .lookup("d5-readonly")
+            .await
+            .answer("D7", "lookup must answer a valid call"),
         Some(lease),
         "verify wrote something"
     );
@@ -392,13 +384,14 @@ pub async fn verify_never_renews_or_takes_over(s: Subject) {
 /// D5: a room without a lease verifies as `false` (not an error).
 pub async fn verify_of_unknown_room_is_false(s: Subject) {
     let token = fresh_token();
-    assert!(
-        !s.directory
-            .verify_owner("d5-none", "a", &token, start_time())
+    verify_is(&*s.directory, "d5-none", "a", &token, start_time(), false).await;
+    assert_eq!(
+        s.directory
+            .lookup("d5-none")
             .await
-            .unwrap()
+            .answer("D7", "lookup must answer a valid call"),
+        None
     );
-    assert_eq!(s.directory.lookup("d5-none").await.unwrap(), None);
 }
 
 /// D6: the holder's release deletes the lease; a second release is `false`; the
@@ -409,24 +402,41 @@ pub async fn release_by_holder_deletes_the_lease(s: Subject) {
         .directory
         .ensure_owner("d6-release", "a", now, TTL)
         .await
-        .unwrap();
-    assert!(s.directory.release_owner("d6-release", "a").await.unwrap());
-    assert_eq!(s.directory.lookup("d6-release").await.unwrap(), None);
+        .answer("D1", "ensure_owner must answer a valid call with a lease");
+    assert!(
+        s.directory
+            .release_owner("d6-release", "a")
+            .await
+            .answer("D6", "release_owner must answer a valid call")
+    );
+    assert_eq!(
+        s.directory
+            .lookup("d6-release")
+            .await
+            .answer("D7", "lookup must answer a valid call"),
+        None
+    );
+    verify_is(
+        &*s.directory,
+        "d6-release",
+        "a",
+        &lease.lease_token,
+        now,
+        false,
+    )
+    .await;
     assert!(
         !s.directory
-            .verify_owner("d6-release", "a", &lease.lease_token, now)
+            .release_owner("d6-release", "a")
             .await
-            .unwrap()
-    );
-    assert!(
-        !s.directory.release_owner("d6-release", "a").await.unwrap(),
+            .answer("D6", "release_owner must answer a valid call"),
         "nothing left"
     );
     let next = s
         .directory
         .ensure_owner("d6-release", "b", now, TTL)
         .await
-        .unwrap();
+        .answer("D1", "ensure_owner must answer a valid call with a lease");
     assert!(next.is_held_by("b"), "no need to wait for the ttl");
     assert!(next.epoch > lease.epoch);
 }
@@ -439,23 +449,34 @@ pub async fn release_by_another_node_changes_nothing(s: Subject) {
         .directory
         .ensure_owner("d6-other", "a", now, TTL)
         .await
-        .unwrap();
-    assert!(!s.directory.release_owner("d6-other", "b").await.unwrap());
+        .answer("D1", "ensure_owner must answer a valid call with a lease");
+    assert!(
+        !s.directory
+            .release_owner("d6-other", "b")
+            .await
+            .answer("D6", "release_owner must answer a valid call")
+    );
     assert_eq!(
-        s.directory.lookup("d6-other").await.unwrap(),
+        s.directory
+            .lookup("d6-other")
+            .await
+            .answer("D7", "lookup must answer a valid call"),
         Some(lease.clone())
     );
-    assert!(
-        s.directory
-            .verify_owner("d6-other", "a", &lease.lease_token, now)
-            .await
-            .unwrap()
-    );
+    verify_is(
+        &*s.directory,
+        "d6-other",
+        "a",
+        &lease.lease_token,
+        now,
+        true,
+    )
+    .await;
     assert!(
         !s.directory
             .release_owner("d6-never-held", "a")
             .await
-            .unwrap()
+            .answer("D6", "release_owner must answer a valid call")
     );
 }
 
@@ -467,25 +488,52 @@ pub async fn release_of_an_expired_lease_by_its_holder(s: Subject) {
         .directory
         .ensure_owner("d6-expired", "a", t0, TTL)
         .await
+        .answer("D1", "ensure_owner must answer a valid call with a lease");
+    let stored = s
+        .directory
+        .lookup("d6-expired")
+        .await
+        .answer("D7", "lookup must answer a valid call")
         .unwrap();
-    let stored = s.directory.lookup("d6-expired").await.unwrap().unwrap();
     assert!(!stored.valid_at(a.expires_at), "expired, nobody took over");
-    assert!(s.directory.release_owner("d6-expired", "a").await.unwrap());
-    assert_eq!(s.directory.lookup("d6-expired").await.unwrap(), None);
+    assert!(
+        s.directory
+            .release_owner("d6-expired", "a")
+            .await
+            .answer("D6", "release_owner must answer a valid call")
+    );
+    assert_eq!(
+        s.directory
+            .lookup("d6-expired")
+            .await
+            .answer("D7", "lookup must answer a valid call"),
+        None
+    );
 
     let a = s
         .directory
         .ensure_owner("d6-expired", "a", t0, TTL)
         .await
-        .unwrap();
+        .answer("D1", "ensure_owner must answer a valid call with a lease");
     let b = s
         .directory
         .ensure_owner("d6-expired", "b", a.expires_at, TTL)
         .await
-        .unwrap();
+        .answer("D1", "ensure_owner must answer a valid call with a lease");
     assert!(b.is_held_by("b"));
-    assert!(!s.directory.release_owner("d6-expired", "a").await.unwrap());
-    assert_eq!(s.directory.lookup("d6-expired").await.unwrap(), Some(b));
+    assert!(
+        !s.directory
+            .release_owner("d6-expired", "a")
+            .await
+            .answer("D6", "release_owner must answer a valid call")
+    );
+    assert_eq!(
+        s.directory
+            .lookup("d6-expired")
+            .await
+            .answer("D7", "lookup must answer a valid call"),
+        Some(b)
+    );
 }
 
 /// D7: lookup returns an expired lease as stored (it has no `now`) and never takes
@@ -495,11 +543,22 @@ pub async fn lookup_returns_an_expired_lease_without_taking_over(s: Subject) {
         .directory
         .ensure_owner("d7-expired", "a", start_time(), TTL)
         .await
+        .answer("D1", "ensure_owner must answer a valid call with a lease");
+    let stored = s
+        .directory
+        .lookup("d7-expired")
+        .await
+        .answer("D7", "lookup must answer a valid call")
         .unwrap();
-    let stored = s.directory.lookup("d7-expired").await.unwrap().unwrap();
     assert_eq!(stored, lease);
     assert!(!stored.valid_at(lease.expires_at));
-    assert_eq!(s.directory.lookup("d7-expired").await.unwrap(), Some(lease));
+    assert_eq!(
+        s.directory
+            .lookup("d7-expired")
+            .await
+            .answer("D7", "lookup must answer a valid call"),
+        Some(lease)
+    );
 }
 
 /// D8: rooms never interfere: holders, releases and epochs of one room leave
@@ -510,31 +569,48 @@ pub async fn rooms_are_independent(s: Subject) {
         .directory
         .ensure_owner("d8-room-1", "a", now, TTL)
         .await
-        .unwrap();
+        .answer("D1", "ensure_owner must answer a valid call with a lease");
     let r2 = s
         .directory
         .ensure_owner("d8-room-2", "b", now, TTL)
         .await
-        .unwrap();
+        .answer("D1", "ensure_owner must answer a valid call with a lease");
     assert!(r1.is_held_by("a") && r2.is_held_by("b"));
     assert_ne!(r1.lease_token, r2.lease_token);
     assert_eq!(
         s.directory
             .ensure_owner("d8-room-2", "a", now, TTL)
             .await
-            .unwrap(),
+            .answer("D1", "ensure_owner must answer a valid call with a lease"),
         r2
+    );
+    verify_is(&*s.directory, "d8-room-2", "a", &r1.lease_token, now, false).await;
+    assert!(
+        s.directory
+            .release_owner("d8-room-1", "a")
+            .await
+            .answer("D6", "release_owner must answer a valid call")
     );
     assert!(
         !s.directory
-            .verify_owner("d8-room-2", "a", &r1.lease_token, now)
+            .release_owner("d8-room-2", "a")
             .await
-            .unwrap()
+            .answer("D6", "release_owner must answer a valid call")
     );
-    assert!(s.directory.release_owner("d8-room-1", "a").await.unwrap());
-    assert!(!s.directory.release_owner("d8-room-2", "a").await.unwrap());
-    assert_eq!(s.directory.lookup("d8-room-2").await.unwrap(), Some(r2));
-    assert_eq!(s.directory.lookup("d8-room-1").await.unwrap(), None);
+    assert_eq!(
+        s.directory
+            .lookup("d8-room-2")
+            .await
+            .answer("D7", "lookup must answer a valid call"),
+        Some(r2)
+    );
+    assert_eq!(
+        s.directory
+            .lookup("d8-room-1")
+            .await
+            .answer("D7", "lookup must answer a valid call"),
+        None
+    );
 }
 
 /// D9: bad ids, tokens, times and ttls are `InvalidParams`, and nothing is written.
@@ -578,7 +654,9 @@ pub async fn invalid_lease_inputs_are_rejected_before_storage(s: Subject) {
         );
     }
     assert_eq!(
-        d.lookup("d9-bad-node").await.unwrap(),
+        d.lookup("d9-bad-node")
+            .await
+            .answer("D7", "lookup must answer a valid call"),
         None,
         "nothing written"
     );
@@ -612,7 +690,13 @@ pub async fn invalid_lease_inputs_are_rejected_before_storage(s: Subject) {
         .await
         .unwrap_err();
     assert!(e.is_invalid_params(), "{e}");
-    assert_eq!(d.lookup("d9-time").await.unwrap(), None, "nothing written");
+    assert_eq!(
+        d.lookup("d9-time")
+            .await
+            .answer("D7", "lookup must answer a valid call"),
+        None,
+        "nothing written"
+    );
 }
 
 /// D9: ids of exactly the maximum length, with separators and non-ASCII, work and
@@ -626,18 +710,27 @@ pub async fn ids_at_the_length_limit_work(s: Subject) {
         .directory
         .ensure_owner(&room, &node, now, TTL)
         .await
-        .unwrap();
+        .answer("D1", "ensure_owner must answer a valid call with a lease");
     assert!(lease.is_held_by(&node));
     assert_eq!(
-        s.directory.lookup(&room).await.unwrap(),
+        s.directory
+            .lookup(&room)
+            .await
+            .answer("D7", "lookup must answer a valid call"),
         Some(lease.clone())
     );
-    assert_eq!(s.directory.lookup("d9:room/é").await.unwrap(), None);
+    assert_eq!(
+        s.directory
+            .lookup("d9:room/é")
+            .await
+            .answer("D7", "lookup must answer a valid call"),
+        None
+    );
+    verify_is(&*s.directory, &room, &node, &lease.lease_token, now, true).await;
     assert!(
         s.directory
-            .verify_owner(&room, &node, &lease.lease_token, now)
+            .release_owner(&room, &node)
             .await
-            .unwrap()
+            .answer("D6", "release_owner must answer a valid call")
     );
-    assert!(s.directory.release_owner(&room, &node).await.unwrap());
 }

@@ -4,6 +4,8 @@
     reason = "every case panics on a contract violation, documented once in the crate doc"
 )]
 
+#[macro_use]
+mod check;
 mod lease;
 mod model;
 mod races;
@@ -15,6 +17,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use check::Answer;
 use unique_lease::{Directory, ManualClock, NodeRegistry};
 
 pub use lease::*;
@@ -217,4 +220,28 @@ impl Drop for SeedReport {
             );
         }
     }
+}
+
+/// D5: `verify_owner(room, node, token, now)` must answer `want` (true iff the
+/// stored lease has this node and token and is valid at `now`); a case states
+/// what the stored lease is by the calls it made before.
+async fn verify_is(
+    directory: &dyn Directory,
+    room: &str,
+    node: &str,
+    token: &str,
+    now: SystemTime,
+    want: bool,
+) {
+    let got = directory.verify_owner(room, node, token, now).await.answer(
+        "D5",
+        "verify_owner must answer a valid call with true or false",
+    );
+    ensure_eq!(
+        got,
+        want,
+        "D5",
+        "verify_owner must be true iff the lease has this node and token and is valid at now",
+        "room {room:?} node {node:?} token {token:?} at {now:?}"
+    );
 }
