@@ -11,8 +11,10 @@
 //! workspace or in the crate `--path` names, so a new backend needs no change here.
 //!
 //! Clauses come from libtest's output: a failing case's panic message starts
-//! with the clause it breaks (`C5 release must keep gen: …`), as every check
-//! of the store suite writes it.
+//! with the clause it breaks, as every check of the suites writes it: an id
+//! heading of `docs/design.md` (`C5 release must keep gen: …`, `D4 …`) or one
+//! of its named headings in [`NAMED_CLAUSES`], written whole (`Kick payload a
+//! kick body must be …`).
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -142,9 +144,7 @@ fn clause_in(block: &str) -> Option<&str> {
             // its failures indented, each as `module::case: <message>`.
             let line = line.trim_start();
             let after_case = line.split_once(": ").map(|(_, message)| message);
-            if let Some(word) =
-                first_clause_word(line).or_else(|| after_case.and_then(first_clause_word))
-            {
+            if let Some(word) = clause_of(line).or_else(|| after_case.and_then(clause_of)) {
                 return Some(word);
             }
         }
@@ -152,15 +152,36 @@ fn clause_in(block: &str) -> Option<&str> {
     None
 }
 
-/// The first word of `message` when it is a clause: a design id (`C5`, `I3`,
-/// `D4`, `N1`, `I5a`) or one of the design's named sections a check may cite.
-fn first_clause_word(message: &str) -> Option<&str> {
+/// The headings of `docs/design.md` without an id that a check may cite,
+/// longest first so that no name is read as a shorter one. A check cites one
+/// whole, spaces included, as the first words of its message; the
+/// `named_clauses_are_design_headings` test keeps the list true.
+pub(crate) const NAMED_CLAUSES: &[&str] = &[
+    "Kick-endpoint policy",
+    "Kick receiver",
+    "Kick payload",
+    "Signed kicks",
+    "Records",
+    "Kicker",
+];
+
+/// The clause `message` starts with: a design id (`C5`, `I3`, `D4`, `N1`,
+/// `I5a`) as its first word, a named heading of [`NAMED_CLAUSES`] followed by
+/// a space, or `harness` (the suite's own setup failed, no clause broken).
+fn clause_of(message: &str) -> Option<&str> {
+    if let Some(name) = NAMED_CLAUSES.iter().find(|name| {
+        message
+            .strip_prefix(**name)
+            .is_some_and(|rest| rest.starts_with(' '))
+    }) {
+        return Some(&message[..name.len()]);
+    }
     let word = message.split_whitespace().next()?;
     let digits = word.get(1..)?.trim_end_matches(['a', 'b']);
     let is_id = word.starts_with(|c: char| c.is_ascii_uppercase())
         && !digits.is_empty()
         && digits.chars().all(|c| c.is_ascii_digit());
-    (is_id || word == "Records" || word == "harness").then_some(word)
+    (is_id || word == "harness").then_some(word)
 }
 
 /// Runs every suite (discovered in the workspace, or in each `--path` crate)
@@ -270,7 +291,8 @@ fn print_table(rows: &[(&Suite, bool, Outcome)]) {
         let note = if !status_ok && outcome.failures.is_empty() {
             "did not build or run: see its output above".to_owned()
         } else {
-            clauses.join(" ")
+            // A comma between clauses: a named one has spaces of its own.
+            clauses.join(", ")
         };
         eprintln!(
             "  {:<width$}  {:>6}  {:>6}  {note}",
@@ -386,11 +408,47 @@ test result: FAILED. 2 passed; 2 failed; 0 ignored; 0 measured; 0 filtered out
 
     #[test]
     fn clause_words() {
-        for word in ["C5", "I5a", "D4", "N1", "Records"] {
-            assert_eq!(first_clause_word(&format!("{word} rule: seen")), Some(word));
+        for word in ["C5", "I5a", "D4", "N1", "Records", "Kicker", "Kick payload"] {
+            assert_eq!(clause_of(&format!("{word} rule: seen")), Some(word));
         }
-        for message in ["Case failed", "assertion failed", "C", "Cx rule", "2 of 54"] {
-            assert_eq!(first_clause_word(message), None, "{message}");
+        let messages = [
+            "Case failed",
+            "assertion failed",
+            "C",
+            "Cx rule",
+            "2 of 54",
+            "Kick",
+            "Kickers rule",
+            "Kick payloads rule",
+        ];
+        for message in messages {
+            assert_eq!(clause_of(message), None, "{message}");
         }
+    }
+
+    #[test]
+    fn named_clauses_are_design_headings() {
+        let design = std::fs::read_to_string(root().join("docs/design.md")).unwrap();
+        for name in NAMED_CLAUSES {
+            let heading = format!(" {name}");
+            assert!(
+                design
+                    .lines()
+                    .any(|l| l.starts_with('#') && l.trim_start_matches('#') == heading),
+                "{name} is not a heading of docs/design.md"
+            );
+        }
+        let mut by_length = NAMED_CLAUSES.to_vec();
+        by_length.sort_by_key(|name| std::cmp::Reverse(name.len()));
+        assert_eq!(by_length, NAMED_CLAUSES, "longest first");
+    }
+
+    #[test]
+    fn a_named_clause_in_a_report() {
+        let output = "test run_all_passes ... FAILED\n\n---- run_all_passes stdout ----\n\nthread 'run_all_passes' panicked at lib.rs:1:1:\n1 of 20 kicker contract cases failed\n  confirmed_on_200: Kick payload a kick body must be exactly the payload: expected 1, got 2\n\nfailures:\n";
+        assert_eq!(
+            parse(output).failures,
+            [("run_all_passes".to_owned(), "Kick payload".to_owned())]
+        );
     }
 }

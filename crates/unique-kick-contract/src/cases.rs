@@ -18,10 +18,18 @@ const NON_2XX: KickOutcome = KickOutcome::Failed(KickDetail::Non2xx);
 const TIMEOUT: KickOutcome = KickOutcome::Failed(KickDetail::Timeout);
 const CONNECT_ERROR: KickOutcome = KickOutcome::Failed(KickDetail::ConnectError);
 
-/// Kicks `endpoint` under [`ANSWER_DEADLINE`] and checks the outcome.
+/// Kicks `endpoint` under [`ANSWER_DEADLINE`] and checks the outcome: the
+/// Kicker clause's classification (2xx confirmed, other statuses `non-2xx`,
+/// failures to connect or to understand the answer `connect-error`).
 async fn expect(kicker: &dyn Kicker, endpoint: &str, want: KickOutcome, why: &str) {
     let (outcome, took) = timed_kick(kicker, endpoint, ANSWER_DEADLINE).await;
-    assert_eq!(outcome, want, "{why} (took {took:?})");
+    ensure_eq!(
+        outcome,
+        want,
+        "Kicker",
+        "a kick must be classified by how it ended",
+        "{why} (took {took:?})"
+    );
 }
 
 /// A server answering `status` to every request yields `want`.
@@ -34,7 +42,13 @@ async fn expect_status(kicker: &dyn Kicker, status: u16, want: KickOutcome) {
         &format!("a {status} answer"),
     )
     .await;
-    assert_eq!(peer.requests().len(), 1, "one kick is one request");
+    ensure_eq!(
+        peer.requests().len(),
+        1,
+        "Kicker",
+        "one kick must be one request",
+        "a {status} answer: requests received"
+    );
 }
 
 /// A redirect is reported as `non-2xx` and never followed.
@@ -48,15 +62,19 @@ async fn expect_redirect_not_followed(kicker: &dyn Kicker, status: u16) {
         &format!("a {status} redirect"),
     )
     .await;
-    assert_eq!(
+    ensure_eq!(
         peer.requests().len(),
         1,
-        "the redirecting server got the kick"
+        "Kicker",
+        "one kick must be one request",
+        "requests the redirecting server received"
     );
-    assert_eq!(
+    ensure_eq!(
         target.connections(),
         0,
-        "a {status} redirect was followed to its target"
+        "Kicker",
+        "a redirect must be non-2xx and never followed",
+        "connections to the {status} redirect's target"
     );
 }
 
@@ -64,13 +82,23 @@ async fn expect_redirect_not_followed(kicker: &dyn Kicker, status: u16) {
 /// [`TIMEOUT_SLACK`] after it.
 async fn expect_timeout_bound(kicker: &dyn Kicker, endpoint: &str, why: &str) {
     let (outcome, took) = timed_kick(kicker, endpoint, TIMEOUT_DEADLINE).await;
-    assert_eq!(outcome, TIMEOUT, "{why} (took {took:?})");
-    assert!(
-        took >= TIMEOUT_DEADLINE,
-        "{why}: reported a timeout after {took:?}, before the {TIMEOUT_DEADLINE:?} deadline"
+    ensure_eq!(
+        outcome,
+        TIMEOUT,
+        "Kicker",
+        "no answer in time must be a timeout",
+        "{why} (took {took:?})"
     );
-    assert!(
+    ensure!(
+        took >= TIMEOUT_DEADLINE,
+        "Kicker",
+        "a timeout must not be reported before the deadline",
+        "{why}: reported after {took:?}, before the {TIMEOUT_DEADLINE:?} deadline"
+    );
+    ensure!(
         took <= TIMEOUT_DEADLINE + TIMEOUT_SLACK,
+        "Kicker",
+        "a kick must respect the deadline it is given",
         "{why}: took {took:?}, over the {TIMEOUT_DEADLINE:?} deadline plus {TIMEOUT_SLACK:?}"
     );
 }
@@ -84,20 +112,41 @@ pub async fn confirmed_on_200(kicker: &dyn Kicker) {
     expect(kicker, &peer.http_url(target), CONFIRMED, "a 200 answer").await;
 
     let requests = peer.requests();
-    assert_eq!(requests.len(), 1, "one kick is one request: {requests:?}");
+    ensure_eq!(
+        requests.len(),
+        1,
+        "Kicker",
+        "one kick must be one request",
+        "{requests:?}"
+    );
     let request = &requests[0];
-    assert_eq!(request.method, "POST");
-    assert_eq!(request.target, target, "the endpoint's path and query");
+    ensure_eq!(
+        (request.method.as_str(), request.target.as_str()),
+        ("POST", target),
+        "Kicker",
+        "a kick must POST to the endpoint's path and query"
+    );
     let content_type = request.header("content-type").unwrap_or_default();
     let media_type = content_type.split(';').next().unwrap_or_default().trim();
-    assert!(
+    ensure!(
         media_type.eq_ignore_ascii_case("application/json"),
+        "Kick payload",
+        "a kick must be sent as application/json",
         "content-type was {content_type:?}"
     );
-    let body: serde_json::Value =
-        serde_json::from_slice(&request.body).expect("the kick body is json");
+    let body: serde_json::Value = match serde_json::from_slice(&request.body) {
+        Ok(body) => body,
+        Err(e) => crate::check::violated(
+            "Kick payload",
+            "a kick body must be the payload's JSON",
+            format_args!(
+                "not JSON ({e}): {:?}",
+                String::from_utf8_lossy(&request.body)
+            ),
+        ),
+    };
     let want = payload();
-    assert_eq!(
+    ensure_eq!(
         body,
         serde_json::json!({
             "project": want.project,
@@ -105,7 +154,8 @@ pub async fn confirmed_on_200(kicker: &dyn Kicker) {
             "uid": want.uid,
             "gen": want.generation,
         }),
-        "the kick body is exactly the payload"
+        "Kick payload",
+        "a kick body must be exactly the payload: project, env, uid and gen"
     );
 }
 
@@ -209,10 +259,12 @@ pub async fn connect_error_on_reset(kicker: &dyn Kicker) {
         "a reset connection",
     )
     .await;
-    assert_eq!(
+    ensure_eq!(
         peer.requests().len(),
         1,
-        "the reset came after the request was delivered"
+        "Kicker",
+        "one kick must be one request",
+        "requests received before the reset"
     );
 }
 
@@ -252,8 +304,10 @@ pub async fn connect_error_on_untrusted_certificate(kicker: &dyn Kicker) {
         "a certificate from an untrusted ca",
     )
     .await;
-    assert!(
+    ensure!(
         peer.requests().is_empty(),
+        "Kicker",
+        "a tls failure must be a connect-error with nothing sent",
         "a kick was sent over an unverified tls connection"
     );
 }
@@ -272,7 +326,13 @@ pub async fn connect_error_on_invalid_endpoint(kicker: &dyn Kicker) {
         )
         .await;
     }
-    assert_eq!(peer.connections(), 0, "an ftp:// endpoint was contacted");
+    ensure_eq!(
+        peer.connections(),
+        0,
+        "Kicker",
+        "an endpoint that is not an http or https url must be a connect-error with nothing contacted",
+        "connections to an ftp:// endpoint"
+    );
 }
 
 /// Two kicks to the same server are carried by one TCP connection (keep-alive).
@@ -286,9 +346,18 @@ pub async fn keep_alive_reuses_the_connection(kicker: &dyn Kicker) {
     expect(kicker, &endpoint, CONFIRMED, "the first kick").await;
     expect(kicker, &endpoint, CONFIRMED, "the second kick").await;
     let requests = peer.requests();
-    assert_eq!(requests.len(), 2, "two kicks, two requests");
-    assert_eq!(
-        requests[0].connection, requests[1].connection,
-        "the second kick opened a new connection instead of reusing the first"
+    ensure_eq!(
+        requests.len(),
+        2,
+        "Kicker",
+        "one kick must be one request",
+        "requests for two kicks"
+    );
+    ensure_eq!(
+        requests[0].connection,
+        requests[1].connection,
+        "Kicker",
+        "kicks must go through a pooled client that reuses a connection",
+        "the second kick's connection"
     );
 }

@@ -7,8 +7,10 @@ use unique_core::{KickDetail, KickOutcome, KickPayload, Kicker, async_trait};
 use unique_kick_contract::{self as contract, identity};
 use unique_kick_http::HttpKicker;
 
-/// Runs `case` against `kicker` and returns whether it failed (panicked).
-async fn rejects<K, F>(kicker: K, case: F) -> bool
+/// Runs `case` against `kicker` and returns whether it failed naming `clause`:
+/// its panic message starts with the clause (a heading of `docs/design.md`,
+/// as `cargo xtask contract` reads it), then a space.
+async fn rejects<K, F>(kicker: K, clause: &str, case: F) -> bool
 where
     K: Kicker,
     F: for<'a> FnOnce(&'a dyn Kicker) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send + 'a>>
@@ -16,10 +18,18 @@ where
         + 'static,
 {
     let joined = tokio::spawn(async move { case(&kicker).await }).await;
-    match joined {
-        Ok(()) => false,
-        Err(e) => e.is_panic(),
-    }
+    let Err(e) = joined else { return false };
+    let payload = e.into_panic();
+    let message = payload
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .or_else(|| payload.downcast_ref::<&str>().copied())
+        .unwrap_or_default();
+    assert!(
+        message.starts_with(&format!("{clause} ")),
+        "the failure does not name {clause}: {message:?}"
+    );
+    true
 }
 
 /// Answers every kick with the same outcome, at once.
@@ -51,6 +61,18 @@ impl Kicker for Mislabels {
     }
 }
 
+/// A real kicker that sends the payload of the next gen instead of its own.
+struct WrongGen(HttpKicker);
+
+#[async_trait]
+impl Kicker for WrongGen {
+    async fn kick(&self, endpoint: &str, payload: &KickPayload, timeout: Duration) -> KickOutcome {
+        let mut payload = payload.clone();
+        payload.generation += 1;
+        self.0.kick(endpoint, &payload, timeout).await
+    }
+}
+
 /// A real kicker that runs with a longer deadline than it was given.
 struct OverrunsDeadline(HttpKicker);
 
@@ -62,16 +84,27 @@ impl Kicker for OverrunsDeadline {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kicker_that_sends_another_gen_fails_the_payload_case() {
+    let kicker = WrongGen(HttpKicker::new());
+    assert!(
+        rejects(kicker, "Kick payload", |k| Box::pin(
+            contract::confirmed_on_200(k)
+        ))
+        .await
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_kicker_that_always_confirms_fails_the_non_2xx_case() {
     let kicker = Always(KickOutcome::Confirmed);
-    assert!(rejects(kicker, |k| Box::pin(contract::non_2xx_on_404(k))).await);
+    assert!(rejects(kicker, "Kicker", |k| Box::pin(contract::non_2xx_on_404(k))).await);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_kicker_that_gives_up_at_once_fails_the_timeout_bound() {
     let kicker = Always(KickOutcome::Failed(KickDetail::Timeout));
     assert!(
-        rejects(kicker, |k| Box::pin(
+        rejects(kicker, "Kicker", |k| Box::pin(
             contract::timeout_when_server_never_answers(k)
         ))
         .await
@@ -82,7 +115,7 @@ async fn a_kicker_that_gives_up_at_once_fails_the_timeout_bound() {
 async fn a_kicker_that_overruns_its_deadline_fails_the_timeout_bound() {
     let kicker = OverrunsDeadline(HttpKicker::new());
     assert!(
-        rejects(kicker, |k| Box::pin(
+        rejects(kicker, "Kicker", |k| Box::pin(
             contract::timeout_when_server_never_answers(k)
         ))
         .await
@@ -96,7 +129,12 @@ async fn a_kicker_that_calls_a_timeout_a_connect_error_fails() {
         from: KickOutcome::Failed(KickDetail::Timeout),
         to: KickOutcome::Failed(KickDetail::ConnectError),
     };
-    assert!(rejects(kicker, |k| Box::pin(contract::timeout_when_body_stalls(k))).await);
+    assert!(
+        rejects(kicker, "Kicker", |k| Box::pin(
+            contract::timeout_when_body_stalls(k)
+        ))
+        .await
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -106,7 +144,12 @@ async fn a_kicker_that_calls_a_reset_a_timeout_fails() {
         from: KickOutcome::Failed(KickDetail::ConnectError),
         to: KickOutcome::Failed(KickDetail::Timeout),
     };
-    assert!(rejects(kicker, |k| Box::pin(contract::connect_error_on_reset(k))).await);
+    assert!(
+        rejects(kicker, "Kicker", |k| Box::pin(
+            contract::connect_error_on_reset(k)
+        ))
+        .await
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -116,7 +159,7 @@ async fn a_kicker_without_keep_alive_fails_the_reuse_case() {
         .build()
         .expect("valid options");
     assert!(
-        rejects(kicker, |k| Box::pin(
+        rejects(kicker, "Kicker", |k| Box::pin(
             contract::keep_alive_reuses_the_connection(k)
         ))
         .await
@@ -130,7 +173,7 @@ async fn a_kicker_that_trusts_the_test_ca_fails_the_untrusted_certificate_case()
         .build()
         .expect("valid options");
     assert!(
-        rejects(kicker, |k| Box::pin(
+        rejects(kicker, "Kicker", |k| Box::pin(
             contract::connect_error_on_untrusted_certificate(k)
         ))
         .await
@@ -156,7 +199,10 @@ async fn run_all_names_the_failed_cases() {
         "non_2xx_on_503",
         "redirect_307_not_followed",
     ] {
-        assert!(message.contains(case), "{case} missing from {message:?}");
+        assert!(
+            message.contains(&format!("  {case}: Kicker ")),
+            "{case} missing, or without its clause, in {message:?}"
+        );
     }
     for case in [
         "confirmed_on_200",

@@ -4,6 +4,8 @@
     reason = "every case panics on a contract violation, documented once in the crate doc"
 )]
 
+#[macro_use]
+mod check;
 mod lease;
 mod model;
 mod races;
@@ -15,7 +17,8 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use unique_lease::{Directory, ManualClock, NodeRegistry};
+use check::Answer;
+use unique_lease::{Directory, Lease, ManualClock, NodeRegistry};
 
 pub use lease::*;
 pub use model::*;
@@ -217,4 +220,69 @@ impl Drop for SeedReport {
             );
         }
     }
+}
+
+/// D5: `verify_owner(room, node, token, now)` must answer `want` (true iff the
+/// stored lease has this node and token and is valid at `now`); a case states
+/// what the stored lease is by the calls it made before.
+async fn verify_is(
+    directory: &dyn Directory,
+    room: &str,
+    node: &str,
+    token: &str,
+    now: SystemTime,
+    want: bool,
+) {
+    let got = directory.verify_owner(room, node, token, now).await.answer(
+        "D5",
+        "verify_owner must answer a valid call with true or false",
+    );
+    ensure_eq!(
+        got,
+        want,
+        "D5",
+        "verify_owner must be true iff the lease has this node and token and is valid at now",
+        "room {room:?} node {node:?} token {token:?} at {now:?}"
+    );
+}
+
+/// `ensure_owner` of a valid call (its failure breaks D1).
+async fn ensure(
+    directory: &dyn Directory,
+    room: &str,
+    node: &str,
+    now: SystemTime,
+    ttl: Duration,
+) -> Lease {
+    directory
+        .ensure_owner(room, node, now, ttl)
+        .await
+        .answer("D1", "ensure_owner must answer a valid call with a lease")
+}
+
+/// `release_owner` of a valid call (its failure breaks D6).
+async fn release(directory: &dyn Directory, room: &str, node: &str) -> bool {
+    directory
+        .release_owner(room, node)
+        .await
+        .answer("D6", "release_owner must answer a valid call")
+}
+
+/// `lookup` of a valid call (its failure breaks D7).
+async fn lookup(directory: &dyn Directory, room: &str) -> Option<Lease> {
+    directory
+        .lookup(room)
+        .await
+        .answer("D7", "lookup must answer a valid call")
+}
+
+/// The stored lease of `room`, which a case just wrote: D7 lookup must return it.
+async fn stored(directory: &dyn Directory, room: &str) -> Lease {
+    lookup(directory, room).await.unwrap_or_else(|| {
+        check::violated(
+            "D7",
+            "lookup must return the stored lease, expired ones included",
+            format_args!("room {room:?} read as none"),
+        )
+    })
 }

@@ -1,6 +1,7 @@
 //! Long seeded random operation sequences checked step by step against a small
 //! reference model of the contract (D1–D7).
 
+use crate::check::Answer;
 use std::collections::HashSet;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -107,15 +108,31 @@ async fn run_sequence(s: &Subject, seed: u64, mut model: Model) {
                     .directory
                     .release_owner(&model.rooms[room], NODES[node])
                     .await
-                    .unwrap();
-                assert_eq!(released, expected, "release: {ctx}");
+                    .answer("D6", "release_owner must answer a valid call");
+                ensure_eq!(
+                    released,
+                    expected,
+                    "D6",
+                    "release_owner must delete exactly when the caller holds the lease",
+                    "{ctx}"
+                );
                 if released {
                     model.leases[room] = None;
                 }
             }
             _ => {
-                let stored = s.directory.lookup(&model.rooms[room]).await.unwrap();
-                assert_eq!(stored, model.as_lease(room), "lookup: {ctx}");
+                let stored = s
+                    .directory
+                    .lookup(&model.rooms[room])
+                    .await
+                    .answer("D7", "lookup must answer a valid call");
+                ensure_eq!(
+                    stored,
+                    model.as_lease(room),
+                    "D7",
+                    "lookup must return the stored lease, expired ones included",
+                    "{ctx}"
+                );
             }
         }
     }
@@ -142,27 +159,54 @@ async fn ensure(
         .directory
         .ensure_owner(&model.rooms[room], NODES[node], at(now), ttl)
         .await
-        .unwrap();
+        .answer("D1", "ensure_owner must answer a valid call with a lease");
     match model.valid(room, now).cloned() {
         Some(held) if held.node != node => {
-            assert_eq!(Some(got), model.as_lease(room), "held elsewhere: {ctx}");
+            ensure_eq!(
+                Some(got),
+                model.as_lease(room),
+                "D3",
+                "another node's valid lease must be returned unchanged",
+                "{ctx}"
+            );
         }
         Some(mut mine) => {
             mine.exp = mine.exp.max(now + ttl_ms);
             model.leases[room] = Some(mine);
-            assert_eq!(Some(got), model.as_lease(room), "renewal: {ctx}");
+            ensure_eq!(
+                Some(got),
+                model.as_lease(room),
+                "D2",
+                "a renewal must keep token and epoch and never shorten the lease",
+                "{ctx}"
+            );
         }
         None => {
-            assert_eq!(got.room_id, model.rooms[room], "grant: {ctx}");
-            assert_eq!(got.node_id, NODES[node], "grant: {ctx}");
-            assert_eq!(got.expires_at, at(now + ttl_ms), "grant expiry: {ctx}");
-            assert!(
-                model.issued.insert(got.lease_token.clone()),
-                "grant reused a token: {ctx}"
+            ensure_eq!(
+                (got.room_id.as_str(), got.node_id.as_str()),
+                (model.rooms[room].as_str(), NODES[node]),
+                "D1",
+                "a free or expired room must be granted to the caller",
+                "{ctx}"
             );
-            assert!(
+            ensure_eq!(
+                got.expires_at,
+                at(now + ttl_ms),
+                "D1",
+                "a grant must expire at now + ttl",
+                "{ctx}"
+            );
+            ensure!(
+                model.issued.insert(got.lease_token.clone()),
+                "D1",
+                "a grant must carry a fresh token",
+                "token reused: {ctx}"
+            );
+            ensure!(
                 got.epoch > model.last_epoch[room],
-                "grant epoch {} not above {}: {ctx}",
+                "D4",
+                "a new lease must carry an epoch above every earlier one",
+                "epoch {} after {}: {ctx}",
                 got.epoch,
                 model.last_epoch[room]
             );
@@ -203,6 +247,15 @@ async fn verify(
         .directory
         .verify_owner(&model.rooms[room], NODES[node], &token, at(now))
         .await
-        .unwrap();
-    assert_eq!(got, expected, "verify: {ctx}");
+        .answer(
+            "D5",
+            "verify_owner must answer a valid call with true or false",
+        );
+    ensure_eq!(
+        got,
+        expected,
+        "D5",
+        "verify_owner must be true iff the lease has this node and token and is valid",
+        "{ctx}"
+    );
 }

@@ -1,5 +1,6 @@
 //! Concurrent cases (D8): real races between tasks released together by a barrier.
 
+use crate::check::Answer;
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::sync::Arc;
@@ -8,7 +9,7 @@ use std::time::Duration;
 
 use tokio::sync::Barrier;
 
-use super::{SeedReport, Subject, TTL, plus, seed, start_time, whole_ms};
+use super::{SeedReport, Subject, TTL, plus, seed, start_time, verify_is, whole_ms};
 use unique_lease::{Directory, Lease};
 
 /// Runs `op(i)` for `i in 0..n` on `n` spawned tasks that start together, and
@@ -50,19 +51,37 @@ pub async fn many_nodes_race_for_one_free_room(s: Subject) {
         let room = format!("d8-race-{round}");
         let results = race(16, |i| {
             let (dir, room) = (s.directory.clone(), room.clone());
-            async move { dir.ensure_owner(&room, &node(i), now, TTL).await.unwrap() }
+            async move {
+                dir.ensure_owner(&room, &node(i), now, TTL)
+                    .await
+                    .answer("D1", "ensure_owner must answer a valid call with a lease")
+            }
         })
         .await;
         let winner = results[0].clone();
-        assert!(
+        ensure!(
             results.iter().all(|l| *l == winner),
-            "round {round}: callers saw different leases: {results:#?}"
+            "D8",
+            "every racing caller must receive the one lease that won",
+            "round {round}: {results:#?}"
         );
         let holders = (0..16).filter(|i| winner.is_held_by(&node(*i))).count();
-        assert_eq!(holders, 1, "the holder is one of the racers");
-        assert_eq!(
-            s.directory.lookup(&room).await.unwrap(),
-            Some(winner.clone())
+        ensure_eq!(
+            holders,
+            1,
+            "D8",
+            "exactly one racer must win a free room",
+            "round {round}: holders among the racers"
+        );
+        ensure_eq!(
+            s.directory
+                .lookup(&room)
+                .await
+                .answer("D7", "lookup must answer a valid call"),
+            Some(winner.clone()),
+            "D8",
+            "the lease every racer received must be the one stored",
+            "round {round}"
         );
         let verified = race(16, |i| {
             let (dir, room, token) = (
@@ -71,16 +90,19 @@ pub async fn many_nodes_race_for_one_free_room(s: Subject) {
                 winner.lease_token.clone(),
             );
             async move {
-                dir.verify_owner(&room, &node(i), &token, now)
-                    .await
-                    .unwrap()
+                dir.verify_owner(&room, &node(i), &token, now).await.answer(
+                    "D5",
+                    "verify_owner must answer a valid call with true or false",
+                )
             }
         })
         .await;
-        assert_eq!(
+        ensure_eq!(
             verified.iter().filter(|v| **v).count(),
             1,
-            "one node verifies"
+            "D5",
+            "only the holder's node must verify with its token",
+            "round {round}: nodes that verified"
         );
     }
 }
@@ -95,34 +117,48 @@ pub async fn renewal_races_takeover_at_the_expiry_instant(s: Subject) {
             .directory
             .ensure_owner(&room, &node(0), start_time(), TTL)
             .await
-            .unwrap();
+            .answer("D1", "ensure_owner must answer a valid call with a lease");
         let at = old.expires_at;
         let results = race(8, |i| {
             let (dir, room) = (s.directory.clone(), room.clone());
-            async move { dir.ensure_owner(&room, &node(i), at, TTL).await.unwrap() }
+            async move {
+                dir.ensure_owner(&room, &node(i), at, TTL)
+                    .await
+                    .answer("D1", "ensure_owner must answer a valid call with a lease")
+            }
         })
         .await;
         let winner = results[0].clone();
-        assert!(
+        ensure!(
             results.iter().all(|l| *l == winner),
+            "D8",
+            "every racing caller must receive the one lease that won",
             "round {round}: {results:#?}"
         );
-        assert_ne!(winner.lease_token, old.lease_token, "a new holding");
-        assert!(winner.epoch > old.epoch);
-        assert_eq!(winner.expires_at, at + TTL);
-        assert!(
-            !s.directory
-                .verify_owner(&room, &node(0), &old.lease_token, at)
-                .await
-                .unwrap()
+        ensure!(
+            winner.lease_token != old.lease_token,
+            "D1",
+            "a lease at its expiry instant is expired: the call must grant a new token",
+            "round {round}: the old token was kept"
         );
+        ensure!(
+            winner.epoch > old.epoch,
+            "D4",
+            "a new lease must carry a higher epoch",
+            "round {round}: epoch {} after {}",
+            winner.epoch,
+            old.epoch
+        );
+        ensure_eq!(
+            winner.expires_at,
+            at + TTL,
+            "D1",
+            "a grant must expire at now + ttl",
+            "round {round}"
+        );
+        verify_is(&*s.directory, &room, &node(0), &old.lease_token, at, false).await;
         let holder = winner.node_id.clone();
-        assert!(
-            s.directory
-                .verify_owner(&room, &holder, &winner.lease_token, at)
-                .await
-                .unwrap()
-        );
+        verify_is(&*s.directory, &room, &holder, &winner.lease_token, at, true).await;
     }
 }
 
@@ -138,7 +174,7 @@ pub async fn early_renewal_races_takeover(s: Subject) {
             .directory
             .ensure_owner(&room, &node(0), start_time(), TTL)
             .await
-            .unwrap();
+            .answer("D1", "ensure_owner must answer a valid call with a lease");
         let results = race(8, |i| {
             let (dir, room) = (s.directory.clone(), room.clone());
             let at = if i == 0 {
@@ -146,35 +182,70 @@ pub async fn early_renewal_races_takeover(s: Subject) {
             } else {
                 old.expires_at
             };
-            async move { dir.ensure_owner(&room, &node(i), at, TTL).await.unwrap() }
+            async move {
+                dir.ensure_owner(&room, &node(i), at, TTL)
+                    .await
+                    .answer("D1", "ensure_owner must answer a valid call with a lease")
+            }
         })
         .await;
         let winner = results[0].clone();
-        assert!(
+        ensure!(
             results.iter().all(|l| *l == winner),
+            "D8",
+            "every racing caller must receive the one lease that won",
             "round {round}: {results:#?}"
         );
         if winner.is_held_by(&node(0)) {
-            assert_eq!(
-                winner.lease_token, old.lease_token,
-                "renewal keeps the token"
+            ensure_eq!(
+                (&winner.lease_token, winner.epoch),
+                (&old.lease_token, old.epoch),
+                "D2",
+                "a renewal must keep token and epoch",
+                "round {round}"
             );
-            assert_eq!(winner.epoch, old.epoch);
-            assert_eq!(
+            ensure_eq!(
                 winner.expires_at,
-                old.expires_at - Duration::from_millis(1) + TTL
+                old.expires_at - Duration::from_millis(1) + TTL,
+                "D2",
+                "a renewal must expire at max(expires_at, now + ttl)",
+                "round {round}"
             );
             outcomes.insert("renewed");
         } else {
-            assert_ne!(winner.lease_token, old.lease_token);
-            assert!(winner.epoch > old.epoch);
-            assert_eq!(winner.expires_at, old.expires_at + TTL);
+            ensure!(
+                winner.lease_token != old.lease_token && winner.epoch > old.epoch,
+                "D4",
+                "a takeover must carry a new token and a higher epoch",
+                "round {round}: {winner:?} after {old:?}"
+            );
+            ensure_eq!(
+                winner.expires_at,
+                old.expires_at + TTL,
+                "D1",
+                "a grant must expire at now + ttl",
+                "round {round}"
+            );
             outcomes.insert("taken over");
         }
-        assert_eq!(s.directory.lookup(&room).await.unwrap(), Some(winner));
+        ensure_eq!(
+            s.directory
+                .lookup(&room)
+                .await
+                .answer("D7", "lookup must answer a valid call"),
+            Some(winner),
+            "D8",
+            "the lease every racer received must be the one stored",
+            "round {round}"
+        );
     }
     // Both outcomes are legal; which occur depends on scheduling, so none is required.
-    assert!(!outcomes.is_empty());
+    ensure!(
+        !outcomes.is_empty(),
+        "D8",
+        "every race must end in a renewal or a takeover",
+        "no round ended"
+    );
 }
 
 /// D6, D8: the holder releases while 3 nodes ask for the room. The release always
@@ -188,36 +259,63 @@ pub async fn release_races_ensure(s: Subject) {
             .directory
             .ensure_owner(&room, &node(0), now, TTL)
             .await
-            .unwrap();
+            .answer("D1", "ensure_owner must answer a valid call with a lease");
         let results = race(4, |i| {
             let (dir, room) = (s.directory.clone(), room.clone());
             async move {
                 if i == 0 {
-                    Err(dir.release_owner(&room, &node(0)).await.unwrap())
+                    Err(dir
+                        .release_owner(&room, &node(0))
+                        .await
+                        .answer("D6", "release_owner must answer a valid call"))
                 } else {
-                    Ok(dir.ensure_owner(&room, &node(i), now, TTL).await.unwrap())
+                    Ok(dir
+                        .ensure_owner(&room, &node(i), now, TTL)
+                        .await
+                        .answer("D1", "ensure_owner must answer a valid call with a lease"))
                 }
             }
         })
         .await;
-        assert_eq!(
+        ensure_eq!(
             results[0],
             Err(true),
-            "round {round}: the holder's release must succeed"
+            "D6",
+            "the holder's release must delete its valid lease whatever races it",
+            "round {round}: the release's answer"
         );
         let grants: HashSet<Lease> = results[1..]
             .iter()
             .map(|r| r.clone().expect("ensure result"))
             .filter(|l| *l != old)
             .collect();
-        assert!(
+        ensure!(
             grants.len() <= 1,
+            "D8",
+            "among concurrent grants of a free room exactly one must win",
             "round {round}: several new holdings {grants:#?}"
         );
-        let remaining = s.directory.lookup(&room).await.unwrap();
-        assert_eq!(remaining, grants.iter().next().cloned(), "round {round}");
+        let remaining = s
+            .directory
+            .lookup(&room)
+            .await
+            .answer("D7", "lookup must answer a valid call");
+        ensure_eq!(
+            remaining,
+            grants.iter().next().cloned(),
+            "D8",
+            "what remains must be the one new holding a caller received",
+            "round {round}"
+        );
         if let Some(new) = remaining {
-            assert!(new.epoch > old.epoch);
+            ensure!(
+                new.epoch > old.epoch,
+                "D4",
+                "a new lease must carry a higher epoch",
+                "round {round}: epoch {} after {}",
+                new.epoch,
+                old.epoch
+            );
         }
     }
 }
@@ -251,20 +349,30 @@ pub async fn concurrent_random_operations_keep_epochs_ordered(s: Subject) {
             let known = by_token
                 .entry(&lease.lease_token)
                 .or_insert((lease.epoch, &lease.node_id));
-            assert_eq!(
+            ensure_eq!(
                 *known,
                 (lease.epoch, lease.node_id.as_str()),
-                "token changed epoch or node"
+                "D4",
+                "a token must belong to one holding (one epoch, one node)",
+                "token {:?}",
+                lease.lease_token
             );
             let token = by_epoch.entry(lease.epoch).or_insert(&lease.lease_token);
-            assert_eq!(
-                *token, lease.lease_token,
+            ensure_eq!(
+                *token,
+                lease.lease_token,
+                "D4",
+                "an epoch must never be reused",
                 "epoch {} issued twice",
                 lease.epoch
             );
-            assert!(
+            ensure!(
                 lease.epoch >= last[*room],
-                "task {task} saw epoch go back in {}",
+                "D4",
+                "epochs of a room must never go back",
+                "task {task} saw epoch {} after {} in {}",
+                lease.epoch,
+                last[*room],
                 rooms[*room]
             );
             last[*room] = lease.epoch;
@@ -272,10 +380,18 @@ pub async fn concurrent_random_operations_keep_epochs_ordered(s: Subject) {
         }
     }
     for (i, room) in rooms.iter().enumerate() {
-        if let Some(lease) = s.directory.lookup(room).await.unwrap() {
-            assert_eq!(
-                lease.epoch, highest[i],
-                "{room} holds a lease older than one seen"
+        if let Some(lease) = s
+            .directory
+            .lookup(room)
+            .await
+            .answer("D7", "lookup must answer a valid call")
+        {
+            ensure_eq!(
+                lease.epoch,
+                highest[i],
+                "D4",
+                "the lease that remains must carry the highest epoch issued",
+                "{room}"
             );
         }
     }
@@ -299,14 +415,23 @@ async fn random_walk(
         match rng.u8(0..10) {
             0..=5 => {
                 let ttl = Duration::from_millis(rng.u64(50..400));
-                let lease = dir.ensure_owner(rooms[room], &me, now, ttl).await.unwrap();
+                let lease = dir
+                    .ensure_owner(rooms[room], &me, now, ttl)
+                    .await
+                    .answer("D1", "ensure_owner must answer a valid call with a lease");
                 seen.push((room, lease));
             }
             6..=7 => {
-                dir.release_owner(rooms[room], &me).await.unwrap();
+                dir.release_owner(rooms[room], &me)
+                    .await
+                    .answer("D6", "release_owner must answer a valid call");
             }
             _ => {
-                if let Some(lease) = dir.lookup(rooms[room]).await.unwrap() {
+                if let Some(lease) = dir
+                    .lookup(rooms[room])
+                    .await
+                    .answer("D7", "lookup must answer a valid call")
+                {
                     seen.push((room, lease));
                 }
             }

@@ -1,5 +1,6 @@
 //! Cases of the `NodeRegistry` contract (N1–N4).
 
+use crate::check::{Answer, refused};
 use std::time::Duration;
 
 use super::{Subject, whole_ms};
@@ -15,17 +16,50 @@ pub async fn registered_node_can_be_looked_up(s: Subject) {
         .registry
         .register_node("n1-node", "10.0.0.7:7000", TTL)
         .await
-        .unwrap();
-    assert_eq!(written.node_id, "n1-node");
-    assert_eq!(written.grpc_addr, "10.0.0.7:7000");
-    assert_eq!(written.updated_at, now);
-    assert_eq!(written.expires_at, now + TTL);
-    assert!(written.valid_at(s.clock.now()));
-    assert_eq!(
-        s.registry.lookup_node("n1-node").await.unwrap(),
-        Some(written)
+        .answer("N1", "register_node must answer a valid call");
+    ensure_eq!(
+        (written.node_id.as_str(), written.grpc_addr.as_str()),
+        ("n1-node", "10.0.0.7:7000"),
+        "N1",
+        "a registration must store the node and its address",
+        "node id and address"
     );
-    assert_eq!(s.registry.lookup_node("n1-other").await.unwrap(), None);
+    ensure_eq!(
+        written.updated_at,
+        now,
+        "N1",
+        "a registration must be updated at now"
+    );
+    ensure_eq!(
+        written.expires_at,
+        now + TTL,
+        "N1",
+        "a registration must expire at now + ttl"
+    );
+    ensure!(
+        written.valid_at(s.clock.now()),
+        "N1",
+        "a fresh registration must be valid",
+        "{written:?} invalid at now"
+    );
+    ensure_eq!(
+        s.registry
+            .lookup_node("n1-node")
+            .await
+            .answer("N2", "lookup_node must answer a valid call"),
+        Some(written),
+        "N2",
+        "a valid registration must read back unchanged"
+    );
+    ensure_eq!(
+        s.registry
+            .lookup_node("n1-other")
+            .await
+            .answer("N2", "lookup_node must answer a valid call"),
+        None,
+        "N2",
+        "a node never registered must read as absent"
+    );
 }
 
 /// N1: registering again replaces the address and renews the expiry from the new
@@ -34,22 +68,38 @@ pub async fn reregistration_replaces_address_and_extends(s: Subject) {
     s.registry
         .register_node("n1-renew", "10.0.0.7:7000", TTL)
         .await
-        .unwrap();
+        .answer("N1", "register_node must answer a valid call");
     s.clock.advance(Duration::from_secs(10));
     let renewed = s
         .registry
         .register_node("n1-renew", "10.0.0.8:7000", TTL)
         .await
-        .unwrap();
+        .answer("N1", "register_node must answer a valid call");
     let now = whole_ms(s.clock.now());
-    assert_eq!(renewed.updated_at, now);
-    assert_eq!(renewed.expires_at, now + TTL);
+    ensure_eq!(
+        (renewed.grpc_addr.as_str(), renewed.updated_at),
+        ("10.0.0.8:7000", now),
+        "N1",
+        "registering again must replace the address and update at now"
+    );
+    ensure_eq!(
+        renewed.expires_at,
+        now + TTL,
+        "N1",
+        "registering again must expire at the new now + ttl"
+    );
     s.clock.advance(Duration::from_secs(10));
-    let seen = s.registry.lookup_node("n1-renew").await.unwrap();
-    assert_eq!(
+    let seen = s
+        .registry
+        .lookup_node("n1-renew")
+        .await
+        .answer("N2", "lookup_node must answer a valid call");
+    ensure_eq!(
         seen,
         Some(renewed),
-        "alive past the first ttl thanks to the renewal"
+        "N1",
+        "registering again must extend the registration",
+        "past the first ttl"
     );
 }
 
@@ -59,13 +109,26 @@ pub async fn zero_registration_ttl_means_thirty_seconds(s: Subject) {
         .registry
         .register_node("n1-zero", "10.0.0.7:7000", Duration::ZERO)
         .await
-        .unwrap();
-    assert_eq!(
-        r.expires_at.duration_since(r.updated_at).unwrap(),
-        Duration::from_secs(30)
+        .answer("N1", "register_node must answer a valid call");
+    ensure_eq!(
+        r.expires_at.duration_since(r.updated_at).ok(),
+        Some(Duration::from_secs(30)),
+        "N1",
+        "a zero ttl must mean 30 s",
+        "expires_at - updated_at"
     );
     s.clock.advance(Duration::from_secs(29));
-    assert!(s.registry.lookup_node("n1-zero").await.unwrap().is_some());
+    let seen = s
+        .registry
+        .lookup_node("n1-zero")
+        .await
+        .answer("N2", "lookup_node must answer a valid call");
+    ensure!(
+        seen.is_some(),
+        "N1",
+        "a zero ttl must mean 30 s",
+        "gone 29 s after registering"
+    );
 }
 
 /// N2: a registration is visible until its expiry instant and reads as absent
@@ -75,16 +138,40 @@ pub async fn registration_expires(s: Subject) {
         .registry
         .register_node("n2-expire", "10.0.0.7:7000", TTL)
         .await
-        .unwrap();
+        .answer("N1", "register_node must answer a valid call");
     s.clock.set(r.expires_at - Duration::from_millis(1));
-    assert_eq!(
-        s.registry.lookup_node("n2-expire").await.unwrap(),
-        Some(r.clone())
+    ensure_eq!(
+        s.registry
+            .lookup_node("n2-expire")
+            .await
+            .answer("N2", "lookup_node must answer a valid call"),
+        Some(r.clone()),
+        "N2",
+        "a registration must be visible until its expiry instant",
+        "1 ms before it"
     );
     s.clock.set(r.expires_at);
-    assert_eq!(s.registry.lookup_node("n2-expire").await.unwrap(), None);
+    ensure_eq!(
+        s.registry
+            .lookup_node("n2-expire")
+            .await
+            .answer("N2", "lookup_node must answer a valid call"),
+        None,
+        "N2",
+        "an expired registration must read as absent",
+        "at the expiry instant"
+    );
     s.clock.advance(Duration::from_hours(1));
-    assert_eq!(s.registry.lookup_node("n2-expire").await.unwrap(), None);
+    ensure_eq!(
+        s.registry
+            .lookup_node("n2-expire")
+            .await
+            .answer("N2", "lookup_node must answer a valid call"),
+        None,
+        "N2",
+        "an expired registration must read as absent",
+        "an hour after expiry"
+    );
 }
 
 /// N3: unregistering removes the registration; unregistering an unknown node is
@@ -93,19 +180,41 @@ pub async fn unregister_removes_and_tolerates_unknown(s: Subject) {
     s.registry
         .register_node("n3-node", "10.0.0.7:7000", TTL)
         .await
-        .unwrap();
-    s.registry.unregister_node("n3-node").await.unwrap();
-    assert_eq!(s.registry.lookup_node("n3-node").await.unwrap(), None);
-    s.registry.unregister_node("n3-node").await.unwrap();
-    s.registry.unregister_node("n3-never").await.unwrap();
+        .answer("N1", "register_node must answer a valid call");
+    s.registry.unregister_node("n3-node").await.answer(
+        "N3",
+        "unregister_node must answer a valid call, an unknown node included",
+    );
+    ensure_eq!(
+        s.registry
+            .lookup_node("n3-node")
+            .await
+            .answer("N2", "lookup_node must answer a valid call"),
+        None,
+        "N3",
+        "unregister_node must remove the registration"
+    );
+    s.registry.unregister_node("n3-node").await.answer(
+        "N3",
+        "unregister_node must answer a valid call, an unknown node included",
+    );
+    s.registry.unregister_node("n3-never").await.answer(
+        "N3",
+        "unregister_node must answer a valid call, an unknown node included",
+    );
     let again = s
         .registry
         .register_node("n3-node", "10.0.0.9:7000", TTL)
         .await
-        .unwrap();
-    assert_eq!(
-        s.registry.lookup_node("n3-node").await.unwrap(),
-        Some(again)
+        .answer("N1", "register_node must answer a valid call");
+    ensure_eq!(
+        s.registry
+            .lookup_node("n3-node")
+            .await
+            .answer("N2", "lookup_node must answer a valid call"),
+        Some(again),
+        "N3",
+        "a node must register again after unregistering"
     );
 }
 
@@ -114,36 +223,32 @@ pub async fn invalid_registrations_are_rejected(s: Subject) {
     let r = &s.registry;
     let long_id = "n".repeat(MAX_ID_LEN + 1);
     for bad in ["", "n4\n", long_id.as_str()] {
-        let e = r
-            .register_node(bad, "10.0.0.7:7000", TTL)
-            .await
-            .unwrap_err();
-        assert!(e.is_invalid_params(), "{bad:?}: {e}");
-        assert!(r.lookup_node(bad).await.unwrap_err().is_invalid_params());
-        assert!(
-            r.unregister_node(bad)
-                .await
-                .unwrap_err()
-                .is_invalid_params()
-        );
+        let registered = r.register_node(bad, "10.0.0.7:7000", TTL).await;
+        refused(registered, "N4", format_args!("register_node id {bad:?}"));
+        let seen = r.lookup_node(bad).await;
+        refused(seen, "N4", format_args!("lookup_node id {bad:?}"));
+        let gone = r.unregister_node(bad).await;
+        refused(gone, "N4", format_args!("unregister_node id {bad:?}"));
     }
     let long_addr = "a".repeat(MAX_ADDR_LEN + 1);
     for bad in ["", "10.0.0.7 7000", "10.0.0.7:7000\n", long_addr.as_str()] {
-        let e = r.register_node("n4-node", bad, TTL).await.unwrap_err();
-        assert!(e.is_invalid_params(), "{bad:?}: {e}");
+        let registered = r.register_node("n4-node", bad, TTL).await;
+        refused(registered, "N4", format_args!("address {bad:?}"));
     }
-    let e = r
+    let registered = r
         .register_node(
             "n4-node",
             "10.0.0.7:7000",
             MAX_TTL + Duration::from_millis(1),
         )
-        .await
-        .unwrap_err();
-    assert!(e.is_invalid_params(), "{e}");
-    assert_eq!(
-        r.lookup_node("n4-node").await.unwrap(),
+        .await;
+    refused(registered, "N4", format_args!("a ttl above the maximum"));
+    ensure_eq!(
+        r.lookup_node("n4-node")
+            .await
+            .answer("N2", "lookup_node must answer a valid call"),
         None,
-        "nothing written"
+        "N4",
+        "a refused registration must write nothing"
     );
 }

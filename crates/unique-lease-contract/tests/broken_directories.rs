@@ -1,0 +1,105 @@
+//! The suite must be able to fail, naming the clause broken: a directory that
+//! forgets to raise the fencing epoch is rejected with a D4 failure.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use unique_lease::{Directory, Lease, LeaseError, ManualClock, MemoryDirectory, async_trait};
+use unique_lease_contract::{self as contract, Subject};
+
+/// The memory directory, except that every lease it hands out carries epoch 1.
+struct EpochOne(MemoryDirectory);
+
+#[async_trait]
+impl Directory for EpochOne {
+    async fn lookup(&self, room_id: &str) -> Result<Option<Lease>, LeaseError> {
+        Ok(self.0.lookup(room_id).await?.map(epoch_one))
+    }
+
+    async fn ensure_owner(
+        &self,
+        room_id: &str,
+        node_id: &str,
+        now: SystemTime,
+        ttl: Duration,
+    ) -> Result<Lease, LeaseError> {
+        Ok(epoch_one(
+            self.0.ensure_owner(room_id, node_id, now, ttl).await?,
+        ))
+    }
+
+    async fn verify_owner(
+        &self,
+        room_id: &str,
+        node_id: &str,
+        lease_token: &str,
+        now: SystemTime,
+    ) -> Result<bool, LeaseError> {
+        self.0
+            .verify_owner(room_id, node_id, lease_token, now)
+            .await
+    }
+
+    async fn release_owner(&self, room_id: &str, node_id: &str) -> Result<bool, LeaseError> {
+        self.0.release_owner(room_id, node_id).await
+    }
+}
+
+fn epoch_one(lease: Lease) -> Lease {
+    Lease { epoch: 1, ..lease }
+}
+
+fn epoch_one_subject() -> Subject {
+    let clock = Arc::new(ManualClock::new(contract::start_time()));
+    let memory = Arc::new(MemoryDirectory::with_clock(clock.clone()));
+    Subject {
+        directory: Arc::new(EpochOne(MemoryDirectory::with_clock(clock.clone()))),
+        registry: memory,
+        clock,
+        keep_alive: None,
+    }
+}
+
+/// The message a case panicked with, or `None` when it passed.
+async fn failure(case: &str) -> Option<String> {
+    let case = contract::CASES
+        .iter()
+        .find(|c| c.name == case)
+        .unwrap_or_else(|| panic!("no case {case}"));
+    let run = (case.run)(epoch_one_subject());
+    let e = tokio::spawn(run).await.err()?;
+    let payload = e.into_panic();
+    Some(
+        payload
+            .downcast_ref::<String>()
+            .cloned()
+            .unwrap_or_default(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_directory_that_reuses_epochs_fails_naming_d4() {
+    for case in [
+        "epoch_grows_across_release_and_expiry",
+        "takeover_after_expiry_issues_new_token_and_higher_epoch",
+        "release_by_holder_deletes_the_lease",
+    ] {
+        let message = failure(case)
+            .await
+            .unwrap_or_else(|| panic!("{case} passed a directory that reuses epochs"));
+        assert!(
+            message.starts_with("D4 a new lease must carry a higher epoch"),
+            "{case} failed without naming D4: {message:?}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cases_of_other_clauses_still_pass() {
+    for case in [
+        "verify_accepts_only_the_current_holding",
+        "rooms_are_independent",
+    ] {
+        assert_eq!(failure(case).await, None, "{case}");
+    }
+}
