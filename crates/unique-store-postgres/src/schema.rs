@@ -75,6 +75,7 @@ impl PostgresStore {
                 if found.0 && found.1.as_deref() == Some(SCHEMA_COMMENT) && found.2 {
                     for statement in [
                         &sql.read,
+                        &sql.read_many,
                         &sql.first_login,
                         &sql.double_pin,
                         &sql.tombstone,

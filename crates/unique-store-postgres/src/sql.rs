@@ -17,6 +17,9 @@ pub(crate) struct Statements {
     pub(crate) table: String,
     /// `$1` pk → `gen, owner, cid`.
     pub(crate) read: String,
+    /// `$1` pks (text[]) → `pk, gen, owner, cid` of those that exist, one round trip for a
+    /// batch.
+    pub(crate) read_many: String,
     /// Claim forms: `$1` pk, `$2` owner, `$3` cid, `$4` the gen written; the pinned forms
     /// add `$5` the snapshot's gen, the double pin `$6` its cid. Each returns one row
     /// `(gen, written, owner, cid)`: the written gen, or (lost race) the record as the
@@ -44,6 +47,7 @@ impl Statements {
         );
         Ok(Self {
             read: format!("SELECT gen, owner, cid FROM {table} WHERE pk = $1"),
+            read_many: format!("SELECT pk, gen, owner, cid FROM {table} WHERE pk = ANY($1)"),
             // A record at gen 0 reads as absent, so the first login takes it too (C3).
             first_login: format!(
                 "WITH w AS (INSERT INTO {table} AS r (pk, gen, owner, cid) VALUES ($1, $4, $2, $3) \

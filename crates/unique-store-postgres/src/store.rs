@@ -1,5 +1,6 @@
 //! [`PostgresStore`]: the `Store` operations, each one statement on a pooled connection.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
@@ -137,6 +138,26 @@ impl Store for PostgresStore {
             None => OwnerState::absent(),
             Some(row) => record(row.get(0), row.get(1), row.get(2)),
         })
+    }
+
+    /// One statement for the whole batch (`pk = ANY($1)`); keys without a row read absent,
+    /// and a key given twice is answered twice.
+    async fn read_owners(&self, keys: &[Key]) -> Result<Vec<Result<OwnerState, Error>>, Error> {
+        if keys.is_empty() {
+            return Ok(Vec::new());
+        }
+        let pks: Vec<String> = keys.iter().map(Key::to_string).collect();
+        let rows = self
+            .query("batch read", &self.inner.sql.read_many, &[&pks])
+            .await?;
+        let found: HashMap<String, OwnerState> = rows
+            .iter()
+            .map(|row| (row.get(0), record(row.get(1), row.get(2), row.get(3))))
+            .collect();
+        Ok(pks
+            .iter()
+            .map(|pk| Ok(found.get(pk).cloned().unwrap_or_else(OwnerState::absent)))
+            .collect())
     }
 
     async fn claim_cas(

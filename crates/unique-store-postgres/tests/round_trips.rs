@@ -84,6 +84,18 @@ async fn round_trips_per_claim_replay_lost_race_and_release() {
     assert!(!store.release(&key, 0).await.unwrap());
     assert_eq!(proxy.round_trips() - before, 0, "gen <= 0: nothing sent");
 
+    // A batch read of 100 keys (one held, the rest absent) is one statement.
+    let keys: Vec<Key> = (1..=100)
+        .map(|uid| Key::new("roundtrips", "test", uid))
+        .collect();
+    let before = proxy.round_trips();
+    let states = store.read_owners(&keys).await.unwrap();
+    let batch = proxy.round_trips() - before;
+    assert_eq!(batch, 1, "batch read of 100 keys: one query");
+    assert_eq!(states.len(), 100);
+    assert_eq!(states[0].as_ref().unwrap().generation, 4);
+    assert!(states[1..].iter().all(|s| !s.as_ref().unwrap().exists));
+
     assert_eq!(
         proxy.connections(),
         1,
@@ -91,6 +103,7 @@ async fn round_trips_per_claim_replay_lost_race_and_release() {
     );
     println!(
         "postgres round trips (wire): first login = {first_login}, replacing a session = \
-         {replacing}, replay = {replayed}, lost race then win = {contended}, release = {release}"
+         {replacing}, replay = {replayed}, lost race then win = {contended}, release = {release}, \
+         batch read of 100 keys = {batch}"
     );
 }
