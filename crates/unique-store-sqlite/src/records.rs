@@ -2,8 +2,11 @@
 //!
 //! Each write is ONE conditional statement whose condition is the fence of C3/C5.
 //! A claim maps the core [`Fence`] to its statement and writes `gen`, `owner` and
-//! `cid` together, returning the written gen with `RETURNING` (C4); a failed
-//! condition is a statement that matched no row, never an SQL error.
+//! `cid` together; the gen written is the fence's next gen, so a statement that
+//! changed a row wrote exactly it (C4). A failed condition is a statement that
+//! changed no row, never an SQL error. (No `RETURNING`: SQLite buffers its rows
+//! in a temporary B-tree opened and closed per statement, which was a third of
+//! a claim's instructions on the writer.)
 
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OptionalExtension, Row, ToSql};
@@ -18,17 +21,17 @@ pub(crate) const SELECT: &str = "SELECT gen, owner, cid FROM records WHERE pk = 
 // ?3 cid, ?4 the gen to write, ?5 the pinned gen, ?6 the pinned cid.
 
 /// First login: the record must still not exist, or be stored at gen 0 (which
-/// reads as absent). An upsert whose `WHERE` fails changes nothing and returns no row.
+/// reads as absent). An upsert whose `WHERE` fails changes nothing.
 const CLAIM_FIRST_LOGIN: &str = "INSERT INTO records (pk, gen, owner, cid) VALUES (?1, ?4, ?2, ?3)
      ON CONFLICT (pk) DO UPDATE SET gen = excluded.gen, owner = excluded.owner, cid = excluded.cid
-     WHERE records.gen = 0 RETURNING gen";
+     WHERE records.gen = 0";
 /// Tombstone: same gen and no cid.
 const CLAIM_TOMBSTONE: &str = "UPDATE records SET gen = ?4, owner = ?2, cid = ?3
-     WHERE pk = ?1 AND gen = ?5 AND cid IS NULL RETURNING gen";
+     WHERE pk = ?1 AND gen = ?5 AND cid IS NULL";
 /// Double pin: same gen and the same cid (`=` never matches a NULL cid, and
 /// `''` is an ordinary value, so an empty cid is not mistaken for an absent one).
 const CLAIM_DOUBLE_PIN: &str = "UPDATE records SET gen = ?4, owner = ?2, cid = ?3
-     WHERE pk = ?1 AND gen = ?5 AND cid = ?6 RETURNING gen";
+     WHERE pk = ?1 AND gen = ?5 AND cid = ?6";
 /// Fenced tombstone (C5): keeps gen, empties owner, removes cid.
 const RELEASE: &str = "UPDATE records SET owner = '', cid = NULL WHERE pk = ?1 AND gen = ?2";
 
@@ -112,15 +115,18 @@ pub(crate) fn apply(conn: &Connection, write: &Write) -> Result<Written, Error> 
                 &fence.pinned_generation,
                 &pinned_claim_id,
             ];
-            let written =
-                returning_gen(conn, fence.sql, &values).map_err(|e| map_sqlite("claim", e))?;
-            Ok(Written::Claim(match written {
-                Some(generation) => CasOutcome::Written { generation },
+            let changed =
+                conditional(conn, fence.sql, &values).map_err(|e| map_sqlite("claim", e))?;
+            Ok(Written::Claim(if changed {
+                CasOutcome::Written {
+                    generation: fence.next_generation,
+                }
+            } else {
                 // Nothing was written either way; a record that cannot be read
                 // back leaves the next attempt to read (and meet the fault) itself.
-                None => CasOutcome::LostRace {
+                CasOutcome::LostRace {
                     current: read_state(conn, pk).ok(),
-                },
+                }
             }))
         }
         Write::Release { pk, generation } => {
@@ -134,17 +140,11 @@ pub(crate) fn apply(conn: &Connection, write: &Write) -> Result<Written, Error> 
 }
 
 /// Runs a conditional write with the prefix of `values` its statement binds;
-/// `None` when its condition matched no row. All the changes of a `RETURNING`
-/// statement happen on its first step.
-fn returning_gen(
-    conn: &Connection,
-    sql: &str,
-    values: &[&dyn ToSql],
-) -> rusqlite::Result<Option<i64>> {
+/// whether its condition held (it changed the one row of its key).
+fn conditional(conn: &Connection, sql: &str, values: &[&dyn ToSql]) -> rusqlite::Result<bool> {
     let mut stmt = conn.prepare_cached(sql)?;
     let bound = stmt.parameter_count();
-    stmt.query_row(&values[..bound], |row| row.get(0))
-        .optional()
+    Ok(stmt.execute(&values[..bound])? > 0)
 }
 
 /// The record of `pk` as `conn` sees it (C6, C7).
