@@ -84,6 +84,22 @@ pub(crate) fn open_reader(options: &SqliteStoreBuilder) -> Result<Connection, Er
     Ok(conn)
 }
 
+/// Opens the connection that runs the WAL checkpoints (see [`crate::checkpoint`]),
+/// with the writer's durability: under `FULL` a checkpoint fsyncs what it copied.
+pub(crate) fn open_checkpointer(options: &SqliteStoreBuilder) -> Result<Connection, Error> {
+    let path = options.path.as_path();
+    let failed = |e| opening(path, e);
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .map_err(failed)?;
+    conn.busy_timeout(options.busy_timeout).map_err(failed)?;
+    conn.pragma_update(None, "synchronous", options.synchronous.pragma_value())
+        .map_err(failed)?;
+    Ok(conn)
+}
+
 /// Clear errors for the usual misconfigurations, before SQLite reports them
 /// as a bare "unable to open database file".
 fn check_path(path: &Path) -> Result<(), Error> {

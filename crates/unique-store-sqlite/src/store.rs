@@ -11,7 +11,7 @@ use crate::error::map_sqlite;
 use crate::options::{SqliteStoreBuilder, Synchronous};
 use crate::readers::Readers;
 use crate::records::{Write, Written, read_state};
-use crate::schema::{open_reader, open_writer};
+use crate::schema::{open_checkpointer, open_reader, open_writer};
 use crate::writer::Writer;
 
 /// A durable [`Store`] in one SQLite file (WAL mode).
@@ -57,7 +57,7 @@ impl SqliteStore {
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Self {
             readers: Readers::new(readers, options.reads_on),
-            writer: Writer::spawn(writer_conn, options.max_batch)?,
+            writer: Writer::spawn(writer_conn, open_checkpointer(&options)?, options.max_batch)?,
             path: options.path,
             synchronous: options.synchronous,
         })

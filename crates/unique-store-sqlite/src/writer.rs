@@ -15,6 +15,7 @@ use rusqlite::Connection;
 use tokio::sync::{mpsc, oneshot};
 use unique_core::Error;
 
+use crate::checkpoint::Checkpointer;
 use crate::error::{map_shared, writer_stopped};
 use crate::records::{Statements, Write, Written, apply};
 
@@ -29,11 +30,19 @@ type Reply = oneshot::Sender<Result<Written, Error>>;
 pub(crate) struct Writer {
     queue: Option<mpsc::Sender<(Write, Reply)>>,
     thread: Option<JoinHandle<()>>,
+    // Dropped after `thread` is joined: it stops when the writer's connection closes.
+    checkpointer: Option<Checkpointer>,
 }
 
 impl Writer {
-    /// Starts the writer thread, which owns `conn` from now on.
-    pub(crate) fn spawn(conn: Connection, max_batch: usize) -> Result<Self, Error> {
+    /// Starts the writer thread, which owns `conn` from now on, and the
+    /// checkpoint thread on `checkpoint_conn` (see [`crate::checkpoint`]).
+    pub(crate) fn spawn(
+        mut conn: Connection,
+        checkpoint_conn: Connection,
+        max_batch: usize,
+    ) -> Result<Self, Error> {
+        let checkpointer = Checkpointer::start(&mut conn, checkpoint_conn)?;
         let (queue, rx) = mpsc::channel(QUEUE_CAPACITY);
         let thread = std::thread::Builder::new()
             .name("unique-sqlite-writer".into())
@@ -42,6 +51,7 @@ impl Writer {
         Ok(Self {
             queue: Some(queue),
             thread: Some(thread),
+            checkpointer: Some(checkpointer),
         })
     }
 
@@ -66,6 +76,7 @@ impl Drop for Writer {
             // A panicked writer already answered nobody; nothing more to do.
             let _ = thread.join();
         }
+        drop(self.checkpointer.take());
     }
 }
 

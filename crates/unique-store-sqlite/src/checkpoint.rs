@@ -1,0 +1,127 @@
+//! WAL checkpoints on their own thread, off the writer's commit path.
+//!
+//! SQLite's automatic checkpoint runs inside the `COMMIT` that takes the WAL
+//! past 1000 pages: that commit copies the WAL's pages into the database file
+//! and fsyncs it before its callers are answered, and every batch queued
+//! behind it waits as well. Here the writer's WAL hook (which replaces the
+//! automatic checkpoint) only signals this thread, which runs
+//! `PRAGMA wal_checkpoint(PASSIVE)` on its own connection while the writer goes
+//! on committing.
+//!
+//! Durability is unchanged: a commit's frames are fsynced in the WAL by the
+//! `COMMIT` itself (with `FULL`) before anyone is answered; a checkpoint only
+//! copies committed pages into the main file, and SQLite fsyncs them there
+//! before the WAL may be reused. A checkpoint that cannot finish (a reader still
+//! uses old frames) is retried after the next commit.
+
+use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
+use std::thread::JoinHandle;
+
+use rusqlite::Connection;
+use unique_core::Error;
+
+/// WAL size, in pages, from which a commit asks for a checkpoint (SQLite's own
+/// `wal_autocheckpoint` default).
+pub(crate) const CHECKPOINT_PAGES: i32 = 1000;
+
+/// The checkpoint thread; it stops once the writer's connection (which holds
+/// the other end of its signal) is closed.
+#[derive(Debug)]
+pub(crate) struct Checkpointer {
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Checkpointer {
+    /// Hooks `writer` so its commits signal a new thread that checkpoints
+    /// through `conn`.
+    pub(crate) fn start(writer: &mut Connection, conn: Connection) -> Result<Self, Error> {
+        // One pending signal is enough: a checkpoint covers every commit before it.
+        let (signal, rx) = sync_channel::<()>(1);
+        writer
+            .wal_hook(Some(move |_: &mut rusqlite::hooks::Wal, pages| {
+                if pages >= CHECKPOINT_PAGES {
+                    notify(&signal);
+                }
+                Ok(())
+            }))
+            .map_err(|e| crate::error::map_sqlite("wal hook setup", e))?;
+        let thread = std::thread::Builder::new()
+            .name("unique-sqlite-checkpoint".into())
+            .spawn(move || run(&conn, &rx))
+            .map_err(|e| Error::unavailable_with("cannot start the sqlite checkpoint thread", e))?;
+        Ok(Self {
+            thread: Some(thread),
+        })
+    }
+}
+
+fn notify(signal: &SyncSender<()>) {
+    match signal.try_send(()) {
+        // Full: a checkpoint is already asked for. Disconnected: the thread is
+        // gone, and the WAL only grows until the store is reopened.
+        Ok(()) | Err(TrySendError::Full(()) | TrySendError::Disconnected(())) => {}
+    }
+}
+
+impl Drop for Checkpointer {
+    /// Waits for the thread (the writer's connection must be closed first), so
+    /// the file is closed when the store's drop returns.
+    fn drop(&mut self) {
+        if let Some(thread) = self.thread.take() {
+            // A panicked checkpoint thread leaves nothing to clean up.
+            let _ = thread.join();
+        }
+    }
+}
+
+fn run(conn: &Connection, signals: &Receiver<()>) {
+    while signals.recv().is_ok() {
+        // PASSIVE never waits for the writer or readers. A failure (busy, I/O)
+        // leaves the WAL as it is, which stays valid; the next signal retries.
+        let _ = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::options::SqliteStoreBuilder;
+    use crate::schema::{open_checkpointer, open_reader, open_writer};
+
+    #[test]
+    fn a_commit_past_the_threshold_is_checkpointed_by_the_thread_not_the_writer() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("c.db");
+        let options = SqliteStoreBuilder::new(&path);
+        let mut writer = open_writer(&options).expect("writer");
+        // Kept open, so closing the others is not the last close (which checkpoints).
+        let bystander = open_reader(&options).expect("reader");
+        let checkpointer =
+            Checkpointer::start(&mut writer, open_checkpointer(&options).expect("conn"))
+                .expect("start");
+        let before = std::fs::metadata(&path).expect("stat").len();
+        // About 1 500 pages of 4 KiB in one commit.
+        writer
+            .execute(
+                "INSERT INTO records (pk, gen, owner, cid)
+                 WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 6000)
+                 SELECT 'k' || i, 1, printf('%.900c', 'x'), NULL FROM n",
+                [],
+            )
+            .expect("insert");
+        assert_eq!(
+            std::fs::metadata(&path).expect("stat").len(),
+            before,
+            "the commit itself copied nothing into the database file"
+        );
+        // Closing the writer ends the signal; the thread first runs the checkpoint
+        // already asked for, and joining waits for it.
+        drop(writer);
+        drop(checkpointer);
+        assert!(
+            std::fs::metadata(&path).expect("stat").len() > before + 4_000_000,
+            "the checkpoint thread copied the pages into the database file"
+        );
+        drop(bystander);
+    }
+}
