@@ -8,6 +8,14 @@
 //! `PRAGMA wal_checkpoint(PASSIVE)` on its own connection while the writer goes
 //! on committing.
 //!
+//! A commit asks for a checkpoint every 1000 new pages of WAL. Under steady
+//! load a passive checkpoint rarely lets the WAL start over (that needs no
+//! commit between the checkpoint's end and the next write), so once the WAL
+//! holds more than [`RESTART_PAGES`] the thread follows its passive checkpoint
+//! with a `RESTART` one, which waits for the writer's current transaction and
+//! holds the next one back only while it copies what the passive one left: the
+//! WAL stays bounded.
+//!
 //! Durability is unchanged: a commit's frames are fsynced in the WAL by the
 //! `COMMIT` itself (with `FULL`) before anyone is answered; a checkpoint only
 //! copies committed pages into the main file, and SQLite fsyncs them there
@@ -24,6 +32,10 @@ use unique_core::Error;
 /// `wal_autocheckpoint` default).
 pub(crate) const CHECKPOINT_PAGES: i32 = 1000;
 
+/// WAL size, in pages, past which a checkpoint makes the WAL start over (about
+/// 40 MB of 4 KiB pages).
+pub(crate) const RESTART_PAGES: i64 = 10 * CHECKPOINT_PAGES as i64;
+
 /// The checkpoint thread; it stops once the writer's connection (which holds
 /// the other end of its signal) is closed.
 #[derive(Debug)]
@@ -37,9 +49,18 @@ impl Checkpointer {
     pub(crate) fn start(writer: &mut Connection, conn: Connection) -> Result<Self, Error> {
         // One pending signal is enough: a checkpoint covers every commit before it.
         let (signal, rx) = sync_channel::<()>(1);
+        // WAL size at which the next checkpoint is asked for.
+        let mut next_at = CHECKPOINT_PAGES;
+        let mut last = 0;
         writer
             .wal_hook(Some(move |_: &mut rusqlite::hooks::Wal, pages| {
-                if pages >= CHECKPOINT_PAGES {
+                if pages < last {
+                    // The WAL started over.
+                    next_at = CHECKPOINT_PAGES;
+                }
+                last = pages;
+                if pages >= next_at {
+                    next_at = pages.saturating_add(CHECKPOINT_PAGES);
                     notify(&signal);
                 }
                 Ok(())
@@ -78,8 +99,19 @@ fn run(conn: &Connection, signals: &Receiver<()>) {
     while signals.recv().is_ok() {
         // PASSIVE never waits for the writer or readers. A failure (busy, I/O)
         // leaves the WAL as it is, which stays valid; the next signal retries.
-        let _ = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
+        let wal_pages = checkpoint(conn, "PASSIVE");
+        if wal_pages.is_some_and(|pages| pages > RESTART_PAGES) {
+            let _ = checkpoint(conn, "RESTART");
+        }
     }
+}
+
+/// Runs one checkpoint; the WAL's size in pages, when it ran.
+fn checkpoint(conn: &Connection, mode: &str) -> Option<i64> {
+    conn.query_row(&format!("PRAGMA wal_checkpoint({mode})"), [], |row| {
+        row.get(1)
+    })
+    .ok()
 }
 
 #[cfg(test)]
