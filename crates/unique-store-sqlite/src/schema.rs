@@ -66,16 +66,23 @@ pub(crate) fn open_writer(options: &SqliteStoreBuilder) -> Result<Connection, Er
     Ok(conn)
 }
 
-/// Opens one read connection to a file the writer has already prepared.
-pub(crate) fn open_reader(options: &SqliteStoreBuilder) -> Result<Connection, Error> {
+/// Opens one more connection to a file the writer has already prepared.
+fn open_prepared(options: &SqliteStoreBuilder) -> Result<Connection, Error> {
     let path = options.path.as_path();
-    let failed = |e| opening(path, e);
     let conn = Connection::open_with_flags(
         path,
         OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
     )
-    .map_err(failed)?;
-    conn.busy_timeout(options.busy_timeout).map_err(failed)?;
+    .map_err(|e| opening(path, e))?;
+    conn.busy_timeout(options.busy_timeout)
+        .map_err(|e| opening(path, e))?;
+    Ok(conn)
+}
+
+/// Opens one read connection to a file the writer has already prepared.
+pub(crate) fn open_reader(options: &SqliteStoreBuilder) -> Result<Connection, Error> {
+    let failed = |e| opening(&options.path, e);
+    let conn = open_prepared(options)?;
     // Readers never write; this makes a bug that tries to fail loudly.
     conn.pragma_update(None, "query_only", true)
         .map_err(failed)?;
@@ -87,16 +94,9 @@ pub(crate) fn open_reader(options: &SqliteStoreBuilder) -> Result<Connection, Er
 /// Opens the connection that runs the WAL checkpoints (see [`crate::checkpoint`]),
 /// with the writer's durability: under `FULL` a checkpoint fsyncs what it copied.
 pub(crate) fn open_checkpointer(options: &SqliteStoreBuilder) -> Result<Connection, Error> {
-    let path = options.path.as_path();
-    let failed = |e| opening(path, e);
-    let conn = Connection::open_with_flags(
-        path,
-        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-    )
-    .map_err(failed)?;
-    conn.busy_timeout(options.busy_timeout).map_err(failed)?;
+    let conn = open_prepared(options)?;
     conn.pragma_update(None, "synchronous", options.synchronous.pragma_value())
-        .map_err(failed)?;
+        .map_err(|e| opening(&options.path, e))?;
     Ok(conn)
 }
 
