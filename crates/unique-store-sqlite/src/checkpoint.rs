@@ -32,8 +32,8 @@ use unique_core::Error;
 /// `wal_autocheckpoint` default).
 pub(crate) const CHECKPOINT_PAGES: i32 = 1000;
 
-/// WAL size, in pages, past which a checkpoint makes the WAL start over (about
-/// 40 MB of 4 KiB pages).
+/// WAL size, in pages, past which a checkpoint makes the WAL start over (10 MB
+/// with the 1 KiB pages of a new file, 40 MB with SQLite's default 4 KiB).
 pub(crate) const RESTART_PAGES: i64 = 10 * CHECKPOINT_PAGES as i64;
 
 /// The checkpoint thread; it stops once the writer's connection (which holds
