@@ -36,10 +36,20 @@ pub(crate) const CHECKPOINT_PAGES: i32 = 1000;
 /// with the 1 KiB pages of a new file, 40 MB with SQLite's default 4 KiB).
 pub(crate) const RESTART_PAGES: i64 = 10 * CHECKPOINT_PAGES as i64;
 
-/// The checkpoint thread; it stops once the writer's connection (which holds
-/// the other end of its signal) is closed.
+/// What the checkpoint thread is asked to do.
+#[derive(Debug)]
+enum Signal {
+    Checkpoint,
+    Stop,
+}
+
+/// The checkpoint thread; dropping this stops it (after the checkpoints already
+/// asked for) and waits for it.
 #[derive(Debug)]
 pub(crate) struct Checkpointer {
+    // Stop is sent on our own sender: the hook's copy lives as long as SQLite
+    // keeps the writer's connection data, which is not tied to this drop.
+    stop: SyncSender<Signal>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -48,7 +58,8 @@ impl Checkpointer {
     /// through `conn`.
     pub(crate) fn start(writer: &mut Connection, conn: Connection) -> Result<Self, Error> {
         // One pending signal is enough: a checkpoint covers every commit before it.
-        let (signal, rx) = sync_channel::<()>(1);
+        let (signal, rx) = sync_channel::<Signal>(1);
+        let stop = signal.clone();
         // WAL size at which the next checkpoint is asked for.
         let mut next_at = CHECKPOINT_PAGES;
         let mut last = 0;
@@ -71,23 +82,26 @@ impl Checkpointer {
             .spawn(move || run(&conn, &rx))
             .map_err(|e| Error::unavailable_with("cannot start the sqlite checkpoint thread", e))?;
         Ok(Self {
+            stop,
             thread: Some(thread),
         })
     }
 }
 
-fn notify(signal: &SyncSender<()>) {
-    match signal.try_send(()) {
+fn notify(signal: &SyncSender<Signal>) {
+    match signal.try_send(Signal::Checkpoint) {
         // Full: a checkpoint is already asked for. Disconnected: the thread is
         // gone, and the WAL only grows until the store is reopened.
-        Ok(()) | Err(TrySendError::Full(()) | TrySendError::Disconnected(())) => {}
+        Ok(()) | Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => {}
     }
 }
 
 impl Drop for Checkpointer {
-    /// Waits for the thread (the writer's connection must be closed first), so
-    /// the file is closed when the store's drop returns.
+    /// Stops the thread and waits for it, so the file is closed when the
+    /// store's drop returns.
     fn drop(&mut self) {
+        // Fails only if the thread is already gone.
+        let _ = self.stop.send(Signal::Stop);
         if let Some(thread) = self.thread.take() {
             // A panicked checkpoint thread leaves nothing to clean up.
             let _ = thread.join();
@@ -95,8 +109,8 @@ impl Drop for Checkpointer {
     }
 }
 
-fn run(conn: &Connection, signals: &Receiver<()>) {
-    while signals.recv().is_ok() {
+fn run(conn: &Connection, signals: &Receiver<Signal>) {
+    while let Ok(Signal::Checkpoint) = signals.recv() {
         // PASSIVE never waits for the writer or readers. A failure (busy, I/O)
         // leaves the WAL as it is, which stays valid; the next signal retries.
         let wal_pages = checkpoint(conn, "PASSIVE");
@@ -146,8 +160,8 @@ mod tests {
             before,
             "the commit itself copied nothing into the database file"
         );
-        // Closing the writer ends the signal; the thread first runs the checkpoint
-        // already asked for, and joining waits for it.
+        // The thread runs the checkpoint already asked for before it takes the
+        // stop that dropping sends, and dropping waits for it.
         drop(writer);
         drop(checkpointer);
         assert!(
