@@ -17,6 +17,12 @@ pub(crate) const SCHEMA_VERSION: i32 = 1;
 /// Bytes of WAL kept on disk after a checkpoint (`PRAGMA journal_size_limit`).
 const WAL_SIZE_LIMIT: i64 = 64 * 1024 * 1024;
 
+/// Page size of a new file (`PRAGMA page_size`; an existing file keeps its own).
+/// A claim changes one record of about 100 bytes, and a commit writes, checksums
+/// and fsyncs every page it changed whole in the WAL: with 1 KiB pages instead of
+/// SQLite's 4 KiB that is a quarter of the bytes per claim.
+const PAGE_SIZE: i64 = 1024;
+
 /// The one table. `WITHOUT ROWID` keeps each record in the primary-key B-tree
 /// itself, so a lookup or a conditional update touches one tree, not two.
 const CREATE_TABLE: &str = "CREATE TABLE records (
@@ -46,6 +52,10 @@ pub(crate) fn open_writer(options: &SqliteStoreBuilder) -> Result<Connection, Er
             path.display()
         )));
     }
+    // Takes effect only on a file without pages yet (before WAL mode is set);
+    // it does not read the header, so a foreign file still fails just below.
+    conn.pragma_update(None, "page_size", PAGE_SIZE)
+        .map_err(failed)?;
     // The first statement that reads the header: a file that is not a database fails here.
     let mode: String = conn
         .pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))
@@ -66,21 +76,37 @@ pub(crate) fn open_writer(options: &SqliteStoreBuilder) -> Result<Connection, Er
     Ok(conn)
 }
 
-/// Opens one read connection to a file the writer has already prepared.
-pub(crate) fn open_reader(options: &SqliteStoreBuilder) -> Result<Connection, Error> {
+/// Opens one more connection to a file the writer has already prepared.
+fn open_prepared(options: &SqliteStoreBuilder) -> Result<Connection, Error> {
     let path = options.path.as_path();
-    let failed = |e| opening(path, e);
     let conn = Connection::open_with_flags(
         path,
         OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
     )
-    .map_err(failed)?;
-    conn.busy_timeout(options.busy_timeout).map_err(failed)?;
+    .map_err(|e| opening(path, e))?;
+    conn.busy_timeout(options.busy_timeout)
+        .map_err(|e| opening(path, e))?;
+    Ok(conn)
+}
+
+/// Opens one read connection to a file the writer has already prepared.
+pub(crate) fn open_reader(options: &SqliteStoreBuilder) -> Result<Connection, Error> {
+    let failed = |e| opening(&options.path, e);
+    let conn = open_prepared(options)?;
     // Readers never write; this makes a bug that tries to fail loudly.
     conn.pragma_update(None, "query_only", true)
         .map_err(failed)?;
     conn.prepare_cached(crate::records::SELECT)
         .map_err(failed)?;
+    Ok(conn)
+}
+
+/// Opens the connection that runs the WAL checkpoints (see [`crate::checkpoint`]),
+/// with the writer's durability: under `FULL` a checkpoint fsyncs what it copied.
+pub(crate) fn open_checkpointer(options: &SqliteStoreBuilder) -> Result<Connection, Error> {
+    let conn = open_prepared(options)?;
+    conn.pragma_update(None, "synchronous", options.synchronous.pragma_value())
+        .map_err(|e| opening(&options.path, e))?;
     Ok(conn)
 }
 
@@ -205,6 +231,7 @@ mod tests {
             assert_eq!(pragma(&conn, "synchronous"), code, "{synchronous:?}");
             assert_eq!(pragma(&conn, "application_id"), APPLICATION_ID.to_string());
             assert_eq!(pragma(&conn, "user_version"), SCHEMA_VERSION.to_string());
+            assert_eq!(pragma(&conn, "page_size"), PAGE_SIZE.to_string());
         }
     }
 

@@ -15,8 +15,9 @@ use rusqlite::Connection;
 use tokio::sync::{mpsc, oneshot};
 use unique_core::Error;
 
+use crate::checkpoint::Checkpointer;
 use crate::error::{map_shared, writer_stopped};
-use crate::records::{Write, Written, apply};
+use crate::records::{Statements, Write, Written, apply};
 
 /// How many writes may wait for the writer before callers wait to enqueue
 /// (backpressure instead of unbounded memory).
@@ -29,11 +30,19 @@ type Reply = oneshot::Sender<Result<Written, Error>>;
 pub(crate) struct Writer {
     queue: Option<mpsc::Sender<(Write, Reply)>>,
     thread: Option<JoinHandle<()>>,
+    // Dropped after `thread` is joined: it stops when the writer's connection closes.
+    checkpointer: Option<Checkpointer>,
 }
 
 impl Writer {
-    /// Starts the writer thread, which owns `conn` from now on.
-    pub(crate) fn spawn(conn: Connection, max_batch: usize) -> Result<Self, Error> {
+    /// Starts the writer thread, which owns `conn` from now on, and the
+    /// checkpoint thread on `checkpoint_conn` (see [`crate::checkpoint`]).
+    pub(crate) fn spawn(
+        mut conn: Connection,
+        checkpoint_conn: Connection,
+        max_batch: usize,
+    ) -> Result<Self, Error> {
+        let checkpointer = Checkpointer::start(&mut conn, checkpoint_conn)?;
         let (queue, rx) = mpsc::channel(QUEUE_CAPACITY);
         let thread = std::thread::Builder::new()
             .name("unique-sqlite-writer".into())
@@ -42,6 +51,7 @@ impl Writer {
         Ok(Self {
             queue: Some(queue),
             thread: Some(thread),
+            checkpointer: Some(checkpointer),
         })
     }
 
@@ -66,10 +76,14 @@ impl Drop for Writer {
             // A panicked writer already answered nobody; nothing more to do.
             let _ = thread.join();
         }
+        drop(self.checkpointer.take());
     }
 }
 
 fn run(conn: &Connection, mut rx: mpsc::Receiver<(Write, Reply)>, max_batch: usize) {
+    // Statements that cannot be prepared (they can, on a file `open_writer`
+    // accepted) fail every write with the reason instead of stopping the thread.
+    let mut stmts = Statements::prepare(conn).map_err(Arc::new);
     let mut writes = Vec::with_capacity(max_batch);
     let mut replies: Vec<Reply> = Vec::with_capacity(max_batch);
     while let Some(first) = rx.blocking_recv() {
@@ -90,7 +104,12 @@ fn run(conn: &Connection, mut rx: mpsc::Receiver<(Write, Reply)>, max_batch: usi
         if writes.is_empty() {
             continue;
         }
-        let results = commit_batch(conn, &writes);
+        let results = match &mut stmts {
+            Ok(stmts) => commit_batch(conn, stmts, &writes),
+            Err(e) => (0..writes.len())
+                .map(|_| Err(map_shared("prepare of the write statements", e)))
+                .collect(),
+        };
         for (reply, result) in replies.drain(..).zip(results) {
             let _ = reply.send(result);
         }
@@ -106,19 +125,23 @@ fn run(conn: &Connection, mut rx: mpsc::Receiver<(Write, Reply)>, max_batch: usi
 /// SQLite on its own and the others still commit, unless SQLite had to roll the
 /// whole transaction back (I/O error, disk full): then nothing of the batch is
 /// written and every caller gets `Unavailable`, as when the commit fails.
-pub(crate) fn commit_batch(conn: &Connection, writes: &[Write]) -> Vec<Result<Written, Error>> {
-    if let Err(e) = conn.execute_batch("BEGIN IMMEDIATE") {
+pub(crate) fn commit_batch(
+    conn: &Connection,
+    stmts: &mut Statements<'_>,
+    writes: &[Write],
+) -> Vec<Result<Written, Error>> {
+    if let Err(e) = stmts.begin.execute([]) {
         return fail_all(writes.len(), "begin of a write transaction", e);
     }
     let mut results = Vec::with_capacity(writes.len());
     for write in writes {
-        results.push(apply(conn, write));
+        results.push(apply(stmts, write));
         if conn.is_autocommit() {
             return rolled_back(results, writes.len());
         }
     }
-    match conn.execute_batch("COMMIT") {
-        Ok(()) => results,
+    match stmts.commit.execute([]) {
+        Ok(_) => results,
         Err(e) => {
             // Best effort: a failed COMMIT may leave the transaction open.
             if !conn.is_autocommit() {
@@ -194,6 +217,7 @@ mod tests {
         let conn = writer_conn(&dir);
         let results = commit_batch(
             &conn,
+            &mut Statements::prepare(&conn).expect("prepare"),
             &[
                 claim("a", "c1", Fence::FirstLogin),
                 // Same snapshot as the first: loses, and sees the first's write.
@@ -237,6 +261,7 @@ mod tests {
         .expect("trigger");
         let results = commit_batch(
             &conn,
+            &mut Statements::prepare(&conn).expect("prepare"),
             &[
                 claim("x", "c1", Fence::FirstLogin),
                 claim("bad", "c2", Fence::FirstLogin),
@@ -265,6 +290,7 @@ mod tests {
         .expect("trigger");
         let results = commit_batch(
             &conn,
+            &mut Statements::prepare(&conn).expect("prepare"),
             &[
                 claim("x", "c1", Fence::FirstLogin),
                 claim("bad", "c2", Fence::FirstLogin),
@@ -279,7 +305,11 @@ mod tests {
             assert!(!committed(&dir, pk).exists, "{pk} must not be written");
         }
         // The connection is usable for the next batch.
-        let next = commit_batch(&conn, &[claim("x", "c4", Fence::FirstLogin)]);
+        let next = commit_batch(
+            &conn,
+            &mut Statements::prepare(&conn).expect("prepare"),
+            &[claim("x", "c4", Fence::FirstLogin)],
+        );
         assert_eq!(next[0].as_ref().unwrap(), &claimed(1));
     }
 
@@ -298,6 +328,7 @@ mod tests {
         .expect("schema");
         let results = commit_batch(
             &conn,
+            &mut Statements::prepare(&conn).expect("prepare"),
             &[
                 claim("x", "c1", Fence::FirstLogin),
                 claim("bad", "c2", Fence::FirstLogin),
