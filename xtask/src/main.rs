@@ -42,7 +42,9 @@ commands:
             on one DynamoDB table, DynamoDB dropping answers, two and three servers on one
             PostgreSQL table) for 60 s each instead of the 3 s
             `ci` runs, one at a time, printing each report; the broken-store checks run too
-  bench     the load generator: unique-server (memory, sqlite, postgres) side by side with a redis script
+  bench     the load generator: unique-server (memory, sqlite, postgres) side by side with a redis
+            script and a redis script on an fsync-always append-only file; then the batched
+            heartbeat measure (HTTP requests and store round trips for 10,000 sessions)
 ";
 
 fn main() -> ExitCode {
@@ -327,10 +329,31 @@ fn chaos(run: &mut Run) {
     }
 }
 
+/// The claim load generator (its arguments passed through), then the batched-heartbeat
+/// measure: 10,000 sessions at a 5 s interval, per-session against batched.
 fn bench(run: &mut Run, extra: &[String]) {
-    let mut cmd = cargo(&["run", "--release", "-p", "unique-bench", "--"]);
+    let mut cmd = cargo(&[
+        "run",
+        "--release",
+        "-p",
+        "unique-bench",
+        "--bin",
+        "unique-bench",
+        "--",
+    ]);
     cmd.args(extra);
     run.step("bench", cmd);
+    run.step(
+        "bench heartbeats (10,000 sessions, 5 s interval)",
+        cargo(&[
+            "run",
+            "--release",
+            "-p",
+            "unique-bench",
+            "--bin",
+            "heartbeats",
+        ]),
+    );
 }
 
 fn root() -> PathBuf {

@@ -13,6 +13,7 @@
 //! `cargo xtask contract` reads only the message's shape (the clause first),
 //! so the copies need only agree on that.
 
+use std::any::Any;
 use std::fmt;
 
 /// Fails the case with a violation: the clause it breaks, the rule in words,
@@ -111,5 +112,16 @@ pub(crate) fn refused<T: fmt::Debug>(
             "a bad input must be refused as InvalidParams",
             format_args!("{what}: accepted, answered {value:?}"),
         ),
+    }
+}
+
+/// The message of a panic payload (what `panic!` formatted).
+pub(crate) fn panic_message(payload: &(dyn Any + Send)) -> String {
+    if let Some(message) = payload.downcast_ref::<String>() {
+        message.clone()
+    } else if let Some(message) = payload.downcast_ref::<&str>() {
+        (*message).to_owned()
+    } else {
+        "a panic without a message".to_owned()
     }
 }

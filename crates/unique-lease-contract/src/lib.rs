@@ -92,17 +92,34 @@ macro_rules! case_table {
 
 crate::__unique_lease_cases!(case_table;);
 
-/// Runs every case, each on a fresh subject from `factory`, printing each name
-/// before it runs so a failure is easy to place.
+/// Runs every case, each on a fresh subject from `factory` and its own task, and
+/// panics at the end listing every failure, one line each: `  case: <clause>
+/// <rule>: <seen>` (the shape `cargo xtask contract` reads, as in the store and
+/// kick suites). A failing case does not stop the others.
 pub async fn run_all<F, Fut>(factory: F)
 where
     F: Fn() -> Fut,
     Fut: Future<Output = Subject>,
 {
+    let mut failed = Vec::new();
     for case in CASES {
-        println!("lease contract case: {}", case.name);
-        (case.run)(factory().await).await;
+        let run = (case.run)(factory().await);
+        if let Err(e) = tokio::spawn(run).await {
+            let message = if e.is_panic() {
+                check::panic_message(&*e.into_panic())
+            } else {
+                "cancelled".to_owned()
+            };
+            failed.push(format!("  {}: {message}", case.name));
+        }
     }
+    assert!(
+        failed.is_empty(),
+        "{} of {} lease contract cases failed\n{}",
+        failed.len(),
+        CASES.len(),
+        failed.join("\n")
+    );
 }
 
 /// The list of case names, handed to `$callback` after `$args`. One list feeds

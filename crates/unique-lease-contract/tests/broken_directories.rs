@@ -103,3 +103,26 @@ async fn cases_of_other_clauses_still_pass() {
         assert_eq!(failure(case).await, None, "{case}");
     }
 }
+
+/// `run_all` runs every case and reports every failure, each under its case with its clause,
+/// instead of stopping at the first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_all_reports_every_failure() {
+    let report = tokio::spawn(contract::run_all(|| async { epoch_one_subject() }))
+        .await
+        .expect_err("run_all must fail on a directory that reuses epochs")
+        .into_panic();
+    let report = report.downcast_ref::<String>().cloned().unwrap_or_default();
+    let d4 = report
+        .lines()
+        .filter(|line| line.contains(": D4 a new lease must carry a higher epoch"))
+        .count();
+    assert!(
+        d4 >= 3,
+        "every D4 failure listed, not just the first:\n{report}"
+    );
+    assert!(
+        report.contains("  epoch_grows_across_release_and_expiry: D4 "),
+        "{report}"
+    );
+}
