@@ -13,14 +13,13 @@ use bytes::Bytes;
 use http::{Method, Request, StatusCode};
 use http_body_util::Full;
 use proptest::prelude::*;
-use proptest::sample::Index;
 use serde_json::{Map, Value, json};
 use unique_arbiter_http::ArbiterService;
 use unique_core::{Arbiter, Key, Owner, ValidationLimits};
 mod common;
 
 use common::CountingStore;
-use unique_testsupport::fuzz::{Vocabulary, apply, config};
+use unique_testsupport::fuzz::{Vocabulary, apply, config, mangled, mangling};
 
 const PATHS: &[&str] = &["/v1/claim", "/v1/current", "/v1/release"];
 
@@ -232,21 +231,8 @@ proptest! {
     fn mangled_bytes(
         (method, path) in target(),
         body in valid_body(),
-        at in any::<Index>(),
-        byte in any::<u8>(),
-        how in 0u8..3,
+        damage in mangling(),
     ) {
-        let mut bytes = serde_json::to_vec(&body).unwrap();
-        let i = at.index(bytes.len() + 1);
-        match how {
-            0 => bytes.truncate(i),
-            1 => bytes.insert(i, byte),
-            _ => {
-                if let Some(b) = bytes.get_mut(i) {
-                    *b = byte;
-                }
-            }
-        }
-        check(&method, path, bytes, false)?;
+        check(&method, path, mangled(&body, &damage), false)?;
     }
 }

@@ -13,13 +13,12 @@ use bytes::Bytes;
 use http::{Method, Request, StatusCode};
 use http_body_util::Full;
 use proptest::prelude::*;
-use proptest::sample::Index;
 use serde_json::{Value, json};
 use tower_service::Service;
 use unique_client::{KickHandler, KickOptions};
 use unique_core::{Key, ValidationLimits};
 use unique_kickrecv::{KickService, MAX_BODY_BYTES};
-use unique_testsupport::fuzz::{Vocabulary, apply, config};
+use unique_testsupport::fuzz::{Vocabulary, apply, config, mangled, mangling};
 
 /// The one session this node holds.
 const PROJECT: &str = "game";
@@ -193,21 +192,8 @@ proptest! {
         method in method(),
         body in valid_payload(),
         local in local_gen(),
-        at in any::<Index>(),
-        byte in any::<u8>(),
-        how in 0u8..3,
+        damage in mangling(),
     ) {
-        let mut bytes = serde_json::to_vec(&body).unwrap();
-        let i = at.index(bytes.len() + 1);
-        match how {
-            0 => bytes.truncate(i),
-            1 => bytes.insert(i, byte),
-            _ => {
-                if let Some(b) = bytes.get_mut(i) {
-                    *b = byte;
-                }
-            }
-        }
-        check(&method, bytes, local, false)?;
+        check(&method, mangled(&body, &damage), local, false)?;
     }
 }

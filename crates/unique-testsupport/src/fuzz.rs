@@ -186,3 +186,37 @@ pub fn apply(mut body: Value, mutations: &[Mutation]) -> Value {
     }
     body
 }
+
+/// One byte-level damage to a serialized body: cut short, one byte inserted, or one byte
+/// replaced, at a position drawn over the body's length (one past the end included).
+#[derive(Debug, Clone)]
+pub struct Mangling {
+    at: Index,
+    byte: u8,
+    how: u8,
+}
+
+/// Any [`Mangling`]: each of the three kinds equally often.
+pub fn mangling() -> impl Strategy<Value = Mangling> {
+    (any::<Index>(), any::<u8>(), 0u8..3).prop_map(|(at, byte, how)| Mangling { at, byte, how })
+}
+
+/// `body`'s JSON bytes with `mangling` applied.
+///
+/// # Panics
+///
+/// Never: a `Value` always serializes.
+pub fn mangled(body: &Value, mangling: &Mangling) -> Vec<u8> {
+    let mut bytes = serde_json::to_vec(body).expect("a Value serializes");
+    let i = mangling.at.index(bytes.len() + 1);
+    match mangling.how {
+        0 => bytes.truncate(i),
+        1 => bytes.insert(i, mangling.byte),
+        _ => {
+            if let Some(b) = bytes.get_mut(i) {
+                *b = mangling.byte;
+            }
+        }
+    }
+    bytes
+}
