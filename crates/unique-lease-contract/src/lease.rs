@@ -8,7 +8,7 @@ use super::{
     whole_ms,
 };
 use crate::check::refused;
-use unique_lease::{MAX_ID_LEN, MAX_TIME_MILLIS, MAX_TOKEN_LEN, MAX_TTL};
+use unique_lease::{Lease, MAX_ID_LEN, MAX_TIME_MILLIS, MAX_TOKEN_LEN, MAX_TTL};
 
 /// D7: a room nobody ever held reads as `None`.
 pub async fn lookup_of_unknown_room_is_none(s: Subject) {
@@ -206,14 +206,7 @@ pub async fn takeover_after_expiry_issues_new_token_and_higher_epoch(s: Subject)
         "an expired room must be granted to the caller with a fresh token",
         "{new:?} after {old:?}"
     );
-    ensure!(
-        new.epoch > old.epoch,
-        "D4",
-        "a new lease must carry a higher epoch",
-        "epoch {} after {}",
-        new.epoch,
-        old.epoch
-    );
+    ensure_higher_epoch(&new, &old);
     ensure_eq!(
         new.expires_at,
         whole_ms(later) + TTL,
@@ -253,14 +246,7 @@ pub async fn expiry_instant_is_already_expired(s: Subject) {
         "a lease must be expired at its expiry instant",
         "b was told {taken:?}"
     );
-    ensure!(
-        taken.epoch > old.epoch,
-        "D4",
-        "a new lease must carry a higher epoch",
-        "epoch {} after {}",
-        taken.epoch,
-        old.epoch
-    );
+    ensure_higher_epoch(&taken, &old);
 }
 
 /// D1: the holder itself returning after expiry starts a new holding: new token,
@@ -275,14 +261,7 @@ pub async fn holder_returning_after_expiry_gets_a_new_token(s: Subject) {
         "the holder coming back after expiry must get a new lease with a fresh token",
         "{new:?} after {old:?}"
     );
-    ensure!(
-        new.epoch > old.epoch,
-        "D4",
-        "a new lease must carry a higher epoch",
-        "epoch {} after {}",
-        new.epoch,
-        old.epoch
-    );
+    ensure_higher_epoch(&new, &old);
     let at = old.expires_at;
     verify_is(d, "d1-return", "a", &old.lease_token, at, false).await;
     verify_is(d, "d1-return", "a", &new.lease_token, at, true).await;
@@ -671,5 +650,18 @@ pub async fn ids_at_the_length_limit_work(s: Subject) {
         "D9",
         "ids of the maximum length must work",
         "the holder's release refused"
+    );
+}
+
+/// D4: `new`, a lease granted after `old` ended, carries a higher epoch.
+#[track_caller]
+fn ensure_higher_epoch(new: &Lease, old: &Lease) {
+    ensure!(
+        new.epoch > old.epoch,
+        "D4",
+        "a new lease must carry a higher epoch",
+        "epoch {} after {}",
+        new.epoch,
+        old.epoch
     );
 }
