@@ -120,16 +120,45 @@ impl Activity {
     }
 }
 
-/// A connection's socket, reporting reads to its [`Activity`].
+/// A connection's socket, reporting reads to its [`Activity`] and deferring the first write
+/// after each read by one turn of the scheduler.
+///
+/// Why the deferral: without it each connection task reads a request, answers and writes at
+/// once, so under load the server alternates read, write, read, write, and every answer lands
+/// while its client has just gone back to sleep: one wake-up of the client (on a VM, an
+/// inter-processor interrupt) per answer, paid inside the server's `send`. Deferred, the
+/// scheduler first runs every other ready connection (their reads and answers), then the
+/// writes go out together, as Redis does (it answers in `beforeSleep`); the client, woken by
+/// the first, is still busy when the others arrive. Measured with `unique-bench` on the memory
+/// store (64 connections, one worker): server CPU per claim 11.5 → 10.7 µs, the client's
+/// 8.7 → 7.0 µs. The cost is one extra poll of the connection task per answer, and an answer
+/// waits at most for the other connections that were ready with it.
 #[derive(Debug)]
 pub(crate) struct Watched<T> {
     io: T,
     activity: std::sync::Arc<Activity>,
+    /// Whether the next write goes out now: false after a read brought bytes.
+    write_ready: bool,
 }
 
 impl<T> Watched<T> {
     pub(crate) fn new(io: T, activity: std::sync::Arc<Activity>) -> Self {
-        Self { io, activity }
+        Self {
+            io,
+            activity,
+            write_ready: true,
+        }
+    }
+
+    /// True when this write is to be deferred: the task is woken (so it runs again after the
+    /// tasks already queued) and the write returns `Pending` this once.
+    fn defer_write(&mut self, cx: &mut Context<'_>) -> bool {
+        if self.write_ready {
+            return false;
+        }
+        self.write_ready = true;
+        cx.waker().wake_by_ref();
+        true
     }
 }
 
@@ -143,6 +172,7 @@ impl<T: AsyncRead + Unpin> AsyncRead for Watched<T> {
         let polled = Pin::new(&mut self.io).poll_read(cx, buf);
         if buf.filled().len() > before {
             self.activity.read_bytes();
+            self.write_ready = false;
         }
         polled
     }
@@ -154,6 +184,9 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Watched<T> {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
+        if self.defer_write(cx) {
+            return Poll::Pending;
+        }
         Pin::new(&mut self.io).poll_write(cx, buf)
     }
 
@@ -162,6 +195,9 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Watched<T> {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
+        if self.defer_write(cx) {
+            return Poll::Pending;
+        }
         Pin::new(&mut self.io).poll_write_vectored(cx, bufs)
     }
 
@@ -257,5 +293,53 @@ mod tests {
         let finished = Instant::now();
         assert_eq!(watch.await.unwrap(), Expired::Idle);
         assert_about(finished.elapsed(), IDLE_FOR);
+    }
+
+    /// Counts how often it is woken.
+    struct CountingWaker(std::sync::atomic::AtomicUsize);
+
+    impl std::task::Wake for CountingWaker {
+        fn wake(self: std::sync::Arc<Self>) {
+            self.wake_by_ref();
+        }
+        fn wake_by_ref(self: &std::sync::Arc<Self>) {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
+    #[tokio::test]
+    async fn the_first_write_after_a_read_waits_one_turn_and_wakes_its_task() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+        let (ours, mut peer) = tokio::io::duplex(64);
+        let activity = std::sync::Arc::new(Activity::new(Instant::now()));
+        let mut watched = Watched::new(ours, activity);
+        let wakes = std::sync::Arc::new(CountingWaker(std::sync::atomic::AtomicUsize::new(0)));
+        let waker = std::task::Waker::from(std::sync::Arc::clone(&wakes));
+        let mut cx = Context::from_waker(&waker);
+        let woken = || wakes.0.load(std::sync::atomic::Ordering::Relaxed);
+
+        // Nothing read yet: a write goes out at once.
+        let polled = Pin::new(&mut watched).poll_write(&mut cx, b"a");
+        assert!(matches!(polled, Poll::Ready(Ok(1))), "{polled:?}");
+
+        peer.write_all(b"request").await.unwrap();
+        let mut buf = [0; 16];
+        assert_eq!(watched.read(&mut buf).await.unwrap(), 7);
+
+        // After the read: deferred once, with the task woken to come back...
+        let polled = Pin::new(&mut watched).poll_write(&mut cx, b"b");
+        assert!(polled.is_pending(), "{polled:?}");
+        assert_eq!(woken(), 1);
+        // ...and written on the next poll, vectored writes alike.
+        let polled = Pin::new(&mut watched).poll_write(&mut cx, b"c");
+        assert!(matches!(polled, Poll::Ready(Ok(1))), "{polled:?}");
+        let polled = Pin::new(&mut watched).poll_write_vectored(&mut cx, &[io::IoSlice::new(b"d")]);
+        assert!(matches!(polled, Poll::Ready(Ok(1))), "{polled:?}");
+        assert_eq!(woken(), 1);
+
+        let mut written = [0; 3];
+        peer.read_exact(&mut written).await.unwrap();
+        assert_eq!(&written, b"acd");
     }
 }
