@@ -317,7 +317,7 @@ mod tests {
         let wakes = std::sync::Arc::new(CountingWaker(std::sync::atomic::AtomicUsize::new(0)));
         let waker = std::task::Waker::from(std::sync::Arc::clone(&wakes));
         let mut cx = Context::from_waker(&waker);
-        let woken = || wakes.0.load(std::sync::atomic::Ordering::Relaxed);
+        let wake_count = || wakes.0.load(std::sync::atomic::Ordering::Relaxed);
 
         // Nothing read yet: a write goes out at once.
         let polled = Pin::new(&mut watched).poll_write(&mut cx, b"a");
@@ -330,13 +330,13 @@ mod tests {
         // After the read: deferred once, with the task woken to come back...
         let polled = Pin::new(&mut watched).poll_write(&mut cx, b"b");
         assert!(polled.is_pending(), "{polled:?}");
-        assert_eq!(woken(), 1);
+        assert_eq!(wake_count(), 1);
         // ...and written on the next poll, vectored writes alike.
         let polled = Pin::new(&mut watched).poll_write(&mut cx, b"c");
         assert!(matches!(polled, Poll::Ready(Ok(1))), "{polled:?}");
         let polled = Pin::new(&mut watched).poll_write_vectored(&mut cx, &[io::IoSlice::new(b"d")]);
         assert!(matches!(polled, Poll::Ready(Ok(1))), "{polled:?}");
-        assert_eq!(woken(), 1);
+        assert_eq!(wake_count(), 1);
 
         let mut written = [0; 3];
         peer.read_exact(&mut written).await.unwrap();
