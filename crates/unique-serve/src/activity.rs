@@ -314,10 +314,10 @@ mod tests {
         let (ours, mut peer) = tokio::io::duplex(64);
         let activity = std::sync::Arc::new(Activity::new(Instant::now()));
         let mut watched = Watched::new(ours, activity);
-        let wakes = std::sync::Arc::new(CountingWaker(std::sync::atomic::AtomicUsize::new(0)));
-        let waker = std::task::Waker::from(std::sync::Arc::clone(&wakes));
+        let counter = std::sync::Arc::new(CountingWaker(std::sync::atomic::AtomicUsize::new(0)));
+        let waker = std::task::Waker::from(std::sync::Arc::clone(&counter));
         let mut cx = Context::from_waker(&waker);
-        let wake_count = || wakes.0.load(std::sync::atomic::Ordering::Relaxed);
+        let wake_count = || counter.0.load(std::sync::atomic::Ordering::Relaxed);
 
         // Nothing read yet: a write goes out at once.
         let polled = Pin::new(&mut watched).poll_write(&mut cx, b"a");
