@@ -8,6 +8,7 @@ use rustls::ClientConfig;
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
 
+use crate::accepted::AcceptedEndpoints;
 use crate::kicker::{HttpKicker, Inner};
 use crate::policy::EndpointPolicy;
 use crate::pool::Pool;
@@ -174,6 +175,7 @@ impl HttpKickerBuilder {
             user_agent,
             max_response_body: self.max_response_body,
             signing_keys: self.signing_keys,
+            accepted: AcceptedEndpoints::new(),
         }))
     }
 }

@@ -17,6 +17,7 @@ use tower_service::Service;
 use unique_core::{KickDetail, KickOutcome, KickPayload, Kicker, async_trait};
 use unique_kick_signature::SigningKeys;
 
+use crate::accepted::AcceptedEndpoints;
 use crate::builder::HttpKickerBuilder;
 use crate::classify::status_outcome;
 use crate::policy::EndpointPolicy;
@@ -60,6 +61,8 @@ pub(crate) struct Inner {
     pub(crate) user_agent: HeaderValue,
     pub(crate) max_response_body: usize,
     pub(crate) signing_keys: Option<SigningKeys>,
+    /// Endpoints the policy accepted lately, so a node's repeated endpoint is checked once.
+    pub(crate) accepted: AcceptedEndpoints,
 }
 
 impl HttpKicker {
@@ -141,12 +144,17 @@ impl Kicker for HttpKicker {
         // Runs on every claim: only the URI, its scheme and host are checked here,
         // not the request parts a kick builds from them (`Target::parse`), which
         // cannot fail once these have passed and cost two allocations more.
+        if self.inner.accepted.contains(endpoint) {
+            return Ok(());
+        }
         let uri =
             http_uri(endpoint).map_err(|_| "not a uri the http kicker can send to".to_owned())?;
         self.inner
             .policy
             .check_host(uri.host().unwrap_or_default())
-            .map_err(|refusal| refusal.to_string())
+            .map_err(|refusal| refusal.to_string())?;
+        self.inner.accepted.remember(endpoint);
+        Ok(())
     }
 }
 
@@ -480,10 +488,15 @@ mod tests {
             .endpoint_policy(deny)
             .build()
             .expect("valid options");
-        assert_eq!(
-            picky.check_endpoint("http://Node.Internal:9/kick"),
-            Err("matches the kick-endpoint deny list".to_owned())
-        );
+        // Accepted by the default kicker on this thread first: the other kicker's memo
+        // must not answer for the picky one, the first time or the second.
+        for _ in 0..2 {
+            assert_eq!(kicker.check_endpoint("http://Node.Internal:9/kick"), Ok(()));
+            assert_eq!(
+                picky.check_endpoint("http://Node.Internal:9/kick"),
+                Err("matches the kick-endpoint deny list".to_owned())
+            );
+        }
         assert_eq!(picky.check_endpoint("http://node.external/kick"), Ok(()));
     }
 

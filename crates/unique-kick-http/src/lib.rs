@@ -1,5 +1,6 @@
 #![doc = include_str!("../README.md")]
 
+mod accepted;
 mod builder;
 mod classify;
 mod kicker;
