@@ -21,8 +21,8 @@ use serde::Serialize;
 use tracing::Instrument;
 use unique_core::{Arbiter, ClaimInput, Error, Key, Store};
 use unique_wire::{
-    BatchAnswer, BatchBody, BatchView, BodyError, ClaimBody, ErrorBody, ErrorCode, KeyBody,
-    ReleaseAnswer, ReleaseBody, Route, parse, read_body,
+    BatchAnswer, BatchBody, BatchView, BodyError, ErrorBody, ErrorCode, KeyBody, ReleaseAnswer,
+    ReleaseBody, Route, parse, parse_claim, read_body,
 };
 
 /// Largest request body accepted; larger bodies get 413.
@@ -170,7 +170,7 @@ impl<S: Store> ArbiterService<S> {
         grant: Option<&Grant>,
         request_id: &RequestId,
     ) -> Result<Response<ResponseBody>, Error> {
-        let input: ClaimInput = parse::<ClaimBody>(body)?.into();
+        let input: ClaimInput = parse_claim(body)?.into();
         if let Some(refused) = forbidden(grant, &input.key) {
             return Ok(refused);
         }

@@ -2,6 +2,7 @@
 
 mod body;
 mod error;
+mod fast_claim;
 mod limit;
 mod parse;
 mod route;
@@ -11,7 +12,7 @@ pub use body::{
 };
 pub use error::{ErrorBody, ErrorCode, error_message};
 pub use limit::{BodyError, MAX_KICK_BODY_BYTES, MAX_REQUEST_BODY_BYTES, read_body};
-pub use parse::parse;
+pub use parse::{parse, parse_claim};
 pub use route::{
     CLAIM_PATH, CURRENT_BATCH_PATH, CURRENT_PATH, HEALTH_PATH, READY_PATH, RELEASE_PATH, Route,
 };
