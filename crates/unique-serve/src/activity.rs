@@ -12,31 +12,34 @@
 //! - **idle** — since the service answered; bounded by the idle timeout.
 //!
 //! The phase is set by the connection's socket wrapper ([`Watched`]: a read of at least one byte
-//! while idle starts a head), and by the service wrapper (a call makes it busy, an answer idle).
-//! hyper drives both, and the watchdog runs in the same task, so the atomics never race; they are
-//! atomics only because the connection future must be `Send`. The watchdog is one timer per
-//! connection, re-armed at least every `min(header, idle)` timeout.
+//! while idle starts a head), and by the service wrapper (a call makes it busy, an answer idle),
+//! both driven by hyper in the connection's task: one writer. The watchdog runs in a task of its
+//! own (so a connection's reads and writes never poll it) and only reads; the phase and its start
+//! share one atomic word, so it never sees a new phase with an old start. The watchdog is one
+//! timer per connection, re-armed at least every `min(header, idle)` timeout.
 
 use std::io;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::Instant;
 
-const HEAD: u8 = 0;
-const BUSY: u8 = 1;
-const IDLE: u8 = 2;
+const HEAD: u64 = 0;
+const BUSY: u64 = 1;
+const IDLE: u64 = 2;
+/// The low bits of [`Activity::state`] that hold the phase.
+const PHASE_BITS: u64 = 0b11;
 
 /// One connection's phase and when it began.
 #[derive(Debug)]
 pub(crate) struct Activity {
     origin: Instant,
-    phase: AtomicU8,
-    /// Start of the phase, in microseconds after `origin`.
-    since: AtomicU64,
+    /// The phase in the two low bits; above them, the start of the phase in microseconds after
+    /// `origin` (busy keeps the start of the head before it, which nobody reads).
+    state: AtomicU64,
     body_timed_out: AtomicBool,
 }
 
@@ -52,21 +55,23 @@ impl Activity {
     pub(crate) fn new(origin: Instant) -> Self {
         Self {
             origin,
-            phase: AtomicU8::new(HEAD),
-            since: AtomicU64::new(0),
+            state: AtomicU64::new(HEAD),
             body_timed_out: AtomicBool::new(false),
         }
     }
 
-    fn enter(&self, phase: u8) {
-        let micros = u64::try_from(self.origin.elapsed().as_micros()).unwrap_or(u64::MAX);
-        self.since.store(micros, Relaxed);
-        self.phase.store(phase, Relaxed);
+    fn enter(&self, phase: u64) {
+        let micros = u64::try_from(self.origin.elapsed().as_micros()).unwrap_or(u64::MAX >> 2);
+        self.state.store((micros << 2) | phase, Relaxed);
+    }
+
+    fn phase(&self) -> u64 {
+        self.state.load(Relaxed) & PHASE_BITS
     }
 
     /// Bytes arrived: if the connection was idle, a request head has begun.
     fn read_bytes(&self) {
-        if self.phase.load(Relaxed) == IDLE {
+        if self.phase() == IDLE {
             self.enter(HEAD);
         }
     }
@@ -74,7 +79,9 @@ impl Activity {
     /// The service got a request.
     pub(crate) fn request_started(&self) {
         self.body_timed_out.store(false, Relaxed);
-        self.phase.store(BUSY, Relaxed);
+        // One writer (the connection's task): a load and a store cannot interleave with another.
+        let state = self.state.load(Relaxed);
+        self.state.store((state & !PHASE_BITS) | BUSY, Relaxed);
     }
 
     /// The service answered; the connection waits for the next request.
@@ -103,8 +110,9 @@ impl Activity {
         tokio::pin!(sleep);
         loop {
             let now = Instant::now();
-            let since = self.origin + Duration::from_micros(self.since.load(Relaxed));
-            let due = match self.phase.load(Relaxed) {
+            let state = self.state.load(Relaxed);
+            let since = self.origin + Duration::from_micros(state >> 2);
+            let due = match state & PHASE_BITS {
                 HEAD => Some((since + header, Expired::Header)),
                 IDLE => Some((since + idle, Expired::Idle)),
                 _ => None,

@@ -280,13 +280,21 @@ async fn http<I, S, B>(
     let conn = shared
         .http
         .serve_connection(io, TowerToHyperService::new(service));
-    let conn = watcher.watch(conn);
+    // The connection runs in a task of its own and the watchdog here, so the watchdog is polled
+    // by its timer only, not on every wake-up of the connection (which cost about 700
+    // instructions per request).
+    let mut conn = tokio::spawn(watcher.watch(conn));
     tokio::select! {
-        ended = conn => if let Err(error) = ended {
-            tracing::debug!(%error, "connection ended with an error");
+        ended = &mut conn => match ended {
+            Ok(Ok(())) => {}
+            Ok(Err(error)) => tracing::debug!(%error, "connection ended with an error"),
+            Err(error) => tracing::warn!(%error, "connection task failed"),
         },
         expired = activity.expired(shared.header_timeout, shared.idle_timeout) => {
-            // Dropping the connection closes it; nothing was in flight.
+            // Dropping the connection closes it; nothing was in flight. Waiting for the
+            // aborted task keeps this connection's place under the caps until it is closed.
+            conn.abort();
+            let _ = conn.await;
             tracing::debug!(?expired, "connection closed by its timeout");
         },
     }

@@ -83,18 +83,16 @@ impl<'a> Scan<'a> {
     fn string(&mut self) -> Option<&'a str> {
         self.expect(b'"')?;
         let start = self.at;
-        let bytes = self.text.as_bytes();
-        loop {
-            match *bytes.get(self.at)? {
-                b'"' => break,
-                b'\\' | 0..=0x1f => return None,
-                _ => self.at += 1,
-            }
+        let rest = &self.text.as_bytes()[start..];
+        let len = rest
+            .iter()
+            .position(|&b| b == b'"' || b == b'\\' || b < 0x20)?;
+        if rest[len] != b'"' {
+            return None;
         }
+        self.at = start + len + 1;
         // Both ends are ASCII quotes of a valid UTF-8 text: char boundaries.
-        let string = &self.text[start..self.at];
-        self.at += 1;
-        Some(string)
+        self.text.get(start..start + len)
     }
 
     /// An integer as JSON writes it (no leading zero, no fraction or exponent, not `-0`) within
