@@ -46,6 +46,14 @@ struct Args {
     #[arg(long, env = "UNIQUE_DB_SYNC", value_enum, default_value_t = DbSync::Full)]
     db_sync: DbSync,
 
+    /// Records of the embedded store kept in memory, so reads of recently written keys
+    /// skip SQLite (0 = off). With it on the server holds --db exclusively: a second
+    /// server on the same file refuses to start, and edits of the file by other tools
+    /// while the server runs are not seen (stop the server first). Set 0 on every
+    /// server to share one file.
+    #[arg(long, env = "UNIQUE_DB_CACHE_RECORDS", default_value_t = 100_000)]
+    db_cache_records: usize,
+
     /// DynamoDB table name (with --store dynamodb).
     #[arg(long, env = "UNIQUE_TABLE", default_value = "unique-sessions")]
     table: String,
@@ -469,12 +477,18 @@ async fn open_store(args: &Args) -> Result<OpenedStore, String> {
             };
             let store = unique_store_sqlite::SqliteStore::builder(&args.db)
                 .synchronous(sync)
+                .record_cache(args.db_cache_records)
                 .open()
                 .map_err(|e| {
                     format!("cannot open the sqlite store at {}: {e}", args.db.display())
                 })?;
             bounded_check("sqlite store", store.check()).await?;
-            tracing::info!(db = %args.db.display(), sync = ?args.db_sync, "sqlite store open");
+            tracing::info!(
+                db = %args.db.display(),
+                sync = ?args.db_sync,
+                cache_records = args.db_cache_records,
+                "sqlite store open"
+            );
             Ok(OpenedStore::Sqlite(store))
         }
         StoreKind::Dynamodb => open_dynamodb(args).await.map(OpenedStore::Dynamodb),

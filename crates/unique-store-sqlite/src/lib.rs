@@ -1,7 +1,9 @@
 #![doc = include_str!("../README.md")]
 
+mod cache;
 mod checkpoint;
 mod error;
+mod exclusive;
 mod options;
 mod readers;
 mod records;

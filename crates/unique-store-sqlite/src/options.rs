@@ -65,6 +65,7 @@ pub struct SqliteStoreBuilder {
     pub(crate) readers: usize,
     pub(crate) max_batch: usize,
     pub(crate) reads_on: ReadsOn,
+    pub(crate) record_cache: usize,
 }
 
 impl SqliteStoreBuilder {
@@ -76,6 +77,7 @@ impl SqliteStoreBuilder {
             readers: DEFAULT_READERS,
             max_batch: DEFAULT_MAX_BATCH,
             reads_on: ReadsOn::CallingTask,
+            record_cache: 0,
         }
     }
 
@@ -119,6 +121,29 @@ impl SqliteStoreBuilder {
         self
     }
 
+    /// Keeps up to `capacity` recently written records in memory (0, the default:
+    /// no cache), so that `read_owner` and `current` of a key this store wrote
+    /// are answered without a SQLite read transaction.
+    ///
+    /// The cache is right only while this store is the file's one writer, so with
+    /// it on, [`open`](Self::open) takes an exclusive lock on the file for the
+    /// store's life and fails when another store (of this process or another)
+    /// holds it with its cache on. The trade-off:
+    ///
+    /// - cache on: one store per file; a change made to the file by anything else
+    ///   while the store is open (the `sqlite3` CLI, a store with the cache off,
+    ///   which takes no lock) is not seen by reads of keys it has cached; stop the
+    ///   store first, or call [`SqliteStore::forget_cached`] for each key changed;
+    /// - cache off: several processes may open the same file; every read is a
+    ///   SQLite read.
+    ///
+    /// Batch reads (`read_owners`) and the health check always read the file.
+    #[must_use]
+    pub fn record_cache(mut self, capacity: usize) -> Self {
+        self.record_cache = capacity;
+        self
+    }
+
     /// Opens (creating when missing) the database file, checks it, and starts
     /// the writer thread.
     ///
@@ -131,7 +156,9 @@ impl SqliteStoreBuilder {
     /// `Unavailable` with a reason naming the path when the directory is
     /// missing, the file or directory cannot be opened (permissions), the file
     /// is not an SQLite database, its schema is not this store's, or the file
-    /// stays locked by another process past the busy timeout.
+    /// stays locked by another process past the busy timeout; with the
+    /// [record cache](Self::record_cache) on, also when another store holds the
+    /// file with its cache on.
     pub fn open(self) -> Result<SqliteStore, Error> {
         SqliteStore::from_builder(self)
     }

@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use std::sync::OnceLock;
 
 use rusqlite::{Connection, OptionalExtension, Row, Statement, ToSql, params_from_iter};
-use unique_core::{CasOutcome, Error, Fence, MAX_BATCH_KEYS, OwnerState, StoredOwner};
+use unique_core::{CasOutcome, Error, Fence, MAX_BATCH_KEYS, Owner, OwnerState, StoredOwner};
 
 use crate::error::map_sqlite;
 
@@ -125,11 +125,47 @@ pub(crate) enum Write {
     Claim {
         pk: String,
         owner: String,
+        /// The same owner as `owner`, decoded: what a read of the written row
+        /// returns, for the record cache (no JSON parse on the writer).
+        decoded: Owner,
         claim_id: String,
         fence: FencedClaim,
     },
     /// A fenced release at `generation` (> 0).
     Release { pk: String, generation: i64 },
+}
+
+impl Write {
+    /// A claim of `owner`, encoded here (tests; the store encodes before its
+    /// fence check, as C8 orders the refusals).
+    #[cfg(test)]
+    pub(crate) fn claim(
+        pk: String,
+        owner: &Owner,
+        claim_id: String,
+        fence: FencedClaim,
+    ) -> Result<Self, Error> {
+        Ok(Self::Claim {
+            pk,
+            owner: unique_core::encode_owner(owner)?,
+            decoded: owner.clone(),
+            claim_id,
+            fence,
+        })
+    }
+
+    /// A release at `generation`.
+    #[cfg(test)]
+    pub(crate) fn release(pk: String, generation: i64) -> Self {
+        Self::Release { pk, generation }
+    }
+
+    /// The partition key written.
+    pub(crate) fn pk(&self) -> &str {
+        match self {
+            Self::Claim { pk, .. } | Self::Release { pk, .. } => pk,
+        }
+    }
 }
 
 /// The result of a write whose statement ran.
@@ -151,6 +187,7 @@ pub(crate) fn apply(stmts: &mut Statements<'_>, write: &Write) -> Result<Written
             owner,
             claim_id,
             fence,
+            ..
         } => {
             let pinned_claim_id = fence.pinned_claim_id.as_deref();
             let values: [&dyn ToSql; 6] = [
@@ -281,12 +318,9 @@ mod tests {
     }
 
     fn claim(conn: &Connection, pk: &str, claim_id: &str, fence: Fence<'_>) -> CasOutcome {
-        let write = Write::Claim {
-            pk: pk.into(),
-            owner: OWNER.into(),
-            claim_id: claim_id.into(),
-            fence: fence.into(),
-        };
+        let owner = unique_core::decode_owner(OWNER).unwrap().unwrap();
+        let write = Write::claim(pk.into(), &owner, claim_id.into(), fence.into()).unwrap();
+        assert!(matches!(&write, Write::Claim { owner, .. } if owner == OWNER));
         let mut stmts = Statements::prepare(conn).expect("prepare");
         match apply(&mut stmts, &write).expect("the statement runs") {
             Written::Claim(outcome) => outcome,

@@ -112,7 +112,7 @@ pub(crate) fn open_checkpointer(options: &SqliteStoreBuilder) -> Result<Connecti
 
 /// Clear errors for the usual misconfigurations, before SQLite reports them
 /// as a bare "unable to open database file".
-fn check_path(path: &Path) -> Result<(), Error> {
+pub(crate) fn check_path(path: &Path) -> Result<(), Error> {
     let refuse = |why: String| {
         Err(Error::unavailable(format!(
             "cannot open sqlite database {}: {why}",

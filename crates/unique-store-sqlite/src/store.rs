@@ -7,11 +7,13 @@ use unique_core::{
     CasOutcome, CurrentView, Error, Fence, Key, Owner, OwnerState, Store, async_trait, encode_owner,
 };
 
+use crate::cache::RecordCache;
 use crate::error::map_sqlite;
+use crate::exclusive::ExclusiveFile;
 use crate::options::{SqliteStoreBuilder, Synchronous};
 use crate::readers::Readers;
 use crate::records::{Write, Written, read_state, read_states};
-use crate::schema::{open_checkpointer, open_reader, open_writer};
+use crate::schema::{check_path, open_checkpointer, open_reader, open_writer};
 use crate::writer::Writer;
 
 /// A durable [`Store`] in one SQLite file (WAL mode).
@@ -22,7 +24,9 @@ use crate::writer::Writer;
 /// default [`Synchronous::Full`] after that commit is on disk.
 ///
 /// Several processes may open the same file on one machine (SQLite's file
-/// locks serialise their writers); a network file system is not supported.
+/// locks serialise their writers), unless the
+/// [record cache](SqliteStoreBuilder::record_cache) is on, which needs the file
+/// to itself; a network file system is not supported.
 ///
 /// Dropping the store waits for queued writes to finish and closes the file.
 #[derive(Debug)]
@@ -30,6 +34,12 @@ pub struct SqliteStore {
     // Declared (and so dropped) before `writer`: no read outlives the store.
     readers: Arc<Readers>,
     writer: Writer,
+    // Dropped after `readers` and `writer` (whose drop joins the writer thread
+    // and closes its connections): closing this handle earlier would also drop
+    // SQLite's locks on the file (see `crate::exclusive`).
+    _exclusive: Option<ExclusiveFile>,
+    /// Shared with the writer thread, the only one that puts records in.
+    cache: Option<Arc<RecordCache>>,
     path: PathBuf,
     synchronous: Synchronous,
 }
@@ -51,16 +61,42 @@ impl SqliteStore {
     }
 
     pub(crate) fn from_builder(options: SqliteStoreBuilder) -> Result<Self, Error> {
+        // Before any connection is opened (see `crate::exclusive`).
+        let exclusive = if options.record_cache > 0 {
+            check_path(&options.path)?;
+            Some(ExclusiveFile::acquire(&options.path)?)
+        } else {
+            None
+        };
+        let cache =
+            (options.record_cache > 0).then(|| Arc::new(RecordCache::new(options.record_cache)));
         let writer_conn = open_writer(&options)?;
         let readers = (0..options.readers)
             .map(|_| open_reader(&options))
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Self {
             readers: Readers::new(readers, options.reads_on),
-            writer: Writer::spawn(writer_conn, open_checkpointer(&options)?, options.max_batch)?,
+            writer: Writer::spawn(
+                writer_conn,
+                open_checkpointer(&options)?,
+                options.max_batch,
+                cache.clone(),
+            )?,
+            _exclusive: exclusive,
+            cache,
             path: options.path,
             synchronous: options.synchronous,
         })
+    }
+
+    /// Drops what the [record cache](SqliteStoreBuilder::record_cache) holds for
+    /// `key`, so its next read goes to the file. For a change made to the file
+    /// behind the store's back (with no write of the store to `key` in flight):
+    /// call it after that change. Without the cache it does nothing.
+    pub fn forget_cached(&self, key: &Key) {
+        if let Some(cache) = &self.cache {
+            cache.forget(&partition_key(key));
+        }
     }
 
     /// The database file.
@@ -94,6 +130,9 @@ impl SqliteStore {
 
     async fn read(&self, key: &Key) -> Result<OwnerState, Error> {
         let pk = partition_key(key);
+        if let Some(state) = self.cache.as_ref().and_then(|cache| cache.get(&pk)) {
+            return Ok(state);
+        }
         self.readers
             .run(move |conn| read_state(conn, &pk).map_err(|e| map_sqlite("read", e)))
             .await
@@ -114,11 +153,12 @@ impl Store for SqliteStore {
         snap: &OwnerState,
     ) -> Result<CasOutcome, Error> {
         // Both refusals happen before anything is queued: nothing is written (C4, C8).
-        let owner = encode_owner(owner)?;
+        let encoded = encode_owner(owner)?;
         let fence = Fence::for_snapshot(snap)?;
         let write = Write::Claim {
             pk: partition_key(key),
-            owner,
+            owner: encoded,
+            decoded: owner.clone(),
             claim_id: claim_id.to_owned(),
             fence: fence.into(),
         };

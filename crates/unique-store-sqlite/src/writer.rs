@@ -15,6 +15,7 @@ use rusqlite::Connection;
 use tokio::sync::{mpsc, oneshot};
 use unique_core::Error;
 
+use crate::cache::RecordCache;
 use crate::checkpoint::Checkpointer;
 use crate::error::{map_shared, writer_stopped};
 use crate::records::{Statements, Write, Written, apply};
@@ -36,17 +37,19 @@ pub(crate) struct Writer {
 
 impl Writer {
     /// Starts the writer thread, which owns `conn` from now on, and the
-    /// checkpoint thread on `checkpoint_conn` (see [`crate::checkpoint`]).
+    /// checkpoint thread on `checkpoint_conn` (see [`crate::checkpoint`]). The
+    /// thread keeps `cache` (when on) equal to what it commits (see [`crate::cache`]).
     pub(crate) fn spawn(
         mut conn: Connection,
         checkpoint_conn: Connection,
         max_batch: usize,
+        cache: Option<Arc<RecordCache>>,
     ) -> Result<Self, Error> {
         let checkpointer = Checkpointer::start(&mut conn, checkpoint_conn)?;
         let (queue, rx) = mpsc::channel(QUEUE_CAPACITY);
         let thread = std::thread::Builder::new()
             .name("unique-sqlite-writer".into())
-            .spawn(move || run(&conn, rx, max_batch))
+            .spawn(move || run(&conn, rx, max_batch, cache.as_deref()))
             .map_err(|e| Error::unavailable_with("cannot start the sqlite writer thread", e))?;
         Ok(Self {
             queue: Some(queue),
@@ -80,7 +83,12 @@ impl Drop for Writer {
     }
 }
 
-fn run(conn: &Connection, mut rx: mpsc::Receiver<(Write, Reply)>, max_batch: usize) {
+fn run(
+    conn: &Connection,
+    mut rx: mpsc::Receiver<(Write, Reply)>,
+    max_batch: usize,
+    cache: Option<&RecordCache>,
+) {
     // Statements that cannot be prepared (they can, on a file `open_writer`
     // accepted) fail every write with the reason instead of stopping the thread.
     let mut stmts = Statements::prepare(conn).map_err(Arc::new);
@@ -105,7 +113,7 @@ fn run(conn: &Connection, mut rx: mpsc::Receiver<(Write, Reply)>, max_batch: usi
             continue;
         }
         let results = match &mut stmts {
-            Ok(stmts) => commit_batch(conn, stmts, &writes),
+            Ok(stmts) => commit_batch_cached(conn, stmts, &writes, cache),
             Err(e) => (0..writes.len())
                 .map(|_| Err(map_shared("prepare of the write statements", e)))
                 .collect(),
@@ -115,6 +123,24 @@ fn run(conn: &Connection, mut rx: mpsc::Receiver<(Write, Reply)>, max_batch: usi
         }
         writes.clear();
     }
+}
+
+/// [`commit_batch`], keeping `cache` right: its keys of the batch are pending
+/// from before `BEGIN` until the results are known, and are then set from them
+/// before anyone is answered (see [`crate::cache`]).
+pub(crate) fn commit_batch_cached(
+    conn: &Connection,
+    stmts: &mut Statements<'_>,
+    writes: &[Write],
+    cache: Option<&RecordCache>,
+) -> Vec<Result<Written, Error>> {
+    let Some(cache) = cache else {
+        return commit_batch(conn, stmts, writes);
+    };
+    cache.begin_batch(writes);
+    let results = commit_batch(conn, stmts, writes);
+    cache.record_batch(writes, &results);
+    results
 }
 
 /// Applies `writes` in order in one `BEGIN IMMEDIATE … COMMIT` and returns one
@@ -178,6 +204,7 @@ mod tests {
     use crate::options::SqliteStoreBuilder;
     use unique_core::{CasOutcome, Fence};
 
+    use crate::cache::RecordCache;
     use crate::records::read_state;
     use crate::schema::open_writer;
 
@@ -186,12 +213,8 @@ mod tests {
     }
 
     fn claim(pk: &str, claim_id: &str, fence: Fence<'_>) -> Write {
-        Write::Claim {
-            pk: pk.into(),
-            owner: r#"{"endpoint":"http://h/k"}"#.into(),
-            claim_id: claim_id.into(),
-            fence: fence.into(),
-        }
+        let owner = unique_core::Owner::new("", "", "http://h/k");
+        Write::claim(pk.into(), &owner, claim_id.into(), fence.into()).expect("a valid owner")
     }
 
     fn claimed(generation: i64) -> Written {
@@ -199,16 +222,189 @@ mod tests {
     }
 
     fn release(pk: &str, generation: i64) -> Write {
-        Write::Release {
-            pk: pk.into(),
-            generation,
-        }
+        Write::release(pk.into(), generation)
     }
 
     /// Reads through a separate connection: only committed data is visible there.
     fn committed(dir: &tempfile::TempDir, pk: &str) -> unique_core::OwnerState {
         let conn = Connection::open(dir.path().join("w.db")).expect("open reader");
         read_state(&conn, pk).expect("read")
+    }
+
+    /// Runs `writes` as one batch through the cache, then checks that every
+    /// key the cache holds equals a read of the committed row.
+    fn cached_batch(
+        dir: &tempfile::TempDir,
+        conn: &Connection,
+        cache: &RecordCache,
+        writes: &[Write],
+    ) -> Vec<Result<Written, Error>> {
+        let mut stmts = Statements::prepare(conn).expect("prepare");
+        let results = commit_batch_cached(conn, &mut stmts, writes, Some(cache));
+        for write in writes {
+            if let Some(cached) = cache.get(write.pk()) {
+                assert_eq!(cached, committed(dir, write.pk()), "{}", write.pk());
+            }
+        }
+        results
+    }
+
+    #[test]
+    fn the_cache_holds_what_a_read_of_the_committed_row_returns() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let conn = writer_conn(&dir);
+        let cache = RecordCache::new(64);
+        let cached = |pk: &str| cache.get(pk).expect("cached");
+        cached_batch(
+            &dir,
+            &conn,
+            &cache,
+            &[
+                claim("a", "c1", Fence::FirstLogin),
+                // Loses to the first: the cache takes the row it read.
+                claim("a", "c2", Fence::FirstLogin),
+                claim("b", "", Fence::FirstLogin),
+                // Gen 0 reads as absent.
+                claim("z", "c", Fence::Tombstone { generation: 0 }),
+            ],
+        );
+        assert_eq!(cached("a").claim_id.as_deref(), Some("c1"));
+        assert_eq!(cached("b").claim_id.as_deref(), Some(""));
+        assert!(!cached("z").exists);
+        cached_batch(
+            &dir,
+            &conn,
+            &cache,
+            &[
+                release("a", 1),
+                claim(
+                    "b",
+                    "c3",
+                    Fence::DoublePin {
+                        generation: 1,
+                        claim_id: "",
+                    },
+                ),
+                release("b", 2),
+                claim("b", "c4", Fence::Tombstone { generation: 2 }),
+            ],
+        );
+        assert_eq!(cached("a"), committed(&dir, "a"));
+        assert!(cached("a").exists && cached("a").owner.is_none());
+        assert_eq!(
+            (cached("b").generation, cached("b").claim_id.as_deref()),
+            (3, Some("c4")),
+            "the last write of the batch wins"
+        );
+        // A release that did not hold and a lost race forget / keep the truth.
+        cached_batch(&dir, &conn, &cache, &[release("a", 7)]);
+        assert_eq!(cache.get("a"), None);
+    }
+
+    #[test]
+    fn the_batchs_cached_keys_are_pending_until_after_the_commit() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut conn = writer_conn(&dir);
+        let cache = Arc::new(RecordCache::new(64));
+        cached_batch(&dir, &conn, &cache, &[claim("a", "c1", Fence::FirstLogin)]);
+        assert!(cache.get("a").is_some());
+        // What a read of the cache gives while COMMIT runs.
+        let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+        conn.commit_hook(Some({
+            let (cache, seen) = (Arc::clone(&cache), Arc::clone(&seen));
+            move || {
+                seen.lock().unwrap().push(cache.get("a"));
+                false
+            }
+        }))
+        .expect("set the commit hook");
+        cached_batch(
+            &dir,
+            &conn,
+            &cache,
+            &[claim(
+                "a",
+                "c2",
+                Fence::DoublePin {
+                    generation: 1,
+                    claim_id: "c1",
+                },
+            )],
+        );
+        assert_eq!(
+            *seen.lock().unwrap(),
+            vec![None],
+            "pending during the commit"
+        );
+        assert_eq!(cache.get("a").unwrap().claim_id.as_deref(), Some("c2"));
+    }
+
+    #[test]
+    fn a_failed_commit_forgets_the_batchs_keys() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let conn = writer_conn(&dir);
+        let cache = RecordCache::new(64);
+        cached_batch(&dir, &conn, &cache, &[claim("x", "c1", Fence::FirstLogin)]);
+        assert!(cache.get("x").is_some());
+        conn.execute_batch(
+            "PRAGMA foreign_keys = ON;
+             CREATE TABLE parent (id INTEGER PRIMARY KEY);
+             CREATE TABLE child (pid INTEGER REFERENCES parent (id) DEFERRABLE INITIALLY DEFERRED);
+             CREATE TRIGGER orphan AFTER INSERT ON records WHEN NEW.pk = 'bad'
+             BEGIN INSERT INTO child VALUES (42); END;",
+        )
+        .expect("schema");
+        let results = cached_batch(
+            &dir,
+            &conn,
+            &cache,
+            &[
+                claim(
+                    "x",
+                    "c2",
+                    Fence::DoublePin {
+                        generation: 1,
+                        claim_id: "c1",
+                    },
+                ),
+                claim("bad", "c3", Fence::FirstLogin),
+            ],
+        );
+        assert!(results.iter().all(Result::is_err));
+        assert_eq!(cache.get("x"), None, "forgotten, not the claim that failed");
+        assert_eq!(cache.get("bad"), None);
+        assert_eq!(committed(&dir, "x").claim_id.as_deref(), Some("c1"));
+    }
+
+    #[test]
+    fn a_rolled_back_batch_forgets_the_batchs_keys() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let conn = writer_conn(&dir);
+        let cache = RecordCache::new(64);
+        cached_batch(&dir, &conn, &cache, &[claim("x", "c1", Fence::FirstLogin)]);
+        conn.execute_batch(
+            "CREATE TRIGGER boom BEFORE INSERT ON records WHEN NEW.pk = 'bad'
+             BEGIN SELECT RAISE(ROLLBACK, 'injected'); END;",
+        )
+        .expect("trigger");
+        cached_batch(
+            &dir,
+            &conn,
+            &cache,
+            &[
+                claim(
+                    "x",
+                    "c2",
+                    Fence::DoublePin {
+                        generation: 1,
+                        claim_id: "c1",
+                    },
+                ),
+                claim("bad", "c3", Fence::FirstLogin),
+            ],
+        );
+        assert_eq!(cache.get("x"), None);
+        assert_eq!(committed(&dir, "x").claim_id.as_deref(), Some("c1"));
     }
 
     #[test]

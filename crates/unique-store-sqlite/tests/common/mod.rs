@@ -33,16 +33,25 @@ impl Fixture {
     }
 
     pub fn with_options(synchronous: Synchronous, reads_on: ReadsOn) -> Self {
+        Self::with_cache(synchronous, reads_on, 0)
+    }
+
+    /// With the record cache on (`record_cache` > 0), the raw writer forgets
+    /// what the store cached of each key it writes, as an operator must.
+    pub fn with_cache(synchronous: Synchronous, reads_on: ReadsOn, record_cache: usize) -> Self {
         let dir = tempfile::tempdir().expect("create a temporary directory");
         let path = dir.path().join("unique.db");
         let store = SqliteStore::builder(&path)
             .synchronous(synchronous)
             .reads_on(reads_on)
+            .record_cache(record_cache)
             .open()
             .expect("open the store");
-        let raw = SqliteRaw::open(dir, path);
+        let store = Arc::new(store);
+        let cached = (record_cache > 0).then(|| Arc::clone(&store));
+        let raw = SqliteRaw::open(dir, path, cached);
         Self {
-            store: Arc::new(store),
+            store,
             raw: Arc::new(raw),
         }
     }
@@ -72,20 +81,32 @@ pub async fn subject_reading_on_blocking_pool() -> Subject {
         .subject()
 }
 
+/// As [`subject`], with the record cache on (small, so eviction happens too).
+pub async fn subject_with_record_cache() -> Subject {
+    tokio::task::spawn_blocking(|| Fixture::with_cache(Synchronous::Full, ReadsOn::default(), 8))
+        .await
+        .expect("open the store")
+        .subject()
+}
+
 /// Unconditional writes straight into the `records` table of the store's file.
 /// Owns the temporary directory, so the file lives as long as the subject.
 pub struct SqliteRaw {
+    /// The store whose record cache forgets each key written (cache on only).
+    /// Declared before `_dir`: the store closes before the directory goes.
+    cached: Option<Arc<SqliteStore>>,
     conn: Arc<Mutex<Connection>>,
     path: PathBuf,
     _dir: TempDir,
 }
 
 impl SqliteRaw {
-    fn open(dir: TempDir, path: PathBuf) -> Self {
+    fn open(dir: TempDir, path: PathBuf, cached: Option<Arc<SqliteStore>>) -> Self {
         let conn = Connection::open(&path).expect("open a raw connection");
         conn.busy_timeout(std::time::Duration::from_secs(5))
             .expect("busy timeout");
         Self {
+            cached,
             conn: Arc::new(Mutex::new(conn)),
             path,
             _dir: dir,
@@ -111,7 +132,7 @@ impl RawWriter for SqliteRaw {
     async fn put_raw(&self, key: &Key, record: RawRecord) -> Result<(), Error> {
         let conn = Arc::clone(&self.conn);
         let pk = key.to_string();
-        tokio::task::spawn_blocking(move || {
+        let written = tokio::task::spawn_blocking(move || {
             conn.lock()
                 .unwrap_or_else(PoisonError::into_inner)
                 .execute(
@@ -124,6 +145,11 @@ impl RawWriter for SqliteRaw {
                 .map_err(|e| Error::unavailable_with("raw write failed", e))
         })
         .await
-        .map_err(|e| Error::unavailable_with("raw write task failed", e))?
+        .map_err(|e| Error::unavailable_with("raw write task failed", e))?;
+        // After the write, as an operator editing the file must (or stop the store).
+        if let Some(store) = &self.cached {
+            store.forget_cached(key);
+        }
+        written
     }
 }
