@@ -2,6 +2,7 @@
 
 mod activity;
 mod body;
+mod drain;
 mod limit;
 mod options;
 mod serve;
