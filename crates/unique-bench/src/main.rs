@@ -4,6 +4,7 @@
 
 mod conn;
 mod cpu;
+mod floor;
 mod http_client;
 mod keys;
 mod load;
@@ -85,6 +86,11 @@ struct Args {
     #[arg(long, default_value_t = 1)]
     server_workers: usize,
 
+    /// Run the HTTP floor server instead of a bench (the bench starts it for the
+    /// `http-floor` target).
+    #[arg(long, hide = true)]
+    serve_floor: bool,
+
     /// A prebuilt unique-server binary; without it the bench runs
     /// `cargo build --release -p unique-server` and uses target/release/unique-server.
     #[arg(long)]
@@ -123,10 +129,13 @@ enum Target {
     /// unique-server --store postgres on a private PostgreSQL (fsync and
     /// synchronous_commit on), started by the bench.
     Postgres,
+    /// A server that answers every request with a canned claim answer and does
+    /// nothing else (`src/floor.rs`): what any HTTP server costs on this machine.
+    HttpFloor,
 }
 
 impl Target {
-    const ALL: [Target; 8] = [
+    const ALL: [Target; 9] = [
         Target::Redis,
         Target::RedisAof,
         Target::Memory,
@@ -135,6 +144,7 @@ impl Target {
         Target::SqliteFull,
         Target::SqliteNormal,
         Target::Postgres,
+        Target::HttpFloor,
     ];
 
     fn label(self) -> &'static str {
@@ -147,12 +157,16 @@ impl Target {
             Target::SqliteFull => "unique sqlite full",
             Target::SqliteNormal => "unique sqlite normal",
             Target::Postgres => "unique postgres",
+            Target::HttpFloor => "http floor (canned answer)",
         }
     }
 }
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    if args.serve_floor {
+        return floor::serve();
+    }
     match run(&args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {
@@ -186,7 +200,7 @@ fn run(args: &Args) -> Result<(), String> {
     let needs_server = args
         .targets
         .iter()
-        .any(|t| !matches!(t, Target::Redis | Target::RedisAof));
+        .any(|t| !matches!(t, Target::Redis | Target::RedisAof | Target::HttpFloor));
     let server_bin = match (&args.server_bin, needs_server) {
         (Some(path), _) => Some(path.clone()),
         (None, true) => Some(server::build_release()?),
@@ -226,7 +240,8 @@ fn run(args: &Args) -> Result<(), String> {
                 | Target::MemoryGuarded
                 | Target::SqliteFull
                 | Target::SqliteNormal
-                | Target::Postgres => Role::Other,
+                | Target::Postgres
+                | Target::HttpFloor => Role::Other,
             },
             rounds,
         })
@@ -273,6 +288,15 @@ impl Running {
                 return Ok(Self {
                     target,
                     connector: Connector::Redis(RedisConnector::new(server.addr())),
+                    pid: server.pid(),
+                    _server: Box::new(server),
+                });
+            }
+            Target::HttpFloor => {
+                let server = UniqueServer::start_floor()?;
+                return Ok(Self {
+                    target,
+                    connector: Connector::Http(HttpConnector::new(server.addr(), None)),
                     pid: server.pid(),
                     _server: Box::new(server),
                 });

@@ -171,6 +171,33 @@ impl UniqueServer {
         })
     }
 
+    /// Starts this program as the HTTP floor server (`--serve-floor`, see `floor.rs`).
+    pub(crate) fn start_floor() -> Result<Self, String> {
+        let this = std::env::current_exe()
+            .map_err(|e| format!("cannot find the bench's own binary: {e}"))?;
+        let mut child = Command::new(&this)
+            .arg("--serve-floor")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .map_err(|e| format!("cannot run {} --serve-floor: {e}", this.display()))?;
+        let stdout = child.stdout.take().expect("stdout is piped");
+        let guard = ChildGuard::new(child, "unique-bench --serve-floor");
+        let (addr, stdout) = read_listen_line(stdout)?;
+        let dir = tempfile::Builder::new()
+            .prefix("unique-bench-")
+            .tempdir()
+            .map_err(|e| format!("cannot create a temporary directory: {e}"))?;
+        Ok(Self {
+            addr,
+            guarded: false,
+            guard,
+            _stdout: stdout,
+            _dir: dir,
+        })
+    }
+
     /// The address the server listens on.
     pub(crate) fn addr(&self) -> SocketAddr {
         self.addr
