@@ -57,6 +57,16 @@ impl Checkpointer {
     /// Hooks `writer` so its commits signal a new thread that checkpoints
     /// through `conn`.
     pub(crate) fn start(writer: &mut Connection, conn: Connection) -> Result<Self, Error> {
+        Self::start_gated(writer, conn, || {})
+    }
+
+    /// [`start`](Self::start), with `gate` called before each checkpoint (tests hold the
+    /// thread there to see what the writer alone did).
+    fn start_gated(
+        writer: &mut Connection,
+        conn: Connection,
+        gate: impl Fn() + Send + 'static,
+    ) -> Result<Self, Error> {
         // One pending signal is enough: a checkpoint covers every commit before it.
         let (signal, rx) = sync_channel::<Signal>(1);
         let stop = signal.clone();
@@ -79,7 +89,7 @@ impl Checkpointer {
             .map_err(|e| crate::error::map_sqlite("wal hook setup", e))?;
         let thread = std::thread::Builder::new()
             .name("unique-sqlite-checkpoint".into())
-            .spawn(move || run(&conn, &rx))
+            .spawn(move || run(&conn, &rx, &gate))
             .map_err(|e| Error::unavailable_with("cannot start the sqlite checkpoint thread", e))?;
         Ok(Self {
             stop,
@@ -109,8 +119,9 @@ impl Drop for Checkpointer {
     }
 }
 
-fn run(conn: &Connection, signals: &Receiver<Signal>) {
+fn run(conn: &Connection, signals: &Receiver<Signal>, gate: &dyn Fn()) {
     while let Ok(Signal::Checkpoint) = signals.recv() {
+        gate();
         // PASSIVE never waits for the writer or readers. A failure (busy, I/O)
         // leaves the WAL as it is, which stays valid; the next signal retries.
         let wal_pages = checkpoint(conn, "PASSIVE");
@@ -142,11 +153,20 @@ mod tests {
         let mut writer = open_writer(&options).expect("writer");
         // Kept open, so closing the others is not the last close (which checkpoints).
         let bystander = open_reader(&options).expect("reader");
-        let checkpointer =
-            Checkpointer::start(&mut writer, open_checkpointer(&options).expect("conn"))
-                .expect("start");
+        // The thread waits at its gate until the commit has been looked at: without it, the
+        // thread's own checkpoint could land before the check below (it did, on a loaded CI run).
+        let (open_gate, gate) = std::sync::mpsc::channel::<()>();
+        let gate = std::sync::Mutex::new(gate);
+        let checkpointer = Checkpointer::start_gated(
+            &mut writer,
+            open_checkpointer(&options).expect("conn"),
+            move || {
+                let _ = gate.lock().expect("gate").recv();
+            },
+        )
+        .expect("start");
         let before = std::fs::metadata(&path).expect("stat").len();
-        // About 1 500 pages of 4 KiB in one commit.
+        // About 5.4 MB of pages in one commit, past the checkpoint threshold.
         writer
             .execute(
                 "INSERT INTO records (pk, gen, owner, cid)
@@ -162,6 +182,7 @@ mod tests {
         );
         // The thread runs the checkpoint already asked for before it takes the
         // stop that dropping sends, and dropping waits for it.
+        drop(open_gate);
         drop(writer);
         drop(checkpointer);
         assert!(
