@@ -42,6 +42,11 @@ pub(crate) fn is_contract_target(name: &str) -> bool {
 /// The contract test targets of the workspace (`manifest = None`) or of the
 /// crate (or workspace) whose manifest is given, sorted by package and target.
 pub(crate) fn discover(manifest: Option<&Path>) -> Result<Vec<Suite>, String> {
+    Ok(suites_in(&metadata(manifest)?, manifest))
+}
+
+/// `cargo metadata --no-deps` of the workspace (`manifest = None`) or of the given manifest.
+pub(crate) fn metadata(manifest: Option<&Path>) -> Result<Value, String> {
     let mut cmd = cargo(&["metadata", "--format-version", "1", "--no-deps"]);
     if let Some(manifest) = manifest {
         cmd.arg("--manifest-path").arg(manifest);
@@ -53,9 +58,8 @@ pub(crate) fn discover(manifest: Option<&Path>) -> Result<Vec<Suite>, String> {
     if !output.status.success() {
         return Err(format!("cargo metadata failed ({})", output.status));
     }
-    let metadata: Value = serde_json::from_slice(&output.stdout)
-        .map_err(|e| format!("cargo metadata printed no JSON: {e}"))?;
-    Ok(suites_in(&metadata, manifest))
+    serde_json::from_slice(&output.stdout)
+        .map_err(|e| format!("cargo metadata printed no JSON: {e}"))
 }
 
 /// The contract targets listed in `cargo metadata` output.

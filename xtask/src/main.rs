@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 mod contract;
 mod guide;
+mod publish;
 mod tidy;
 
 const USAGE: &str = "\
@@ -209,10 +210,39 @@ fn features(run: &mut Run) {
 /// dependencies between them resolve to the packaged versions. `--allow-dirty`:
 /// it checks what would be packaged, not whether the work is committed.
 fn publish(run: &mut Run) {
-    run.step(
-        "publish dry run (every publishable crate)",
-        cargo(&["publish", "--dry-run", "--workspace", "--allow-dirty"]),
-    );
+    let cleared = contract::metadata(None).and_then(|metadata| publish::clear_unpacked(&metadata));
+    match cleared {
+        Ok(0) => {}
+        Ok(n) => eprintln!(
+            "removed {n} unpacked copies of this workspace's crates left by earlier dry runs"
+        ),
+        Err(message) => {
+            eprintln!("xtask: {message}");
+            run.record(
+                "publish dry run (every publishable crate)",
+                false,
+                Duration::ZERO,
+            );
+            return;
+        }
+    }
+    // Its own target directory, emptied first: cargo never rebuilds a registry package it has
+    // built (registry sources do not change), and ours keep their version between runs.
+    let target = root().join("target").join("publish-dry-run");
+    if let Err(e) = std::fs::remove_dir_all(&target)
+        && e.kind() != std::io::ErrorKind::NotFound
+    {
+        eprintln!("xtask: cannot empty {}: {e}", target.display());
+        run.record(
+            "publish dry run (every publishable crate)",
+            false,
+            Duration::ZERO,
+        );
+        return;
+    }
+    let mut cmd = cargo(&["publish", "--dry-run", "--workspace", "--allow-dirty"]);
+    cmd.env("CARGO_TARGET_DIR", &target);
+    run.step("publish dry run (every publishable crate)", cmd);
 }
 
 fn tidy(run: &mut Run) {
