@@ -231,6 +231,28 @@ mod tests {
         read_state(&conn, pk).expect("read")
     }
 
+    /// From now on a `COMMIT` of a transaction that inserted `bad` fails: a deferred
+    /// foreign key violation is only detected by `COMMIT`.
+    fn fail_commits_that_insert_bad(conn: &Connection) {
+        conn.execute_batch(
+            "PRAGMA foreign_keys = ON;
+             CREATE TABLE parent (id INTEGER PRIMARY KEY);
+             CREATE TABLE child (pid INTEGER REFERENCES parent (id) DEFERRABLE INITIALLY DEFERRED);
+             CREATE TRIGGER orphan AFTER INSERT ON records WHEN NEW.pk = 'bad'
+             BEGIN INSERT INTO child VALUES (42); END;",
+        )
+        .expect("schema");
+    }
+
+    /// From now on inserting `bad` makes SQLite roll the whole transaction back.
+    fn roll_back_transactions_that_insert_bad(conn: &Connection) {
+        conn.execute_batch(
+            "CREATE TRIGGER boom BEFORE INSERT ON records WHEN NEW.pk = 'bad'
+             BEGIN SELECT RAISE(ROLLBACK, 'injected'); END;",
+        )
+        .expect("trigger");
+    }
+
     /// Runs `writes` as one batch through the cache, then checks that every
     /// key the cache holds equals a read of the committed row.
     fn cached_batch(
@@ -346,14 +368,7 @@ mod tests {
         let cache = RecordCache::new(64);
         cached_batch(&dir, &conn, &cache, &[claim("x", "c1", Fence::FirstLogin)]);
         assert!(cache.get("x").is_some());
-        conn.execute_batch(
-            "PRAGMA foreign_keys = ON;
-             CREATE TABLE parent (id INTEGER PRIMARY KEY);
-             CREATE TABLE child (pid INTEGER REFERENCES parent (id) DEFERRABLE INITIALLY DEFERRED);
-             CREATE TRIGGER orphan AFTER INSERT ON records WHEN NEW.pk = 'bad'
-             BEGIN INSERT INTO child VALUES (42); END;",
-        )
-        .expect("schema");
+        fail_commits_that_insert_bad(&conn);
         let results = cached_batch(
             &dir,
             &conn,
@@ -382,11 +397,7 @@ mod tests {
         let conn = writer_conn(&dir);
         let cache = RecordCache::new(64);
         cached_batch(&dir, &conn, &cache, &[claim("x", "c1", Fence::FirstLogin)]);
-        conn.execute_batch(
-            "CREATE TRIGGER boom BEFORE INSERT ON records WHEN NEW.pk = 'bad'
-             BEGIN SELECT RAISE(ROLLBACK, 'injected'); END;",
-        )
-        .expect("trigger");
+        roll_back_transactions_that_insert_bad(&conn);
         cached_batch(
             &dir,
             &conn,
@@ -479,11 +490,7 @@ mod tests {
     fn a_whole_transaction_rollback_fails_every_write_of_the_batch() {
         let dir = tempfile::tempdir().expect("tempdir");
         let conn = writer_conn(&dir);
-        conn.execute_batch(
-            "CREATE TRIGGER boom BEFORE INSERT ON records WHEN NEW.pk = 'bad'
-             BEGIN SELECT RAISE(ROLLBACK, 'injected'); END;",
-        )
-        .expect("trigger");
+        roll_back_transactions_that_insert_bad(&conn);
         let results = commit_batch(
             &conn,
             &mut Statements::prepare(&conn).expect("prepare"),
@@ -513,15 +520,7 @@ mod tests {
     fn a_failed_commit_answers_nobody_with_ok_and_writes_nothing() {
         let dir = tempfile::tempdir().expect("tempdir");
         let conn = writer_conn(&dir);
-        // A deferred foreign key violation is only detected by COMMIT, which then fails.
-        conn.execute_batch(
-            "PRAGMA foreign_keys = ON;
-             CREATE TABLE parent (id INTEGER PRIMARY KEY);
-             CREATE TABLE child (pid INTEGER REFERENCES parent (id) DEFERRABLE INITIALLY DEFERRED);
-             CREATE TRIGGER orphan AFTER INSERT ON records WHEN NEW.pk = 'bad'
-             BEGIN INSERT INTO child VALUES (42); END;",
-        )
-        .expect("schema");
+        fail_commits_that_insert_bad(&conn);
         let results = commit_batch(
             &conn,
             &mut Statements::prepare(&conn).expect("prepare"),
