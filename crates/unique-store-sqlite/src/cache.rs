@@ -145,7 +145,9 @@ fn committed_state(write: &Write, result: &Result<Written, Error>) -> Option<Own
     match (write, result.as_ref().ok()?) {
         (
             Write::Claim {
-                decoded, claim_id, ..
+                decoded: Some(decoded),
+                claim_id,
+                ..
             },
             Written::Claim(CasOutcome::Written { generation }),
         ) => Some(OwnerState {

@@ -125,9 +125,10 @@ pub(crate) enum Write {
     Claim {
         pk: String,
         owner: String,
-        /// The same owner as `owner`, decoded: what a read of the written row
-        /// returns, for the record cache (no JSON parse on the writer).
-        decoded: Owner,
+        /// The same owner as `owner`, decoded, when the record cache is on: what a
+        /// read of the written row returns (no JSON parse on the writer). `None`
+        /// with the cache off, so a claim copies the owner only when it is used.
+        decoded: Option<Owner>,
         claim_id: String,
         fence: FencedClaim,
     },
@@ -148,7 +149,7 @@ impl Write {
         Ok(Self::Claim {
             pk,
             owner: unique_core::encode_owner(owner)?,
-            decoded: owner.clone(),
+            decoded: Some(owner.clone()),
             claim_id,
             fence,
         })

@@ -62,14 +62,15 @@ impl SqliteStore {
 
     pub(crate) fn from_builder(options: SqliteStoreBuilder) -> Result<Self, Error> {
         // Before any connection is opened (see `crate::exclusive`).
-        let exclusive = if options.record_cache > 0 {
+        let (exclusive, cache) = if options.record_cache > 0 {
             check_path(&options.path)?;
-            Some(ExclusiveFile::acquire(&options.path)?)
+            (
+                Some(ExclusiveFile::acquire(&options.path)?),
+                Some(Arc::new(RecordCache::new(options.record_cache))),
+            )
         } else {
-            None
+            (None, None)
         };
-        let cache =
-            (options.record_cache > 0).then(|| Arc::new(RecordCache::new(options.record_cache)));
         let writer_conn = open_writer(&options)?;
         let readers = (0..options.readers)
             .map(|_| open_reader(&options))
@@ -158,7 +159,7 @@ impl Store for SqliteStore {
         let write = Write::Claim {
             pk: partition_key(key),
             owner: encoded,
-            decoded: owner.clone(),
+            decoded: self.cache.is_some().then(|| owner.clone()),
             claim_id: claim_id.to_owned(),
             fence: fence.into(),
         };
