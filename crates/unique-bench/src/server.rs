@@ -83,7 +83,7 @@ pub(crate) struct UniqueServer {
     // Field order is drop order: the process dies before its files go.
     guard: ChildGuard,
     _stdout: BufReader<ChildStdout>,
-    _dir: TempDir,
+    _dir: Option<TempDir>,
 }
 
 impl UniqueServer {
@@ -100,10 +100,7 @@ impl UniqueServer {
         command
             .args(["--listen", "127.0.0.1:0"])
             // Logging per request would measure the logger, not the server.
-            .env("RUST_LOG", "warn")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit());
+            .env("RUST_LOG", "warn");
         if let Some(workers) = workers {
             command.args(["--workers", &workers.to_string()]);
         }
@@ -156,42 +153,41 @@ impl UniqueServer {
                     .env("UNIQUE_DATABASE_URL", url);
             }
         }
-        let mut child = command
-            .spawn()
-            .map_err(|e| format!("cannot run {}: {e}", binary.display()))?;
-        let stdout = child.stdout.take().expect("stdout is piped");
-        let guard = ChildGuard::new(child, "unique-server");
-        let (addr, stdout) = read_listen_line(stdout)?;
-        Ok(Self {
-            addr,
-            guarded,
-            guard,
-            _stdout: stdout,
-            _dir: dir,
-        })
+        Self::launch(command, "unique-server", guarded, Some(dir))
     }
 
     /// Starts this program as the HTTP floor server (`--serve-floor`, see `floor.rs`).
     pub(crate) fn start_floor() -> Result<Self, String> {
         let this = std::env::current_exe()
             .map_err(|e| format!("cannot find the bench's own binary: {e}"))?;
-        let mut child = Command::new(&this)
-            .arg("--serve-floor")
+        let mut command = Command::new(this);
+        command.arg("--serve-floor");
+        Self::launch(command, "unique-bench --serve-floor", false, None)
+    }
+
+    /// Runs `command` with its stdout piped and waits for the address it prints; `name`
+    /// names the process in messages, `dir` lives as long as it.
+    fn launch(
+        mut command: Command,
+        name: &'static str,
+        guarded: bool,
+        dir: Option<TempDir>,
+    ) -> Result<Self, String> {
+        let mut child = command
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
-            .map_err(|e| format!("cannot run {} --serve-floor: {e}", this.display()))?;
+            .map_err(|e| {
+                let program = Path::new(command.get_program()).display();
+                format!("cannot run {program}: {e}")
+            })?;
         let stdout = child.stdout.take().expect("stdout is piped");
-        let guard = ChildGuard::new(child, "unique-bench --serve-floor");
+        let guard = ChildGuard::new(child, name);
         let (addr, stdout) = read_listen_line(stdout)?;
-        let dir = tempfile::Builder::new()
-            .prefix("unique-bench-")
-            .tempdir()
-            .map_err(|e| format!("cannot create a temporary directory: {e}"))?;
         Ok(Self {
             addr,
-            guarded: false,
+            guarded,
             guard,
             _stdout: stdout,
             _dir: dir,
