@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::{Run, cargo, root};
+use crate::{Run, cargo};
 
 /// One contract test target.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -217,11 +217,26 @@ pub(crate) fn run_suites(run: &mut Run, paths: &[PathBuf], locked: bool) {
             }
         }
     }
+    // Computed once, and only when an out-of-tree crate is to be built.
+    let mut workspace_target = None;
     let mut rows = Vec::new();
     for suite in &suites {
         let started = Instant::now();
         eprintln!("\n==> xtask: contract {} / {}", suite.package, suite.target);
-        let (status_ok, output) = run_one(suite, locked);
+        let target_dir = match &suite.manifest {
+            None => Ok(None),
+            Some(manifest) => workspace_target
+                .get_or_insert_with(workspace_target_dir)
+                .clone()
+                .and_then(|base| own_target_dir(&base, manifest).map(Some)),
+        };
+        let (status_ok, output) = match target_dir {
+            Ok(target_dir) => run_one(suite, target_dir.as_deref(), locked),
+            Err(e) => {
+                eprintln!("xtask: {e}");
+                (false, String::new())
+            }
+        };
         let outcome = parse(&output);
         let ok = status_ok && outcome.failures.is_empty() && outcome.passed > 0;
         run.record(
@@ -234,20 +249,75 @@ pub(crate) fn run_suites(run: &mut Run, paths: &[PathBuf], locked: bool) {
     print_table(&rows);
 }
 
-/// Runs one suite's test target, echoing libtest's output as it comes.
-fn run_one(suite: &Suite, locked: bool) -> (bool, String) {
+/// The workspace's target directory as cargo resolves it (`CARGO_TARGET_DIR`,
+/// `build.target-dir`, or `target/` of the workspace root).
+fn workspace_target_dir() -> Result<PathBuf, String> {
+    metadata(None)?["target_directory"]
+        .as_str()
+        .map(PathBuf::from)
+        .ok_or_else(|| "cargo metadata names no target_directory".to_owned())
+}
+
+/// The target directory `contract --path` builds the crate of `manifest` in:
+/// `<workspace target>/contract-path/<directory name>-<hash of its canonical path>`.
+///
+/// One per crate directory, never shared: cargo names a path package's
+/// artifacts and fingerprints by its path relative to its own workspace root,
+/// so two copies of one backend (two worktrees, a copy with a fix) built in
+/// one target directory share one build, and cargo judges it fresh by file
+/// times; a copy whose files are older than its twin's build would run the
+/// twin's code. Keyed by the canonical path, a second copy gets a directory of
+/// its own, and one path's build is reused from run to run.
+pub(crate) fn own_target_dir(workspace_target: &Path, manifest: &Path) -> Result<PathBuf, String> {
+    let dir = manifest.parent().unwrap_or(Path::new("."));
+    let canonical = dir
+        .canonicalize()
+        .map_err(|e| format!("cannot resolve {}: {e}", dir.display()))?;
+    Ok(workspace_target
+        .join("contract-path")
+        .join(target_dir_name(&canonical)))
+}
+
+/// `<sanitised directory name>-<FNV-1a of the path, 16 hex digits>`: the name
+/// for a reader, the hash for uniqueness. FNV-1a, not std's hasher: the name
+/// must not change with the toolchain, or each upgrade would rebuild from scratch.
+fn target_dir_name(canonical: &Path) -> String {
+    let name: String = canonical
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let name = if name.is_empty() { "crate" } else { &name };
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in canonical.as_os_str().as_encoded_bytes() {
+        hash ^= u64::from(*byte);
+        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    format!("{name}-{hash:016x}")
+}
+
+/// Runs one suite's test target, echoing libtest's output as it comes; an
+/// out-of-tree suite builds in `target_dir`.
+fn run_one(suite: &Suite, target_dir: Option<&Path>, locked: bool) -> (bool, String) {
     let mut cmd = cargo(&["test"]);
     match &suite.manifest {
         Some(manifest) => {
-            // The workspace's target directory: the unique crates an
-            // out-of-tree backend depends on are built once, not twice.
-            cmd.arg("--manifest-path")
-                .arg(manifest)
-                .env("CARGO_TARGET_DIR", root().join("target"));
+            cmd.arg("--manifest-path").arg(manifest);
         }
         None => {
             cmd.args(["-p", &suite.package]);
         }
+    }
+    if let Some(target_dir) = target_dir {
+        cmd.env("CARGO_TARGET_DIR", target_dir);
     }
     if locked {
         cmd.arg("--locked");
@@ -318,6 +388,32 @@ fn print_table(rows: &[(&Suite, bool, Outcome)]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::root;
+
+    #[test]
+    fn each_crate_directory_builds_in_a_target_dir_of_its_own() {
+        let a = target_dir_name(Path::new("/work/a/my-store"));
+        let b = target_dir_name(Path::new("/work/b/my-store"));
+        assert!(
+            a.starts_with("my-store-") && b.starts_with("my-store-"),
+            "{a} {b}"
+        );
+        assert_ne!(a, b, "two copies of one crate share a target dir");
+        assert_eq!(a, target_dir_name(Path::new("/work/a/my-store")));
+        // Fixed by FNV-1a, not by the toolchain's hasher: a build outlives an upgrade.
+        assert_eq!(target_dir_name(Path::new("/x")), "x-07d64e07b49caeb2");
+        let odd = target_dir_name(Path::new("/work/my store.v2"));
+        assert!(odd.starts_with("my_store_v2-"), "{odd}");
+        assert!(target_dir_name(Path::new("/")).starts_with("crate-"));
+    }
+
+    #[test]
+    fn an_out_of_tree_target_dir_lies_under_the_workspace_target() {
+        let example = root().join("examples/out-of-tree-store/Cargo.toml");
+        let dir = own_target_dir(Path::new("/t"), &example).unwrap();
+        assert_eq!(dir.parent(), Some(Path::new("/t/contract-path")));
+        assert!(own_target_dir(Path::new("/t"), Path::new("/no/such/dir/Cargo.toml")).is_err());
+    }
 
     #[test]
     fn the_naming_convention() {

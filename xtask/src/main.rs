@@ -34,7 +34,8 @@ commands:
             own checks against broken backends): each test target named `contract` or
             `*_contract` in the workspace, then a table of cases passed, failed and the
             clause of each failure; `contract --path DIR` runs those of the crate in DIR
-            instead (an out-of-tree backend)
+            instead (an out-of-tree backend), built in a target directory of its own,
+            target/contract-path/<dir name>-<hash of DIR's canonical path>
   loom      the loom models of the memory store's fenced write
   fuzz      the property-based fuzz targets (wire contract, kick receiver) with
             PROPTEST_CASES=20000 instead of the 256 cases per property `ci` runs

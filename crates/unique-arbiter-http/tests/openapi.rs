@@ -469,7 +469,7 @@ async fn successes(s: &Server) {
     // and a corrupt owner (an error entry; `/v1/current` answers that key 503).
     s.store
         .inner
-        .put_raw(&Key::new("game", "prod", 3), 4, Some("{"), Some("x"));
+        .put_raw(&Key::new("game", "prod", 3), 4, Some("{"), Some("x"), None);
     let mixed = batch(&[
         key("game", "prod", 2),
         key("game", "prod", 1),

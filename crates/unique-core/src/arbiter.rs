@@ -187,8 +187,9 @@ impl<S: Store> Arbiter<S> {
     ///
     /// A valid claim first waits for its key's turn (see [Claim queue](Arbiter#claim-queue)).
     /// Per attempt: (1) strong read; (2) if the record already holds this
-    /// claim_id with an owner, return it as a replay (no kick, no write, I4);
-    /// (3) if the record holds a session, kick it and wait for confirmation or
+    /// claim_id with an owner, return it as a replay (no kick, no write, I4); if
+    /// the claim_id won an earlier gen and no longer holds the key, answer
+    /// `Superseded` (no kick, no write, C9); (3) if the record holds a session, kick it and wait for confirmation or
     /// failure (bounded by the kick timeout); (4) fenced CAS from the snapshot.
     /// A lost race starts the next attempt, from the record the store returned
     /// with it when it did, else from a fresh read.
@@ -198,7 +199,9 @@ impl<S: Store> Arbiter<S> {
     /// `InvalidParams` before any store call, for an invalid input or a new endpoint
     /// the kicker refuses ([`Kicker::check_endpoint`]); `Throttled` when the store throttled;
     /// `Unavailable` for any other store fault, an exhausted attempt budget, an
-    /// exhausted gen (fail-closed) or a full line of waiting claims on the key.
+    /// exhausted gen (fail-closed) or a full line of waiting claims on the key;
+    /// `Superseded` when this claim_id's login was replaced or logged out while
+    /// it was in flight (C9).
     pub async fn claim(&self, input: &ClaimInput) -> Result<ClaimOutcome, Error> {
         let started = Instant::now();
         let (result, attempts) = match self.validate_claim(input) {
@@ -346,7 +349,8 @@ impl<S: Store> Arbiter<S> {
     /// Steps 2–4 of one attempt. Takes the snapshot by value so the winning
     /// outcome moves the previous owner out instead of cloning it.
     async fn attempt(&self, input: &ClaimInput, snap: OwnerState) -> Result<Attempt, Error> {
-        if snap.owner.is_some() && snap.claim_id.as_deref() == Some(input.claim_id.as_str()) {
+        let current = snap.claim_id.as_deref() == Some(input.claim_id.as_str());
+        if current && snap.owner.is_some() {
             return Ok(Attempt::Won(ClaimOutcome {
                 generation: snap.generation,
                 prev_generation: 0,
@@ -356,6 +360,15 @@ impl<S: Store> Arbiter<S> {
                 kick_detail: None,
                 replayed: true,
             }));
+        }
+        // A claim_id that won an earlier gen and no longer holds the key was
+        // replaced (or logged out) while this retry was in flight: kicking now
+        // would log out the newer session (C9).
+        if !current && let Some(generation) = snap.recent_claims.won(&input.claim_id) {
+            return Err(Error::Superseded {
+                generation,
+                current: snap.generation,
+            });
         }
         // Refuse an exhausted gen before kicking: a session we cannot replace
         // must not be kicked.
@@ -435,7 +448,9 @@ enum Attempt {
 fn store_fault(e: Error) -> Error {
     match e {
         Error::Throttled | Error::Unavailable { .. } => e,
-        Error::InvalidParams(_) => Error::unavailable_with("store returned an unexpected error", e),
+        Error::InvalidParams(_) | Error::Superseded { .. } => {
+            Error::unavailable_with("store returned an unexpected error", e)
+        }
     }
 }
 

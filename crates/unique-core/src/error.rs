@@ -24,6 +24,16 @@ pub enum Error {
         #[source]
         source: Option<BoxError>,
     },
+    /// This claim_id already won an earlier gen of the key and no longer holds it:
+    /// another login replaced it, or it logged out, while this retry was in flight
+    /// (C9). Nothing was kicked or written. Do not retry: the login is over.
+    #[error("superseded: this claim won gen {generation}; the key is at gen {current}")]
+    Superseded {
+        /// The gen this claim_id won.
+        generation: i64,
+        /// The key's gen now.
+        current: i64,
+    },
 }
 
 impl Error {
@@ -63,17 +73,23 @@ impl Error {
         matches!(self, Self::Unavailable { .. })
     }
 
+    /// The claim_id's login was replaced or logged out while it was in flight.
+    pub fn is_superseded(&self) -> bool {
+        matches!(self, Self::Superseded { .. })
+    }
+
     /// Worth retrying with the same claim_id after a backoff (`Throttled`, `Unavailable`).
     pub fn is_retryable(&self) -> bool {
         self.is_throttled() || self.is_unavailable()
     }
 
-    /// The stable wire code: `invalid_params`, `throttled`, `unavailable`.
+    /// The stable wire code: `invalid_params`, `throttled`, `unavailable`, `superseded`.
     pub fn code(&self) -> &'static str {
         match self {
             Self::InvalidParams(_) => "invalid_params",
             Self::Throttled => "throttled",
             Self::Unavailable { .. } => "unavailable",
+            Self::Superseded { .. } => "superseded",
         }
     }
 }
@@ -88,6 +104,13 @@ mod tests {
             (Error::invalid("x"), [true, false, false, false]),
             (Error::Throttled, [false, true, false, true]),
             (Error::unavailable("x"), [false, false, true, true]),
+            (
+                Error::Superseded {
+                    generation: 1,
+                    current: 2,
+                },
+                [false, false, false, false],
+            ),
         ];
         for (e, [inv, thr, una, retry]) in cases {
             assert_eq!(e.is_invalid_params(), inv, "{e}");

@@ -7,6 +7,7 @@ mod fence;
 mod kicker;
 mod observer;
 mod queue;
+mod recent;
 mod store;
 mod types;
 mod validate;
@@ -17,6 +18,7 @@ pub use evict::decide_evict;
 pub use fence::{CasOutcome, Fence, Pins};
 pub use kicker::{KickOutcome, Kicker};
 pub use observer::{NoopObserver, Observer, TracingObserver};
+pub use recent::{RECENT_CLAIMS, RecentClaims};
 pub use store::{MAX_BATCH_KEYS, Store, decode_owner, encode_owner, ready_key};
 pub use types::{
     ClaimInput, ClaimOutcome, CurrentView, EvictReason, Key, KickDetail, KickPayload, Owner,

@@ -5,6 +5,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use crate::error::Error;
+use crate::recent::RecentClaims;
 
 /// The identity one session is arbitrated for: `(project, env, uid)`.
 ///
@@ -84,6 +85,8 @@ pub struct OwnerState {
     pub owner_corrupt: bool,
     /// `None` = no `cid` attribute; `Some("")` = `cid` is the empty string (C6).
     pub claim_id: Option<String>,
+    /// The record's last winning claims, the `won` attribute (C9).
+    pub recent_claims: RecentClaims,
 }
 
 impl OwnerState {
@@ -99,12 +102,19 @@ impl OwnerState {
 
     /// The snapshot of a stored record (`exists = true`) from its attributes as a
     /// backend reads them: the one place a stored `owner` becomes `owner` and
-    /// `owner_corrupt` (C7). `claim_id` is the `cid` attribute (`None`: absent, C6).
+    /// `owner_corrupt` (C7). `claim_id` is the `cid` attribute (`None`: absent, C6);
+    /// `won` the `won` attribute (`None`: absent; absent or unreadable is no
+    /// recent claims, C9).
     ///
     /// A record whose `gen` is 0 was never claimed (no claim writes gen 0), so
     /// it reads as [`absent`](Self::absent) and a first login may take it
     /// (see [`Fence::holds`](crate::Fence::holds)).
-    pub fn from_record(generation: i64, owner: StoredOwner<'_>, claim_id: Option<String>) -> Self {
+    pub fn from_record(
+        generation: i64,
+        owner: StoredOwner<'_>,
+        claim_id: Option<String>,
+        won: Option<&str>,
+    ) -> Self {
         if generation == 0 {
             return Self::absent();
         }
@@ -122,7 +132,15 @@ impl OwnerState {
             owner,
             owner_corrupt,
             claim_id,
+            recent_claims: RecentClaims::decode(won),
         }
+    }
+
+    /// The `won` attribute a claim from this snapshot writes when `claim_id` wins
+    /// `generation` (C9): these recent claims followed by the new win. A store
+    /// writes it in the same atomic write as `gen`, `owner` and `cid` (C4).
+    pub fn won_after(&self, claim_id: &str, generation: i64) -> String {
+        self.recent_claims.after_win(claim_id, generation).encode()
     }
 
     /// The record as `current` reports it (C7): the same record, but a corrupt
@@ -217,16 +235,22 @@ pub enum EvictReason {
     GenMismatch,
     /// The record is a tombstone: the session was released.
     OwnerEmpty,
+    /// The record holds this gen but another owner: after a gen rollback (a
+    /// restarted memory store, a restored backup, a failover to a lagging
+    /// replica) a new login got the same gen as this session.
+    OwnerChanged,
 }
 
 impl EvictReason {
-    /// The stable lower-case name: `none`, `not-exists`, `gen-mismatch`, `owner-empty`.
+    /// The stable lower-case name: `none`, `not-exists`, `gen-mismatch`, `owner-empty`,
+    /// `owner-changed`.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::None => "none",
             Self::NotExists => "not-exists",
             Self::GenMismatch => "gen-mismatch",
             Self::OwnerEmpty => "owner-empty",
+            Self::OwnerChanged => "owner-changed",
         }
     }
 }
@@ -411,7 +435,7 @@ mod tests {
     #[test]
     fn stored_owner_attributes_read_back_by_c7() {
         let read = |owner: StoredOwner<'_>| {
-            let state = OwnerState::from_record(4, owner, Some(String::new()));
+            let state = OwnerState::from_record(4, owner, Some(String::new()), None);
             assert!(state.exists && state.generation == 4);
             assert_eq!(state.claim_id.as_deref(), Some(""));
             (state.owner, state.owner_corrupt)
@@ -430,7 +454,7 @@ mod tests {
             assert_eq!(read(corrupt), (None, true), "{corrupt:?}");
         }
         assert_eq!(StoredOwner::from(None), StoredOwner::Absent);
-        let corrupt = OwnerState::from_record(4, StoredOwner::NotText, None);
+        let corrupt = OwnerState::from_record(4, StoredOwner::NotText, None, None);
         assert!(corrupt.into_current_view().unwrap_err().is_unavailable());
     }
 
@@ -441,11 +465,11 @@ mod tests {
             StoredOwner::Text(r#"{"endpoint":"http://h"}"#),
             StoredOwner::NotText,
         ] {
-            let state = OwnerState::from_record(0, owner, Some("c".into()));
+            let state = OwnerState::from_record(0, owner, Some("c".into()), Some(r#"[["c",1]]"#));
             assert_eq!(state, OwnerState::absent(), "{owner:?}");
             let view = state.into_current_view().expect("absent is readable");
             assert!(!view.exists && view.generation == 0 && view.owner.is_none());
         }
-        assert!(OwnerState::from_record(1, StoredOwner::Absent, None).exists);
+        assert!(OwnerState::from_record(1, StoredOwner::Absent, None, None).exists);
     }
 }

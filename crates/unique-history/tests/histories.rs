@@ -98,7 +98,7 @@ impl Store for Broken {
         tokio::task::yield_now().await;
         let generation = snap.generation + 1;
         self.inner
-            .put_raw(key, generation, Some(&owner), Some(claim_id));
+            .put_raw(key, generation, Some(&owner), Some(claim_id), None);
         Ok(CasOutcome::Written { generation })
     }
     async fn current(&self, key: &Key) -> Result<CurrentView, Error> {

@@ -30,6 +30,7 @@ pub async fn corrupt_owner_reads_soft(subject: Subject) {
             owner: None,
             owner_corrupt: true,
             claim_id: Some("c".into()),
+            ..OwnerState::default()
         };
         ensure_eq!(
             state,

@@ -22,7 +22,7 @@ fn seed() -> u64 {
         .unwrap_or_else(|| fastrand::u64(..))
 }
 
-/// I2/C1–C7: 3000 seeded random operations over five keys (reads, `current`,
+/// I2/C1–C7, C9: 3000 seeded random operations over five keys (reads, `current`,
 /// claims from fresh and stale snapshots, releases at right and wrong gens,
 /// raw tombstones, corrupt and empty-cid records), each checked against the
 /// reference model; claimed gens strictly increase per key. The seed is
@@ -77,7 +77,7 @@ impl Walk {
     }
 
     async fn read(&mut self, uid: i64, at: &str) {
-        let state = self.ctx.read(&self.ctx.key(uid)).await;
+        let state = self.ctx.read_all(&self.ctx.key(uid)).await;
         ensure_record(
             &state,
             self.model(uid).state(),
@@ -123,7 +123,7 @@ impl Walk {
         let fresh = self.rng.bool();
         let remembered = self.stale.entry(uid).or_default();
         let snap = if fresh || remembered.is_empty() {
-            let snap = self.ctx.read(&key).await;
+            let snap = self.ctx.read_all(&key).await;
             remembered.push(snap.clone());
             if remembered.len() > 8 {
                 remembered.remove(0);
@@ -228,6 +228,7 @@ impl Walk {
             generation,
             owner.into(),
             claim_id.map(str::to_owned),
+            None,
         ));
     }
 }

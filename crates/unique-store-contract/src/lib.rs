@@ -25,6 +25,7 @@ pub mod fenced_release;
 pub mod invariants;
 pub mod linearizability;
 pub mod model;
+pub mod recent_claims;
 mod rival;
 pub mod strong_reads;
 mod support;
@@ -40,6 +41,8 @@ pub struct RawRecord {
     pub owner: Option<String>,
     /// The `cid` attribute; `None` = attribute absent.
     pub claim_id: Option<String>,
+    /// The `won` attribute (the recent claims, C9) as raw text; `None` = attribute absent.
+    pub won: Option<String>,
 }
 
 /// The raw-record hook a backend gives the suite: an unconditional write that
@@ -137,6 +140,14 @@ macro_rules! __store_contract_cases {
                 lost_race_only_on_condition,
                 lost_race_record_is_current,
                 owner_without_endpoint_refused,
+            }
+            recent_claims {
+                claims_append_their_wins,
+                recent_claims_keep_the_last_ones,
+                lost_race_writes_no_win,
+                unreadable_list_reads_empty,
+                superseded_retry_neither_kicks_nor_writes,
+                superseded_after_logout,
             }
             traps {
                 stale_snapshot_loses,

@@ -7,7 +7,7 @@
 //! a backend against it operation by operation; it is public so a backend's own
 //! tests can use it too.
 
-use unique_core::{CurrentView, Owner, OwnerState};
+use unique_core::{CurrentView, Owner, OwnerState, RECENT_CLAIMS, RecentClaims};
 
 /// What a claim must do to the record, per C3 and C4.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,7 +54,7 @@ impl RecordModel {
         })
     }
 
-    /// Applies `claim_cas(owner, claim_id, snap)` (C3, C4).
+    /// Applies `claim_cas(owner, claim_id, snap)` (C3, C4, C9).
     pub fn claim(&mut self, owner: &Owner, claim_id: &str, snap: &OwnerState) -> ClaimVerdict {
         let next = if snap.exists {
             match snap.generation.checked_add(1).filter(|g| *g < i64::MAX) {
@@ -79,17 +79,33 @@ impl RecordModel {
         if !holds {
             return ClaimVerdict::ConditionFailed;
         }
+        // C9: the stored wins, then this one, the oldest dropped beyond the limit.
+        let mut wins: Vec<(String, i64)> = if stored.exists {
+            stored
+                .recent_claims
+                .iter()
+                .map(|(c, g)| (c.to_owned(), g))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        wins.push((claim_id.to_owned(), next));
+        if wins.len() > RECENT_CLAIMS {
+            wins.remove(0);
+        }
         self.state = OwnerState {
             exists: true,
             generation: next,
             owner: Some(owner.clone()),
             owner_corrupt: false,
             claim_id: Some(claim_id.to_owned()),
+            recent_claims: RecentClaims::from_wins(wins),
         };
         ClaimVerdict::Won(next)
     }
 
-    /// Applies `release(generation)` (C5) and returns what it must return.
+    /// Applies `release(generation)` (C5) and returns what it must return. The
+    /// recent claims stay (C9): a released claim_id is superseded.
     pub fn release(&mut self, generation: i64) -> bool {
         if generation <= 0 || !self.state.exists || self.state.generation != generation {
             return false;

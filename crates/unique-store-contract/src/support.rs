@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use unique_core::{CasOutcome, CurrentView, Error, Key, Owner, OwnerState, Store};
+use unique_core::{CasOutcome, CurrentView, Error, Key, Owner, OwnerState, RecentClaims, Store};
 
 use crate::check::violated;
 use crate::{RawRecord, RawWriter, Subject};
@@ -33,7 +33,15 @@ impl Ctx {
         Key::new(self.project.clone(), self.env.clone(), uid)
     }
 
+    /// The record without its recent claims: what every case but C9's
+    /// compares (their expected states name gen, owner and cid only). A claim
+    /// from such a snapshot writes a list of one win, which C1–C8 do not look at.
     pub(crate) async fn read(&self, key: &Key) -> OwnerState {
+        without_recent_claims(self.read_all(key).await)
+    }
+
+    /// The whole record, recent claims included (C9).
+    pub(crate) async fn read_all(&self, key: &Key) -> OwnerState {
         match self.store.read_owner(key).await {
             Ok(state) => state,
             Err(e) => violated(
@@ -218,10 +226,24 @@ impl Ctx {
         owner: Option<&str>,
         claim_id: Option<&str>,
     ) {
+        self.put_with_won(key, generation, owner, claim_id, None)
+            .await;
+    }
+
+    /// [`put`](Self::put) with a raw `won` attribute (`None`: absent).
+    pub(crate) async fn put_with_won(
+        &self,
+        key: &Key,
+        generation: i64,
+        owner: Option<&str>,
+        claim_id: Option<&str>,
+        won: Option<&str>,
+    ) {
         let record = RawRecord {
             generation,
             owner: owner.map(str::to_owned),
             claim_id: claim_id.map(str::to_owned),
+            won: won.map(str::to_owned),
         };
         if let Err(e) = self.raw.put_raw(key, record).await {
             violated(
@@ -273,7 +295,7 @@ impl Ctx {
             Err(NotWritten::LostRace(current)) => {
                 if let Some(carried) = current {
                     ensure_record(
-                        &carried,
+                        &without_recent_claims(carried),
                         before,
                         ("C8", "a lost race carries the record as it stands"),
                         &format!("{what}: carried by the lost race"),
@@ -321,20 +343,24 @@ pub(crate) fn ensure_record(
     };
     let misread_owner =
         got.owner_corrupt != want.owner_corrupt || got.owner.is_some() != want.owner.is_some();
-    let (clause, rule) =
-        if same_pins && same_owner && empty_vs_absent(&got.claim_id, &want.claim_id) {
-            (
-                "C6",
-                "an empty cid reads as Some(\"\"), an absent cid as None",
-            )
-        } else if same_pins && got.claim_id == want.claim_id && misread_owner {
-            (
-                "C7",
-                "a stored owner reads as written: parsed, empty for a tombstone, or corrupt",
-            )
-        } else {
-            otherwise
-        };
+    let (clause, rule) = if same_pins && same_owner && got.claim_id == want.claim_id {
+        (
+            "C9",
+            "a claim appends its win to the record's recent claims, which a release keeps",
+        )
+    } else if same_pins && same_owner && empty_vs_absent(&got.claim_id, &want.claim_id) {
+        (
+            "C6",
+            "an empty cid reads as Some(\"\"), an absent cid as None",
+        )
+    } else if same_pins && got.claim_id == want.claim_id && misread_owner {
+        (
+            "C7",
+            "a stored owner reads as written: parsed, empty for a tombstone, or corrupt",
+        )
+    } else {
+        otherwise
+    };
     violated(
         clause,
         rule,
@@ -392,6 +418,12 @@ pub(crate) fn owner_json(claim_id: &str) -> String {
     unique_core::encode_owner(&owner_for(claim_id)).expect("test owner has an endpoint")
 }
 
+/// `state` without its recent claims, as [`Ctx::read`] reports it.
+pub(crate) fn without_recent_claims(mut state: OwnerState) -> OwnerState {
+    state.recent_claims = RecentClaims::new();
+    state
+}
+
 /// The snapshot a correct store reports after a claim by `claim_id` won `generation`.
 pub(crate) fn claimed(generation: i64, claim_id: &str) -> OwnerState {
     OwnerState {
@@ -400,6 +432,7 @@ pub(crate) fn claimed(generation: i64, claim_id: &str) -> OwnerState {
         owner: Some(owner_for(claim_id)),
         owner_corrupt: false,
         claim_id: Some(claim_id.to_owned()),
+        recent_claims: RecentClaims::new(),
     }
 }
 

@@ -8,7 +8,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use unique_core::{
-    CasOutcome, CurrentView, Error, Key, Owner, OwnerState, Store, async_trait, encode_owner,
+    CasOutcome, CurrentView, Error, Key, Owner, OwnerState, RecentClaims, Store, async_trait,
+    encode_owner,
 };
 use unique_store_contract::model::{ClaimVerdict, RecordModel};
 use unique_store_contract::{RawRecord, RawWriter, Subject, store_contract_tests};
@@ -31,6 +32,8 @@ enum Bug {
     CachedReads,
     /// Records expire one second after their last write.
     Ttl,
+    /// Writes no recent claims: every claim leaves an empty list.
+    ForgetsWins,
 }
 
 struct Entry {
@@ -108,7 +111,16 @@ impl Store for RefStore {
             Bug::UnconditionalPut => snap = self.with(key, |m| m.state().clone()),
             _ => {}
         }
-        let verdict = self.with(key, |m| m.claim(owner, claim_id, &snap));
+        let verdict = self.with(key, |m| {
+            let verdict = m.claim(owner, claim_id, &snap);
+            if self.bug == Bug::ForgetsWins && matches!(verdict, ClaimVerdict::Won(_)) {
+                *m = RecordModel::from_state(OwnerState {
+                    recent_claims: RecentClaims::new(),
+                    ..m.state().clone()
+                });
+            }
+            verdict
+        });
         match verdict {
             ClaimVerdict::Won(generation) => Ok(CasOutcome::Written { generation }),
             ClaimVerdict::ConditionFailed => Ok(CasOutcome::LostRace {
@@ -144,6 +156,7 @@ impl RawWriter for RefStore {
             record.generation,
             record.owner.as_deref().into(),
             record.claim_id,
+            record.won.as_deref(),
         );
         self.with(key, |m| *m = RecordModel::from_state(state));
         Ok(())
@@ -200,12 +213,17 @@ const MUTANTS: &[(Bug, &str, &str)] = &[
         "C2",
     ),
     (Bug::Ttl, "traps::records_outlive_an_idle_second", "Records"),
+    (
+        Bug::ForgetsWins,
+        "recent_claims::claims_append_their_wins",
+        "C9",
+    ),
 ];
 
 /// The clauses a failure may name: the headings of `docs/design.md` the
 /// store contract covers.
 const CLAUSES: &[&str] = &[
-    "C1", "C2", "C3", "C4", "C5", "C6", "C7", "C8", "I2", "I3", "I4", "I6", "Records",
+    "C1", "C2", "C3", "C4", "C5", "C6", "C7", "C8", "C9", "I2", "I3", "I4", "I6", "Records",
 ];
 
 /// Feeds every mutant to the whole suite (`check_all`): the case written for

@@ -126,7 +126,7 @@ pub(crate) fn owner_state(item: Option<&Item>) -> Result<OwnerState, Error> {
         Some(AttributeValue::S(cid)) => Some(cid.clone()),
         Some(_) => return Err(Error::unavailable("stored cid is not a string")),
     };
-    Ok(OwnerState::from_record(generation, owner, claim_id))
+    Ok(OwnerState::from_record(generation, owner, claim_id, None))
 }
 
 /// The view `current` returns: the same decoding, but a corrupt owner is a hard
@@ -188,6 +188,7 @@ mod tests {
             owner: None,
             owner_corrupt: true,
             claim_id: Some(String::new()),
+            ..OwnerState::default()
         };
         let pin = form(&corrupt);
         assert_eq!(pin.condition, "#gen = :prev AND #cid = :prev_cid");

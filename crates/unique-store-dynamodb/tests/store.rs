@@ -338,6 +338,7 @@ async fn refusals_send_no_request() {
         owner: None,
         owner_corrupt: false,
         claim_id: Some("cid".into()),
+        ..OwnerState::default()
     };
     let owner = Owner::new("r", "c", "http://h/k");
     let err = store

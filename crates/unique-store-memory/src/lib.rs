@@ -49,13 +49,21 @@ impl MemoryStore {
     /// Never use it in production code: it can move a gen backwards. Compiled
     /// only with the `test-util` feature.
     #[cfg(feature = "test-util")]
-    pub fn put_raw(&self, key: &Key, generation: i64, owner: Option<&str>, claim_id: Option<&str>) {
+    pub fn put_raw(
+        &self,
+        key: &Key,
+        generation: i64,
+        owner: Option<&str>,
+        claim_id: Option<&str>,
+        won: Option<&str>,
+    ) {
         self.table.put(
             key,
             Record {
                 generation,
                 owner: OwnerAttr::from_raw(owner),
                 claim_id: claim_id.map(str::to_owned),
+                recent: unique_core::RecentClaims::decode(won),
             },
         );
     }
@@ -98,7 +106,12 @@ impl Store for MemoryStore {
             return Err(Error::invalid("owner.endpoint must not be empty"));
         }
         let fence = Fence::for_snapshot(snap)?;
-        Ok(self.table.claim(key, fence, owner, claim_id))
+        // C9: the stored list equals the snapshot's whenever the fence holds
+        // (only claims change it, and every claim changes the gen).
+        let recent = snap
+            .recent_claims
+            .after_win(claim_id, fence.next_generation());
+        Ok(self.table.claim(key, fence, owner, claim_id, recent))
     }
 
     async fn current(&self, key: &Key) -> Result<CurrentView, Error> {

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use loom::sync::Arc;
 use loom::thread;
-use unique_core::{CasOutcome, Fence, Key, Owner, OwnerState};
+use unique_core::{CasOutcome, Fence, Key, Owner, OwnerState, RecentClaims};
 
 use crate::record::{OwnerAttr, Record, state_of};
 use crate::table::Table;
@@ -45,6 +45,7 @@ fn session(generation: i64, claim_id: &str) -> Record {
         generation,
         owner: OwnerAttr::Valid(owner(claim_id)),
         claim_id: Some(claim_id.to_owned()),
+        recent: RecentClaims::from_wins([(claim_id, generation)]),
     }
 }
 
@@ -82,7 +83,13 @@ fn claimers_from_one_snapshot(n: usize, initial: Option<Record>, expected: i64) 
             let snap = std::sync::Arc::clone(&snap);
             thread::spawn(move || {
                 let claim_id = format!("t{i}");
-                let result = table.claim(&key(), fence(&snap), &owner(&claim_id), &claim_id);
+                let result = table.claim(
+                    &key(),
+                    fence(&snap),
+                    &owner(&claim_id),
+                    &claim_id,
+                    RecentClaims::new(),
+                );
                 (claim_id, result)
             })
         })
@@ -137,6 +144,7 @@ fn loom_three_claimers_tombstone() {
         generation: 9,
         owner: OwnerAttr::Empty,
         claim_id: None,
+        recent: RecentClaims::new(),
     };
     let explored = explore("three claimers, tombstone", move || {
         claimers_from_one_snapshot(3, Some(tombstone.clone()), 10);
@@ -154,7 +162,9 @@ fn loom_claim_races_release() {
         };
         let claim_thread = {
             let table = Arc::clone(&table);
-            thread::spawn(move || written(&table.claim(&key(), fence(&snap), &owner("b"), "b")))
+            thread::spawn(move || {
+                written(&table.claim(&key(), fence(&snap), &owner("b"), "b", RecentClaims::new()))
+            })
         };
         let released = release_thread.join().unwrap();
         let claimed = claim_thread.join().unwrap();
@@ -194,13 +204,21 @@ fn loom_replay_races_new_claim() {
                 }
                 (
                     false,
-                    written(&table.claim(&key(), fence(&seen), &owner("a"), "a")),
+                    written(&table.claim(
+                        &key(),
+                        fence(&seen),
+                        &owner("a"),
+                        "a",
+                        RecentClaims::new(),
+                    )),
                 )
             })
         };
         let newcomer = {
             let table = Arc::clone(&table);
-            thread::spawn(move || written(&table.claim(&key(), fence(&snap), &owner("b"), "b")))
+            thread::spawn(move || {
+                written(&table.claim(&key(), fence(&snap), &owner("b"), "b", RecentClaims::new()))
+            })
         };
         let (replayed, retried) = retry.join().unwrap();
         let claimed = newcomer.join().unwrap();

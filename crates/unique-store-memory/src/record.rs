@@ -1,6 +1,6 @@
 //! One key's stored record and how it reads back (C6, C7).
 
-use unique_core::{Owner, OwnerState, Pins};
+use unique_core::{Owner, OwnerState, Pins, RecentClaims};
 
 /// The `owner` attribute, kept decoded so reads do not parse JSON.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -20,7 +20,7 @@ impl OwnerAttr {
     #[cfg(any(test, feature = "test-util"))]
     pub(crate) fn from_raw(raw: Option<&str>) -> Self {
         // Any gen above 0 will do: a gen-0 record reads as absent, owner and all.
-        let state = OwnerState::from_record(1, raw.into(), None);
+        let state = OwnerState::from_record(1, raw.into(), None, None);
         match (state.owner, state.owner_corrupt) {
             (Some(owner), _) => Self::Valid(owner),
             (None, true) => Self::Corrupt,
@@ -29,7 +29,7 @@ impl OwnerAttr {
     }
 }
 
-/// The three attributes of a key's record.
+/// The four attributes of a key's record.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Record {
     /// `gen`.
@@ -38,15 +38,24 @@ pub(crate) struct Record {
     pub(crate) owner: OwnerAttr,
     /// `cid`; `None` = attribute absent, `Some("")` = empty string (C6).
     pub(crate) claim_id: Option<String>,
+    /// `won`, kept decoded (C9).
+    pub(crate) recent: RecentClaims,
 }
 
 impl Record {
-    /// Writes a claim over this record: `gen`, `owner` and `cid` together (C4).
+    /// Writes a claim over this record: `gen`, `owner`, `cid` and `won` together (C4, C9).
     ///
     /// Copies into the strings the record already holds, so replacing a session
     /// (the common write) allocates nothing once the strings are long enough.
-    pub(crate) fn overwrite(&mut self, generation: i64, owner: &Owner, claim_id: &str) {
+    pub(crate) fn overwrite(
+        &mut self,
+        generation: i64,
+        owner: &Owner,
+        claim_id: &str,
+        recent: RecentClaims,
+    ) {
         self.generation = generation;
+        self.recent = recent;
         match &mut self.owner {
             OwnerAttr::Valid(stored) => {
                 stored.region.clone_from(&owner.region);
@@ -79,6 +88,7 @@ impl Record {
             owner,
             owner_corrupt,
             claim_id: self.claim_id.clone(),
+            recent_claims: self.recent.clone(),
         }
     }
 
@@ -117,14 +127,17 @@ mod tests {
             generation: 3,
             owner: OwnerAttr::Valid(Owner::new("a-long-region", "c", "http://old/kick")),
             claim_id: Some("an-older-and-longer-claim-id".to_owned()),
+            recent: RecentClaims::from_wins([("an-older-and-longer-claim-id", 3)]),
         };
-        record.overwrite(4, &Owner::new("", "c2", "http://new"), "n");
+        let recent = record.recent.after_win("n", 4);
+        record.overwrite(4, &Owner::new("", "c2", "http://new"), "n", recent.clone());
         assert_eq!(
             record,
             Record {
                 generation: 4,
                 owner: OwnerAttr::Valid(Owner::new("", "c2", "http://new")),
                 claim_id: Some("n".to_owned()),
+                recent,
             }
         );
         for owner in [OwnerAttr::Empty, OwnerAttr::Corrupt] {
@@ -132,8 +145,9 @@ mod tests {
                 generation: 7,
                 owner,
                 claim_id: None,
+                recent: RecentClaims::new(),
             };
-            record.overwrite(8, &Owner::new("r", "", "http://h"), "");
+            record.overwrite(8, &Owner::new("r", "", "http://h"), "", RecentClaims::new());
             assert_eq!(
                 record.owner,
                 OwnerAttr::Valid(Owner::new("r", "", "http://h"))
@@ -149,6 +163,7 @@ mod tests {
             generation: 3,
             owner: OwnerAttr::Corrupt,
             claim_id: Some(String::new()),
+            recent: RecentClaims::new(),
         };
         let state = record.state();
         assert!(state.exists && state.owner_corrupt && state.owner.is_none());
@@ -169,6 +184,7 @@ mod tests {
             generation: 0,
             owner: OwnerAttr::Valid(Owner::new("", "", "http://h")),
             claim_id: Some("c".to_owned()),
+            recent: RecentClaims::from_wins([("c", 1)]),
         };
         assert_eq!(record.state(), OwnerState::absent());
         assert!(unique_core::Fence::FirstLogin.holds(Some(record.pins())));

@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 use std::hash::{BuildHasher, RandomState};
 
-use unique_core::{CasOutcome, Fence, Key, Owner};
+use unique_core::{CasOutcome, Fence, Key, Owner, RecentClaims};
 
 use crate::record::{OwnerAttr, Record, state_of};
 use crate::sync::{Mutex, lock};
@@ -100,12 +100,13 @@ impl Table {
         fence: Fence<'_>,
         owner: &Owner,
         claim_id: &str,
+        recent: RecentClaims,
     ) -> CasOutcome {
         let generation = fence.next_generation();
         let mut map = lock(self.shard(key));
         match map.get_mut(key) {
             Some(record) if fence.holds(Some(record.pins())) => {
-                record.overwrite(generation, owner, claim_id);
+                record.overwrite(generation, owner, claim_id, recent);
             }
             None if fence.holds(None) => {
                 map.insert(
@@ -114,6 +115,7 @@ impl Table {
                         generation,
                         owner: OwnerAttr::Valid(owner.clone()),
                         claim_id: Some(claim_id.to_owned()),
+                        recent,
                     },
                 );
             }

@@ -126,7 +126,7 @@ impl Drop for Checkout {
 
 /// The snapshot of one `(gen, owner, cid)` row.
 fn record(generation: i64, owner: Option<&str>, cid: Option<String>) -> OwnerState {
-    OwnerState::from_record(generation, owner.into(), cid)
+    OwnerState::from_record(generation, owner.into(), cid, None)
 }
 
 #[async_trait]

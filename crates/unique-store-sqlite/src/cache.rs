@@ -156,6 +156,7 @@ fn committed_state(write: &Write, result: &Result<Written, Error>) -> Option<Own
             owner: Some(decoded.clone()),
             owner_corrupt: false,
             claim_id: Some(claim_id.clone()),
+            ..OwnerState::default()
         }),
         // Read inside the transaction, after the batch's earlier writes.
         (
@@ -171,6 +172,7 @@ fn committed_state(write: &Write, result: &Result<Written, Error>) -> Option<Own
             owner: None,
             owner_corrupt: false,
             claim_id: None,
+            ..OwnerState::default()
         }),
         _ => None,
     }
@@ -188,6 +190,7 @@ mod tests {
             owner: Some(Owner::new("r", "c", "http://h/k")),
             owner_corrupt: false,
             claim_id: Some(cid.into()),
+            ..OwnerState::default()
         }
     }
 
@@ -256,6 +259,7 @@ mod tests {
             owner: None,
             owner_corrupt: false,
             claim_id: None,
+            ..OwnerState::default()
         };
         assert_eq!(cache.get("a"), Some(tombstone));
     }

@@ -288,7 +288,7 @@ fn decode_row(row: &Row<'_>) -> rusqlite::Result<OwnerState> {
         _ => StoredOwner::NotText,
     };
     let claim_id: Option<String> = row.get(2)?;
-    Ok(OwnerState::from_record(generation, owner, claim_id))
+    Ok(OwnerState::from_record(generation, owner, claim_id, None))
 }
 
 #[cfg(test)]
@@ -346,6 +346,7 @@ mod tests {
                 owner: unique_core::decode_owner(OWNER).expect("owner"),
                 owner_corrupt: false,
                 claim_id: cid.map(str::to_owned),
+                ..OwnerState::default()
             });
             assert_eq!(
                 claim(&conn, "k", "n", fence),

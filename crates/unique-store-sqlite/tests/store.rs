@@ -68,6 +68,7 @@ async fn reopen_continues_generations() {
             owner: None,
             owner_corrupt: false,
             claim_id: None,
+            ..OwnerState::default()
         },
         "the tombstone and its gen survive the reopen"
     );
@@ -317,6 +318,7 @@ async fn normal_synchronous_is_selectable() {
                 generation: 41,
                 owner: Some(String::new()),
                 claim_id: None,
+                won: None,
             },
         )
         .await

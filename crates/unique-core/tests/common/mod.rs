@@ -14,7 +14,8 @@ use std::time::Duration;
 
 use unique_core::{
     Arbiter, ArbiterBuilder, CasOutcome, ClaimInput, ClaimOutcome, CurrentView, Error, Key,
-    KickDetail, KickOutcome, KickPayload, Kicker, Observer, Owner, OwnerState, Store, async_trait,
+    KickDetail, KickOutcome, KickPayload, Kicker, Observer, Owner, OwnerState, RecentClaims, Store,
+    async_trait,
 };
 
 /// The endpoint of the session being replaced in most tests.
@@ -59,6 +60,7 @@ pub(crate) fn online(generation: i64, owner: Owner, claim_id: &str) -> OwnerStat
         owner: Some(owner),
         owner_corrupt: false,
         claim_id: Some(claim_id.to_owned()),
+        recent_claims: RecentClaims::from_wins([(claim_id, generation)]),
     }
 }
 
@@ -75,6 +77,7 @@ pub(crate) fn tombstone(generation: i64) -> OwnerState {
         owner: None,
         owner_corrupt: false,
         claim_id: None,
+        recent_claims: RecentClaims::new(),
     }
 }
 
@@ -86,6 +89,7 @@ pub(crate) fn corrupt(generation: i64) -> OwnerState {
         owner: None,
         owner_corrupt: true,
         claim_id: Some(OLD_CLAIM_ID.to_owned()),
+        recent_claims: RecentClaims::new(),
     }
 }
 
