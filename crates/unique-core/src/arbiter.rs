@@ -3,10 +3,12 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use tokio::time::Instant as Deadline;
+
 use crate::error::Error;
 use crate::fence::{CasOutcome, Fence};
 use crate::kicker::{KickOutcome, Kicker};
-use crate::observer::{NoopObserver, Observer};
+use crate::observer::{NoopObserver, Observer, ShedReason};
 use crate::queue::ClaimQueue;
 use crate::store::{MAX_BATCH_KEYS, Store};
 use crate::types::{
@@ -18,6 +20,10 @@ use crate::validate::ValidationLimits;
 pub const DEFAULT_MAX_CLAIM_ATTEMPTS: u32 = 3;
 /// Default time the old session's receiver gets to confirm a kick.
 pub const DEFAULT_KICK_TIMEOUT: Duration = Duration::from_secs(3);
+/// Default most claims that may wait in one key's line behind the one holding its turn.
+pub const DEFAULT_MAX_QUEUED_CLAIMS: usize = 16;
+/// Default deadline of one claim, from its arrival (its wait in line included).
+pub const DEFAULT_CLAIM_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Arbitrates logins so that each key has at most one online session.
 ///
@@ -33,10 +39,12 @@ pub const DEFAULT_KICK_TIMEOUT: Duration = Duration::from_secs(3);
 /// and arbiters; the store contract is unchanged. Claims on different keys never
 /// wait for each other, and `current` and `release` never wait.
 ///
-/// Nothing new bounds the wait: a line of N claims on one key takes up to N claim
-/// times, each bounded by the kick timeout and the store's own timeouts. The line
-/// is unlimited by default; [`ArbiterBuilder::max_queued_claims`] refuses claims
-/// beyond a limit with `Unavailable`. A claim future dropped while it waits leaves
+/// The line is bounded: [`ArbiterBuilder::max_queued_claims`] (default
+/// [`DEFAULT_MAX_QUEUED_CLAIMS`]) refuses claims beyond it with `Throttled`, and
+/// every claim's deadline ([`ArbiterBuilder::claim_timeout`], default
+/// [`DEFAULT_CLAIM_TIMEOUT`]) counts its wait in line. The shard a key's line lives
+/// in comes from a hash seeded per arbiter, so callers cannot choose uids that
+/// crowd one shard's mutex. A claim future dropped while it waits leaves
 /// the line; dropped while it holds the turn, it hands the turn on. The queue keeps
 /// an entry only for keys with a claim in progress ([`Arbiter::claiming_keys`]).
 pub struct Arbiter<S> {
@@ -49,6 +57,7 @@ struct Inner<S> {
     observer: Box<dyn Observer>,
     max_claim_attempts: u32,
     kick_timeout: Duration,
+    claim_timeout: Duration,
     limits: ValidationLimits,
     queue: ClaimQueue,
 }
@@ -67,19 +76,22 @@ impl<S> std::fmt::Debug for Arbiter<S> {
             .field("has_kicker", &self.inner.kicker.is_some())
             .field("max_claim_attempts", &self.inner.max_claim_attempts)
             .field("kick_timeout", &self.inner.kick_timeout)
+            .field("claim_timeout", &self.inner.claim_timeout)
             .field("limits", &self.inner.limits)
             .finish_non_exhaustive()
     }
 }
 
-/// Configures an [`Arbiter`]. Defaults: 3 attempts, 3 s kick timeout, no kicker
-/// (fail-open: every kick counts as confirmed), [`NoopObserver`], default limits.
+/// Configures an [`Arbiter`]. Defaults: 3 attempts, 3 s kick timeout, 10 s claim
+/// deadline, 16 claims waiting per key, no kicker (fail-open: every kick counts as
+/// confirmed), [`NoopObserver`], default limits.
 pub struct ArbiterBuilder<S> {
     store: S,
     kicker: Option<Box<dyn Kicker>>,
     observer: Box<dyn Observer>,
     max_claim_attempts: u32,
     kick_timeout: Duration,
+    claim_timeout: Duration,
     limits: ValidationLimits,
     max_queued_claims: usize,
 }
@@ -121,13 +133,25 @@ impl<S: Store> ArbiterBuilder<S> {
     }
 
     /// Most claims that may wait in one key's line behind the claim holding its
-    /// turn; one more is refused at once with `Unavailable` (retryable), with no
-    /// store call. Default: no limit, since each waiter is already bounded by
-    /// its own request (a server's connection cap) and each turn by the kick
-    /// and store timeouts.
+    /// turn; one more is refused at once with `Throttled` (retryable: back off),
+    /// with no store call. Default [`DEFAULT_MAX_QUEUED_CLAIMS`]: one user's
+    /// devices never queue that many logins, so a longer line is a retry storm
+    /// or an attack on one key, and each waiter holds a request and a connection.
     #[must_use]
     pub fn max_queued_claims(mut self, waiters: usize) -> Self {
         self.max_queued_claims = waiters;
+        self
+    }
+
+    /// The deadline of one claim, counted from its arrival (its wait in line
+    /// included). A claim past it stops before its next kick or write and fails
+    /// with `Unavailable`; a write already sent is waited for, never abandoned,
+    /// so a claim never writes after it answered. The answer therefore comes at
+    /// most one store write after the deadline. Values below 1 ms clamp to 1 ms.
+    /// Default [`DEFAULT_CLAIM_TIMEOUT`].
+    #[must_use]
+    pub fn claim_timeout(mut self, timeout: Duration) -> Self {
+        self.claim_timeout = timeout.max(Duration::from_millis(1));
         self
     }
 
@@ -140,6 +164,7 @@ impl<S: Store> ArbiterBuilder<S> {
                 observer: self.observer,
                 max_claim_attempts: self.max_claim_attempts,
                 kick_timeout: self.kick_timeout,
+                claim_timeout: self.claim_timeout,
                 limits: self.limits,
                 queue: ClaimQueue::new(self.max_queued_claims),
             }),
@@ -156,8 +181,9 @@ impl<S: Store> Arbiter<S> {
             observer: Box::new(NoopObserver),
             max_claim_attempts: DEFAULT_MAX_CLAIM_ATTEMPTS,
             kick_timeout: DEFAULT_KICK_TIMEOUT,
+            claim_timeout: DEFAULT_CLAIM_TIMEOUT,
             limits: ValidationLimits::default(),
-            max_queued_claims: usize::MAX,
+            max_queued_claims: DEFAULT_MAX_QUEUED_CLAIMS,
         }
     }
 
@@ -199,18 +225,25 @@ impl<S: Store> Arbiter<S> {
     /// `InvalidParams` before any store call, for an invalid input or a new endpoint
     /// the kicker refuses ([`Kicker::check_endpoint`]); `Throttled` when the store throttled;
     /// `Unavailable` for any other store fault, an exhausted attempt budget, an
-    /// exhausted gen (fail-closed) or a full line of waiting claims on the key;
-    /// `Superseded` when this claim_id's login was replaced or logged out while
+    /// exhausted gen (fail-closed) or a passed claim deadline; `Throttled` also
+    /// for a full line of waiting claims on the key; `Superseded` when this claim_id's login was replaced or logged out while
     /// it was in flight (C9).
     pub async fn claim(&self, input: &ClaimInput) -> Result<ClaimOutcome, Error> {
         let started = Instant::now();
+        let deadline = Deadline::now() + self.inner.claim_timeout;
         let (result, attempts) = match self.validate_claim(input) {
-            Ok(()) => match self.inner.queue.enter(&input.key).await {
-                // Held until the claim is decided, so the next claim on this key
-                // reads what this one wrote.
-                Ok(_turn) => self.claim_attempts(input).await,
-                Err(e) => (Err(e), 0),
-            },
+            Ok(()) => {
+                match until(deadline, self.inner.queue.enter(&input.key)).await {
+                    // Held until the claim is decided, so the next claim on this key
+                    // reads what this one wrote.
+                    Ok(Ok(_turn)) => self.claim_attempts(input, deadline).await,
+                    Ok(Err(full)) => {
+                        self.inner.observer.on_claim_shed(ShedReason::QueueFull);
+                        (Err(full), 0)
+                    }
+                    Err(_) => (Err(self.deadline_passed()), 0),
+                }
+            }
             Err(e) => (Err(e), 0),
         };
         self.inner
@@ -321,19 +354,25 @@ impl<S: Store> Arbiter<S> {
         Ok(())
     }
 
-    async fn claim_attempts(&self, input: &ClaimInput) -> (Result<ClaimOutcome, Error>, u32) {
+    async fn claim_attempts(
+        &self,
+        input: &ClaimInput,
+        deadline: Deadline,
+    ) -> (Result<ClaimOutcome, Error>, u32) {
         let inner = &*self.inner;
         // A snapshot handed back by a lost race saves the next attempt's read.
         let mut carried: Option<OwnerState> = None;
         for attempt in 1..=inner.max_claim_attempts {
             let snap = match carried.take() {
                 Some(snap) => snap,
-                None => match inner.store.read_owner(&input.key).await {
-                    Ok(snap) => snap,
-                    Err(e) => return (Err(store_fault(e)), attempt),
+                // A read writes nothing, so one cut short by the deadline is safe.
+                None => match until(deadline, inner.store.read_owner(&input.key)).await {
+                    Ok(Ok(snap)) => snap,
+                    Ok(Err(e)) => return (Err(store_fault(e)), attempt),
+                    Err(_) => return (Err(self.deadline_passed()), attempt),
                 },
             };
-            match self.attempt(input, snap).await {
+            match self.attempt(input, snap, deadline).await {
                 Ok(Attempt::Won(outcome)) => return (Ok(outcome), attempt),
                 Ok(Attempt::LostRace(current)) => carried = current,
                 Err(e) => return (Err(e), attempt),
@@ -348,7 +387,12 @@ impl<S: Store> Arbiter<S> {
 
     /// Steps 2–4 of one attempt. Takes the snapshot by value so the winning
     /// outcome moves the previous owner out instead of cloning it.
-    async fn attempt(&self, input: &ClaimInput, snap: OwnerState) -> Result<Attempt, Error> {
+    async fn attempt(
+        &self,
+        input: &ClaimInput,
+        snap: OwnerState,
+        deadline: Deadline,
+    ) -> Result<Attempt, Error> {
         let current = snap.claim_id.as_deref() == Some(input.claim_id.as_str());
         if current && snap.owner.is_some() {
             return Ok(Attempt::Won(ClaimOutcome {
@@ -374,13 +418,16 @@ impl<S: Store> Arbiter<S> {
         // must not be kicked.
         Fence::for_snapshot(&snap)?;
         let (kicked, kick_detail) = if snap.holds_session() {
-            match self.kick_old_session(input, &snap).await {
+            self.before_deadline(deadline)?;
+            match self.kick_old_session(input, &snap, deadline).await {
                 KickOutcome::Confirmed => (true, None),
                 KickOutcome::Failed(detail) => (false, Some(detail)),
             }
         } else {
             (false, None)
         };
+        // The last point a claim may stop: once sent, the write is waited for.
+        self.before_deadline(deadline)?;
         let written = self
             .inner
             .store
@@ -401,7 +448,12 @@ impl<S: Store> Arbiter<S> {
         })
     }
 
-    async fn kick_old_session(&self, input: &ClaimInput, snap: &OwnerState) -> KickOutcome {
+    async fn kick_old_session(
+        &self,
+        input: &ClaimInput,
+        snap: &OwnerState,
+        deadline: Deadline,
+    ) -> KickOutcome {
         let inner = &*self.inner;
         let outcome = match &snap.owner {
             None => KickOutcome::Failed(KickDetail::NoEndpoint),
@@ -418,8 +470,12 @@ impl<S: Store> Arbiter<S> {
                         uid: input.key.uid,
                         generation: snap.generation + 1,
                     };
-                    let call = kicker.kick(&old.endpoint, &payload, inner.kick_timeout);
-                    tokio::time::timeout(inner.kick_timeout, call)
+                    // The kick gets its timeout, or what is left of the claim's.
+                    let budget = inner
+                        .kick_timeout
+                        .min(deadline.saturating_duration_since(Deadline::now()));
+                    let call = kicker.kick(&old.endpoint, &payload, budget);
+                    tokio::time::timeout(budget, call)
                         .await
                         .unwrap_or(KickOutcome::Failed(KickDetail::Timeout))
                 }
@@ -430,6 +486,42 @@ impl<S: Store> Arbiter<S> {
             KickOutcome::Failed(detail) => inner.observer.on_kick(Some(detail), false),
         }
         outcome
+    }
+}
+
+impl<S: Store> Arbiter<S> {
+    /// `Ok` while the claim's deadline has not passed; else the error it answers.
+    fn before_deadline(&self, deadline: Deadline) -> Result<(), Error> {
+        if Deadline::now() >= deadline {
+            return Err(self.deadline_passed());
+        }
+        Ok(())
+    }
+
+    /// The claim's deadline passed: reported to the observer, answered `Unavailable`.
+    fn deadline_passed(&self) -> Error {
+        self.inner.observer.on_claim_shed(ShedReason::Deadline);
+        Error::unavailable("claim deadline passed before it could finish; retry")
+    }
+}
+
+/// Runs `future` until `deadline`: `Err(Elapsed)` when it passes first (the
+/// future is dropped). A future that is ready at once (a free key's turn, a
+/// memory store's read) never touches the timer, so the Arbiter needs a
+/// runtime with time enabled only when it has to wait.
+async fn until<F: Future>(
+    deadline: Deadline,
+    future: F,
+) -> Result<F::Output, tokio::time::error::Elapsed> {
+    let mut future = std::pin::pin!(future);
+    let first = std::future::poll_fn(|cx| match future.as_mut().poll(cx) {
+        std::task::Poll::Ready(output) => std::task::Poll::Ready(Some(output)),
+        std::task::Poll::Pending => std::task::Poll::Ready(None),
+    })
+    .await;
+    match first {
+        Some(output) => Ok(output),
+        None => tokio::time::timeout_at(deadline, future).await,
     }
 }
 

@@ -12,12 +12,15 @@ mod store;
 mod types;
 mod validate;
 
-pub use arbiter::{Arbiter, ArbiterBuilder, DEFAULT_KICK_TIMEOUT, DEFAULT_MAX_CLAIM_ATTEMPTS};
+pub use arbiter::{
+    Arbiter, ArbiterBuilder, DEFAULT_CLAIM_TIMEOUT, DEFAULT_KICK_TIMEOUT,
+    DEFAULT_MAX_CLAIM_ATTEMPTS, DEFAULT_MAX_QUEUED_CLAIMS,
+};
 pub use error::{BoxError, Error};
 pub use evict::decide_evict;
 pub use fence::{CasOutcome, Fence, Pins};
 pub use kicker::{KickOutcome, Kicker};
-pub use observer::{NoopObserver, Observer, TracingObserver};
+pub use observer::{NoopObserver, Observer, ShedReason, TracingObserver};
 pub use recent::{RECENT_CLAIMS, RecentClaims};
 pub use store::{MAX_BATCH_KEYS, Store, decode_owner, encode_owner, ready_key};
 pub use types::{

@@ -20,6 +20,8 @@ use crate::types::{ClaimOutcome, Key, KickDetail};
 ///   `detail` is `None` exactly when `success` is true.
 /// - `on_release` once per release that finished without error (a `gen <= 0`
 ///   no-op included, reported as not released).
+/// - `on_claim_shed` once per claim the Arbiter refused to go on with for its own
+///   bounds (a full claim line, a passed claim deadline), before its `on_claim`.
 pub trait Observer: Send + Sync + 'static {
     /// A claim finished after `attempts` store attempts and `took` wall time.
     fn on_claim(&self, result: &Result<ClaimOutcome, Error>, attempts: u32, took: Duration) {
@@ -33,6 +35,35 @@ pub trait Observer: Send + Sync + 'static {
     fn on_release(&self, key: &Key, released: bool) {
         let _ = (key, released);
     }
+    /// A claim was shed: refused or stopped by the Arbiter's own bounds.
+    fn on_claim_shed(&self, reason: ShedReason) {
+        let _ = reason;
+    }
+}
+
+/// Why the Arbiter shed a claim (see [`Observer::on_claim_shed`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ShedReason {
+    /// Too many claims already waited on the key
+    /// ([`max_queued_claims`](crate::ArbiterBuilder::max_queued_claims)): `Throttled`.
+    QueueFull,
+    /// The claim's deadline ([`claim_timeout`](crate::ArbiterBuilder::claim_timeout))
+    /// passed before its next kick or write: `Unavailable`.
+    Deadline,
+}
+
+impl ShedReason {
+    /// Every reason, in a fixed order (for metrics handles).
+    pub const ALL: [Self; 2] = [Self::QueueFull, Self::Deadline];
+
+    /// The stable lower-case name: `queue-full`, `deadline`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::QueueFull => "queue-full",
+            Self::Deadline => "deadline",
+        }
+    }
 }
 
 impl<T: Observer + ?Sized> Observer for Arc<T> {
@@ -44,6 +75,9 @@ impl<T: Observer + ?Sized> Observer for Arc<T> {
     }
     fn on_release(&self, key: &Key, released: bool) {
         (**self).on_release(key, released);
+    }
+    fn on_claim_shed(&self, reason: ShedReason) {
+        (**self).on_claim_shed(reason);
     }
 }
 
@@ -61,6 +95,10 @@ impl<A: Observer, B: Observer> Observer for (A, B) {
         self.0.on_release(key, released);
         self.1.on_release(key, released);
     }
+    fn on_claim_shed(&self, reason: ShedReason) {
+        self.0.on_claim_shed(reason);
+        self.1.on_claim_shed(reason);
+    }
 }
 
 /// Observes nothing. The default.
@@ -71,9 +109,9 @@ impl Observer for NoopObserver {}
 
 /// Emits one structured `tracing` event per call, target `unique`.
 ///
-/// Levels: failed claims at `warn`; kicks that did not confirm at `info`; successful
-/// claims, confirmed kicks and releases at `debug` (a busy server must not log
-/// every request by default).
+/// Levels: failed claims at `warn`; superseded and shed claims and kicks that did not
+/// confirm at `info`; successful claims, confirmed kicks and releases at `debug` (a busy
+/// server must not log every request by default).
 ///
 /// Events carry gens, flags, kick details, attempt counts and durations; never an
 /// owner endpoint (which may hold a secret in its query string).
@@ -95,6 +133,15 @@ impl Observer for TracingObserver {
                 attempts,
                 took_us,
                 "claim ok"
+            ),
+            // A superseded retry is a normal end of a replaced login, not a fault.
+            Err(e) if e.is_superseded() => tracing::info!(
+                target: "unique",
+                error = %e,
+                code = e.code(),
+                attempts,
+                took_us,
+                "claim superseded"
             ),
             Err(e) => tracing::warn!(
                 target: "unique",
@@ -118,6 +165,10 @@ impl Observer for TracingObserver {
 
     fn on_release(&self, key: &Key, released: bool) {
         tracing::debug!(target: "unique", key = %key, released, "release");
+    }
+
+    fn on_claim_shed(&self, reason: ShedReason) {
+        tracing::info!(target: "unique", reason = reason.as_str(), "claim shed");
     }
 }
 
@@ -145,6 +196,9 @@ mod tests {
         fn on_release(&self, key: &Key, released: bool) {
             self.push(&format!("release {key} {released}"));
         }
+        fn on_claim_shed(&self, reason: ShedReason) {
+            self.push(&format!("shed {}", reason.as_str()));
+        }
     }
 
     impl Recording {
@@ -168,6 +222,7 @@ mod tests {
         pair.on_kick(Some(KickDetail::Non2xx), false);
         pair.on_kick(None, true);
         pair.on_release(&Key::new("p", "e", 7), true);
+        pair.on_claim_shed(ShedReason::Deadline);
         assert_eq!(
             *log.lock().unwrap(),
             [
@@ -179,6 +234,8 @@ mod tests {
                 "b: kick confirmed true",
                 "a: release p#e#7 true",
                 "b: release p#e#7 true",
+                "a: shed deadline",
+                "b: shed deadline",
             ]
         );
     }

@@ -7,13 +7,14 @@
 //! process from racing itself.
 //!
 //! Shape: a fixed array of shards, each a `std` mutex over a short list of
-//! slots, one per key. A slot exists only while a claim on its key holds or waits for the turn,
-//! and counts those claims. The first claim on an idle key inserts the slot and
-//! holds the turn at once: no semaphore, no `Arc`, no hashing, and (after
-//! warm-up) no heap allocation, since the list keeps its capacity and the
-//! removed slots' keys are kept as spare buffers. A list, not a hash map: a
-//! shard holds only the keys with a claim in flight (a handful), where a scan
-//! comparing uids first costs less than hashing the key three times. A second claim creates the slot's semaphore (zero
+//! slots, one per key, picked by a hash of the key seeded per queue (so callers
+//! cannot choose uids that crowd one shard). A slot exists only while a claim on
+//! its key holds or waits for the turn, and counts those claims. The first claim
+//! on an idle key inserts the slot and holds the turn at once: no semaphore, no
+//! `Arc`, and (after warm-up) no heap allocation, since the list keeps its
+//! capacity and the removed slots' keys are kept as spare buffers. A list, not a
+//! hash map: a shard holds only the keys with a claim in flight (a handful),
+//! where a scan comparing uids first is cheap. A second claim creates the slot's semaphore (zero
 //! permits) and waits on it; a holder that leaves while others are counted adds
 //! one permit, which tokio hands on first in, first out. A turn therefore exists
 //! at most once per slot: held by one claim, or as one permit in flight.
@@ -27,6 +28,7 @@
 //! dependency). The orders that matter (a waiter or a holder dropped before,
 //! during or after a handover) are tests in `tests/claim_queue.rs`.
 
+use std::hash::{BuildHasher, RandomState};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use tokio::sync::Semaphore;
@@ -46,6 +48,8 @@ pub(crate) struct ClaimQueue {
     shards: Box<[Mutex<Shard>]>,
     /// Most claims that may wait behind the one holding a key's turn.
     max_waiters: usize,
+    /// Seeded per queue, so the shard of a key cannot be chosen by its caller.
+    hasher: RandomState,
 }
 
 #[derive(Default)]
@@ -67,6 +71,7 @@ impl ClaimQueue {
         Self {
             shards: (0..SHARDS).map(|_| Mutex::default()).collect(),
             max_waiters,
+            hasher: RandomState::new(),
         }
     }
 
@@ -75,7 +80,7 @@ impl ClaimQueue {
     ///
     /// # Errors
     ///
-    /// `Unavailable` when `max_waiters` claims already wait on `key`.
+    /// `Throttled` when `max_waiters` claims already wait on `key`.
     pub(crate) async fn enter<'a>(&'a self, key: &'a Key) -> Result<Turn<'a>, Error> {
         let semaphore = {
             let mut shard = self.lock(key);
@@ -96,9 +101,7 @@ impl ClaimQueue {
             };
             let slot = &mut shard.slots[index].1;
             if slot.claims > self.max_waiters {
-                return Err(Error::unavailable(
-                    "too many claims wait on this key; try again",
-                ));
+                return Err(Error::Throttled);
             }
             slot.claims += 1;
             Arc::clone(slot.turn.get_or_insert_with(|| Arc::new(Semaphore::new(0))))
@@ -124,9 +127,9 @@ impl ClaimQueue {
     }
 
     fn lock(&self, key: &Key) -> MutexGuard<'_, Shard> {
-        // Fibonacci hashing of the uid: free, and spreads consecutive uids. Keys
-        // that differ only in project or env share a shard's mutex, never a slot.
-        let index = key.uid.cast_unsigned().wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 59;
+        // A seeded hash of the whole key: uids a caller picks to share a shard
+        // (as they could under a fixed hash) land in shards it cannot predict.
+        let index = self.hasher.hash_one(key) >> 59;
         // 32 shards: the top five bits; usize holds them on every target.
         #[allow(clippy::cast_possible_truncation)]
         lock(&self.shards[index as usize])

@@ -88,6 +88,7 @@ impl RecentClaims {
 
     /// These wins followed by `claim_id` winning `generation`, the oldest dropped
     /// beyond [`RECENT_CLAIMS`].
+    #[must_use]
     pub fn after_win(&self, claim_id: &str, generation: i64) -> Self {
         let keep = self.wins.len().min(RECENT_CLAIMS - 1);
         let mut wins = Vec::with_capacity(keep + 1);

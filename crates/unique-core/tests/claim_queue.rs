@@ -167,8 +167,10 @@ async fn pending<F: Future>(future: &mut Pin<Box<F>>) -> bool {
 async fn one_key_claims_take_turns_and_never_lose_a_race() {
     const CLAIMS: usize = 48;
     let store = Arc::new(CountingStore::default());
+    // A line longer than the default bound: every claim must wait its turn.
     let arbiter = Arbiter::builder(Arc::clone(&store))
         .kicker(YieldingKicker)
+        .max_queued_claims(CLAIMS)
         .build();
     let key = Key::new("game", "prod", 7);
     // Every fourth claim repeats the previous claim_id: a replay, no write.
@@ -220,6 +222,7 @@ async fn one_key_claims_on_two_workers_never_lose_a_race() {
     let store = Arc::new(CountingStore::default());
     let arbiter = Arbiter::builder(Arc::clone(&store))
         .kicker(YieldingKicker)
+        .max_queued_claims(usize::try_from(CLAIMS).expect("small"))
         .build();
     let key = Key::new("game", "prod", 8);
     let tasks: Vec<_> = (0..CLAIMS)
@@ -318,7 +321,7 @@ async fn a_dropped_holder_hands_the_turn_on() {
 }
 
 /// With `max_queued_claims(1)`, a second waiter is refused at once with
-/// `Unavailable` and no store call; the line then drains normally.
+/// `Throttled` and no store call; the line then drains normally.
 #[tokio::test(flavor = "current_thread")]
 async fn a_full_line_refuses_more_claims() {
     let mut g = gated_arbiter(|b| b.max_queued_claims(1));
@@ -330,7 +333,7 @@ async fn a_full_line_refuses_more_claims() {
     let cas_before = g.store.cas.load(Ordering::SeqCst);
     let refused = g.arbiter.claim(&claim(&key, 3, "refused")).await;
     assert!(
-        matches!(refused, Err(Error::Unavailable { .. })),
+        matches!(refused, Err(Error::Throttled)),
         "{refused:?}"
     );
     assert!(refused.unwrap_err().is_retryable());

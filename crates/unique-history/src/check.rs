@@ -23,15 +23,23 @@ pub enum Rule {
     /// (d) A released gen reads back as a tombstone: a read that starts after a release of
     /// gen g held sees a gen above g, or g with no owner.
     ReleasedIsTombstone,
+    /// (e) One claim_id gets one gen: a claim_id is never seen at two gens (claims and
+    /// replays answered, reads naming it, superseded answers naming the gen it won) while
+    /// the record still remembers its win (C9: a superseded retry never writes again). A
+    /// key's gens are consecutive, so a win at gen g is remembered until gen
+    /// g + [`RECENT_CLAIMS`](unique_core::RECENT_CLAIMS) is written; a retry arriving later
+    /// is a new login by design.
+    OneGenPerClaim,
 }
 
 impl Rule {
     /// Every rule, in the order of the crate docs.
-    pub const ALL: [Rule; 4] = [
+    pub const ALL: [Rule; 5] = [
         Rule::ClaimAbove,
         Rule::NoGoingBack,
         Rule::OneClaimPerGen,
         Rule::ReleasedIsTombstone,
+        Rule::OneGenPerClaim,
     ];
 
     /// The rule in words.
@@ -43,6 +51,7 @@ impl Rule {
             Self::NoGoingBack => "reads never go back",
             Self::OneClaimPerGen => "one gen belongs to one claim_id",
             Self::ReleasedIsTombstone => "a released gen reads back as a tombstone",
+            Self::OneGenPerClaim => "one claim_id gets one gen",
         }
     }
 }
@@ -97,6 +106,7 @@ pub fn check(history: &History) -> Vec<Violation> {
     for (key, ops) in by_key {
         check_order(key, &ops, &mut violations);
         check_claim_ids(key, &ops, &mut violations);
+        check_gens_per_claim(key, &ops, &mut violations);
     }
     violations
 }
@@ -254,6 +264,54 @@ fn check_claim_ids(key: &Key, ops: &[&Op], violations: &mut Vec<Violation>) {
             });
         }
     }
+}
+
+/// Rule (e): every fact naming a claim_id names the same gen, within the window of gens the
+/// record remembers its win for.
+fn check_gens_per_claim(key: &Key, ops: &[&Op], violations: &mut Vec<Violation>) {
+    let mut gen_of: HashMap<&str, (i64, &Op)> = HashMap::new();
+    for op in ops {
+        let fact = match (&op.kind, &op.outcome) {
+            (
+                OpKind::Claim { claim_id } | OpKind::Replay { claim_id },
+                Outcome::Claimed { generation, .. } | Outcome::Superseded { generation, .. },
+            ) => Some((claim_id.as_str(), *generation)),
+            (
+                OpKind::Read,
+                Outcome::Read {
+                    generation,
+                    holder: Some(holder),
+                },
+            ) => Some((holder.as_str(), *generation)),
+            _ => None,
+        };
+        let Some((claim_id, generation)) = fact else {
+            continue;
+        };
+        match gen_of.get(claim_id) {
+            Some(&(first, earlier)) if first != generation && remembered(first, generation) => {
+                violations.push(Violation {
+                    rule: Rule::OneGenPerClaim,
+                    key: key.clone(),
+                    ops: vec![earlier.clone(), (*op).clone()],
+                    message: format!(
+                        "claim_id {claim_id} was seen at two gens: {first} and {generation}"
+                    ),
+                });
+            }
+            Some(_) => {}
+            None => {
+                gen_of.insert(claim_id, (generation, op));
+            }
+        }
+    }
+}
+
+/// Whether a win at gen `a` was still in the record's recent claims when a claim was
+/// decided that wrote (or saw) gen `b`, or the other way round.
+fn remembered(a: i64, b: i64) -> bool {
+    let window = i64::try_from(unique_core::RECENT_CLAIMS).unwrap_or(i64::MAX);
+    a.abs_diff(b) <= window.unsigned_abs()
 }
 
 /// Whether a claim with `claim_id` that started before `reader` ended may have written
@@ -457,7 +515,12 @@ mod tests {
             .claim((2, 3), "b", 2)
             .replayed((2, 9), "a", 2)
             .check();
-        assert_eq!(rules(&replay), [Rule::OneClaimPerGen], "{replay:#?}");
+        // The claim_id is seen at two gens too.
+        assert_eq!(
+            rules(&replay),
+            [Rule::OneClaimPerGen, Rule::OneGenPerClaim],
+            "{replay:#?}"
+        );
     }
 
     #[test]
@@ -470,13 +533,23 @@ mod tests {
             .read((0, 1), 1, Some("a"))
             .claim((2, 3), "a", 2)
             .check();
-        assert_eq!(rules(&early), [Rule::OneClaimPerGen], "{early:#?}");
+        // The claim_id is seen at two gens too.
+        assert_eq!(
+            rules(&early),
+            [Rule::OneClaimPerGen, Rule::OneGenPerClaim],
+            "{early:#?}"
+        );
         // "a" answered gen 1, so it never wrote gen 3.
         let other = Script::new()
             .claim((0, 1), "a", 1)
             .read((0, 5), 3, Some("a"))
             .check();
-        assert_eq!(rules(&other), [Rule::OneClaimPerGen], "{other:#?}");
+        // The claim_id is seen at two gens too.
+        assert_eq!(
+            rules(&other),
+            [Rule::OneClaimPerGen, Rule::OneGenPerClaim],
+            "{other:#?}"
+        );
     }
 
     #[test]
@@ -519,15 +592,61 @@ mod tests {
     }
 
     #[test]
-    fn one_claim_may_write_twice_when_its_first_answer_was_lost() {
-        // "a" wrote gen 1 (answer lost inside the server), "b" wrote 2, "a" wrote 3 and
-        // answered 3: a read may have seen gen 1 held by "a".
+    fn one_claim_that_writes_twice_breaks_e() {
+        // "a" wrote gen 1 (answer lost inside the server), "b" wrote 2, and a retry of "a"
+        // wrote 3: the retry kicked the newer session. C9 answers it superseded instead.
         let violations = Script::new()
             .claim((0, 10), "a", 3)
             .claim((1, 2), "b", 2)
             .read((0, 1), 1, Some("a"))
             .check();
-        assert!(violations.is_empty(), "{violations:#?}");
+        assert_eq!(
+            rules(&violations),
+            [Rule::OneGenPerClaim],
+            "{violations:#?}"
+        );
+        assert!(
+            violations[0].message.contains("gens: 3 and 1"),
+            "{}",
+            violations[0]
+        );
+
+        let superseded = Script::new()
+            .lost((0, 1), claim("a"))
+            .read((2, 3), 1, Some("a"))
+            .claim((4, 5), "b", 2)
+            .op(
+                (6, 7),
+                OpKind::Replay {
+                    claim_id: "a".into(),
+                },
+                Outcome::Superseded {
+                    generation: 1,
+                    current: 2,
+                },
+            )
+            .check();
+        assert!(superseded.is_empty(), "{superseded:#?}");
+    }
+
+    #[test]
+    fn a_retry_after_the_window_is_a_new_login() {
+        // Nine wins after "a" at gen 1: the record no longer remembers it, so its retry
+        // is a new login (gen 11), as documented.
+        let mut script = Script::new().claim((0, 1), "a", 1);
+        for generation in 2..=10 {
+            let at = u64::try_from(generation).unwrap() * 2;
+            script = script.claim((at, at + 1), &format!("c{generation}"), generation);
+        }
+        let beyond = script.claim((30, 31), "a", 11).check();
+        assert!(beyond.is_empty(), "{beyond:#?}");
+
+        let within = Script::new()
+            .claim((0, 1), "a", 1)
+            .claim((2, 3), "b", 2)
+            .claim((4, 5), "a", 3)
+            .check();
+        assert_eq!(rules(&within), [Rule::OneGenPerClaim], "{within:#?}");
     }
 
     #[test]

@@ -75,6 +75,14 @@ pub enum Outcome {
         /// The record was at the released gen and is now a tombstone.
         released: bool,
     },
+    /// A claim answered `superseded`: its claim_id won `generation` earlier and the key has
+    /// moved on to `current`; nothing was kicked or written (C9).
+    Superseded {
+        /// The gen the claim_id won.
+        generation: i64,
+        /// The key's gen when the claim was decided.
+        current: i64,
+    },
     /// A definite failure: the server refused the request before touching the store
     /// (`InvalidParams`). Nothing happened.
     Failed(String),
@@ -87,6 +95,16 @@ impl Outcome {
     /// The outcome of a call that returned `error`: `InvalidParams` is a definite failure
     /// (the server validates before anything else); anything else may have taken effect.
     pub fn from_error(error: &Error) -> Self {
+        if let Error::Superseded {
+            generation,
+            current,
+        } = error
+        {
+            return Self::Superseded {
+                generation: *generation,
+                current: *current,
+            };
+        }
         if error.is_invalid_params() {
             Self::Failed(error.to_string())
         } else {
@@ -99,7 +117,14 @@ impl Outcome {
     pub(crate) fn observed(&self, kind: &OpKind) -> Option<i64> {
         match (kind, self) {
             (OpKind::Claim { .. } | OpKind::Replay { .. }, Self::Claimed { generation, .. })
-            | (OpKind::Read, Self::Read { generation, .. }) => Some(*generation),
+            | (OpKind::Read, Self::Read { generation, .. })
+            | (
+                OpKind::Claim { .. } | OpKind::Replay { .. },
+                Self::Superseded {
+                    current: generation,
+                    ..
+                },
+            ) => Some(*generation),
             (OpKind::Release { generation }, Self::Released { released: true }) => {
                 Some(*generation)
             }
@@ -164,6 +189,10 @@ impl fmt::Display for Op {
                 None => write!(f, "gen {generation}, no owner"),
             },
             Outcome::Released { released } => write!(f, "released {released}"),
+            Outcome::Superseded {
+                generation,
+                current,
+            } => write!(f, "superseded (won gen {generation}, key at {current})"),
             Outcome::Failed(reason) => write!(f, "failed ({reason})"),
             Outcome::Indeterminate(reason) => write!(f, "indeterminate ({reason})"),
         }

@@ -27,7 +27,10 @@ impl Tally {
         match outcome {
             Outcome::Failed(_) => self.failed += 1,
             Outcome::Indeterminate(_) => self.indeterminate += 1,
-            Outcome::Claimed { .. } | Outcome::Read { .. } | Outcome::Released { .. } => {
+            Outcome::Claimed { .. }
+            | Outcome::Read { .. }
+            | Outcome::Released { .. }
+            | Outcome::Superseded { .. } => {
                 self.ok += 1;
             }
         }
@@ -59,6 +62,8 @@ pub struct Counts {
     pub release: Tally,
     /// Releases that tombstoned the session.
     pub released: usize,
+    /// Claims answered `superseded` (a retry whose login was replaced or logged out).
+    pub superseded: usize,
 }
 
 impl Counts {
@@ -76,6 +81,7 @@ impl Counts {
             match op.outcome {
                 Outcome::Claimed { replayed: true, .. } => counts.answered_replayed += 1,
                 Outcome::Released { released: true } => counts.released += 1,
+                Outcome::Superseded { .. } => counts.superseded += 1,
                 _ => {}
             }
         }
@@ -167,7 +173,7 @@ impl fmt::Display for Report {
         write!(
             f,
             "history {}: {} ops in {:.0?} (claim {}; replay {}; read {}; release {}; {} answered \
-             as replays, {} released), {} faults injected, {} violations",
+             as replays, {} superseded, {} released), {} faults injected, {} violations",
             self.name,
             c.total(),
             self.duration,
@@ -176,6 +182,7 @@ impl fmt::Display for Report {
             c.read,
             c.release,
             c.answered_replayed,
+            c.superseded,
             c.released,
             self.faults,
             self.violations.len()

@@ -32,16 +32,21 @@ pub struct Mix {
     pub read: u32,
     /// A release of the gen the client's latest claim got (a read when it holds none).
     pub release: u32,
+    /// A late retry: an earlier claim of the client on a key, sent again after the client
+    /// claimed that key once more (a retry arriving after the login was replaced; the
+    /// server must answer it `superseded`, C9). A claim when it has none yet.
+    pub stale_retry: u32,
 }
 
 impl Default for Mix {
-    /// 30 % claims, 15 % replays, 40 % reads, 15 % releases.
+    /// 30 % claims, 10 % replays, 5 % late retries, 40 % reads, 15 % releases.
     fn default() -> Self {
         Self {
             claim: 30,
-            replay: 15,
+            replay: 10,
             read: 40,
             release: 15,
+            stale_retry: 5,
         }
     }
 }
@@ -172,6 +177,7 @@ impl Workload {
                 endpoint: format!("http://127.0.0.1:{kick_port}/kick/{id}"),
                 keys: keys.clone(),
                 last: vec![None; keys.len()],
+                earlier: vec![None; keys.len()],
                 latest: None,
                 retry_due: false,
                 claims: 0,
@@ -218,6 +224,8 @@ struct Client {
     endpoint: String,
     keys: Vec<Key>,
     last: Vec<Option<Last>>,
+    /// Per key, the claim_id of the client's claim before `last` (a late retry sends it).
+    earlier: Vec<Option<String>>,
     /// The key of the latest claim sent.
     latest: Option<usize>,
     /// The latest claim has no answer: retry it next.
@@ -249,8 +257,11 @@ impl Client {
             replay,
             read,
             release,
+            stale_retry,
         } = self.mix;
-        let mut roll = self.rng.u32(..(claim + replay + read + release).max(1));
+        let mut roll = self
+            .rng
+            .u32(..(claim + replay + read + release + stale_retry).max(1));
         let random = self.rng.usize(..self.keys.len());
         let latest = self
             .latest
@@ -272,6 +283,15 @@ impl Client {
             return (slot, OpKind::Replay { claim_id });
         }
         roll = roll.saturating_sub(replay);
+        if roll < stale_retry {
+            if let Some(claim_id) = self.earlier[random].clone() {
+                return (random, OpKind::Replay { claim_id });
+            }
+            self.claims += 1;
+            let claim_id = format!("c{}-{}", self.id, self.claims);
+            return (random, OpKind::Claim { claim_id });
+        }
+        roll -= stale_retry;
         match latest.and_then(|(slot, last)| Some((slot, last.generation?))) {
             Some((slot, generation)) if roll >= read => (slot, OpKind::Release { generation }),
             _ => (random, OpKind::Read),
@@ -302,12 +322,15 @@ impl Client {
                     _ => None,
                 };
                 self.retry_due = matches!(outcome, Outcome::Indeterminate(_));
-                if !matches!(outcome, Outcome::Failed(_)) {
+                if !matches!(outcome, Outcome::Failed(_) | Outcome::Superseded { .. }) {
                     self.latest = Some(slot);
-                    self.last[slot] = Some(Last {
+                    let previous = self.last[slot].replace(Last {
                         claim_id: claim_id.clone(),
                         generation,
                     });
+                    if let Some(previous) = previous.filter(|p| p.claim_id != *claim_id) {
+                        self.earlier[slot] = Some(previous.claim_id);
+                    }
                 }
                 outcome
             }

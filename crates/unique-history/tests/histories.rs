@@ -1,5 +1,5 @@
 //! Histories against in-process servers: the memory store, which must keep every rule, and
-//! two deliberately broken stores, which the checker must catch under the rule they break.
+//! three deliberately broken stores, which the checker must catch under the rule they break.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use unique_arbiter_http::{ArbiterService, serve};
 use unique_core::{
-    Arbiter, CasOutcome, CurrentView, Error, Key, Owner, OwnerState, Store, async_trait,
-    encode_owner,
+    Arbiter, CasOutcome, CurrentView, Error, Key, Owner, OwnerState, RecentClaims, Store,
+    async_trait, encode_owner,
 };
 use unique_history::{Report, Rule, Workload, run_duration};
 use unique_store_memory::MemoryStore;
@@ -47,6 +47,10 @@ async fn memory_store_keeps_every_rule() {
     let duration = run_duration(Duration::from_secs(3));
     let report = run("memory, 2 in-process servers", "memory", servers, duration).await;
     report.assert_clean();
+    assert!(
+        report.counts.superseded > 0,
+        "late retries of replaced logins must be answered superseded: {report}"
+    );
 }
 
 /// How a [`Broken`] store breaks its contract.
@@ -58,6 +62,9 @@ enum Breakage {
     /// `current` answers from a per-key cache it refreshes only on every fourth read, like a
     /// read from a lagging replica (C2's eventually consistent read).
     StaleReads,
+    /// Its claims keep no recent claims (C9): a late retry of a replaced login looks new
+    /// and wins a second gen, kicking the newer session.
+    ForgetsWins,
 }
 
 /// A memory store broken on purpose in one way; otherwise the memory store.
@@ -89,6 +96,13 @@ impl Store for Broken {
         claim_id: &str,
         snap: &OwnerState,
     ) -> Result<CasOutcome, Error> {
+        if self.breakage == Breakage::ForgetsWins {
+            let forgetful = OwnerState {
+                recent_claims: RecentClaims::new(),
+                ..snap.clone()
+            };
+            return self.inner.claim_cas(key, owner, claim_id, &forgetful).await;
+        }
         if self.breakage != Breakage::Unfenced {
             return self.inner.claim_cas(key, owner, claim_id, snap).await;
         }
@@ -152,4 +166,17 @@ async fn a_store_with_stale_reads_breaks_no_going_back() {
     // have nothing to object to.
     assert_eq!(report.violations_of(Rule::ClaimAbove), 0, "{report}");
     assert_eq!(report.violations_of(Rule::OneClaimPerGen), 0, "{report}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_that_forgets_its_wins_breaks_one_gen_per_claim() {
+    let servers = vec![serve_in_process(Broken::new(Breakage::ForgetsWins)).await];
+    let report = run(
+        "broken store: no recent claims",
+        "forgets",
+        servers,
+        Duration::from_secs(2),
+    )
+    .await;
+    assert!(report.violations_of(Rule::OneGenPerClaim) > 0, "{report}");
 }

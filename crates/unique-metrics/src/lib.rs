@@ -7,7 +7,7 @@ mod store;
 pub use observer::MetricsObserver;
 pub use store::MeteredStore;
 
-/// Counter: claims by `result` (`ok`, `invalid_params`, `throttled`, `unavailable`).
+/// Counter: claims by `result` (`ok`, `invalid_params`, `throttled`, `unavailable`, `superseded`).
 pub const CLAIMS_TOTAL: &str = "unique_claims_total";
 /// Counter: claims answered by the replay short-circuit (a retry of a claim that already won).
 pub const CLAIM_REPLAYS_TOTAL: &str = "unique_claim_replays_total";
@@ -17,6 +17,8 @@ pub const CLAIM_ATTEMPTS: &str = "unique_claim_attempts";
 pub const CLAIM_DURATION_SECONDS: &str = "unique_claim_duration_seconds";
 /// Counter: kick decisions by `detail` (`confirmed` or a kick detail).
 pub const KICKS_TOTAL: &str = "unique_kicks_total";
+/// Counter: claims the Arbiter shed by `reason` (`queue-full`, `deadline`).
+pub const CLAIMS_SHED_TOTAL: &str = "unique_claims_shed_total";
 /// Counter: releases by `released` (`true`, `false`).
 pub const RELEASES_TOTAL: &str = "unique_releases_total";
 /// Histogram: store operation time in seconds by `operation`.

@@ -3,17 +3,23 @@
 use std::time::Duration;
 
 use metrics::{Counter, Histogram, Unit};
-use unique_core::{ClaimOutcome, Error, Key, KickDetail, Observer};
+use unique_core::{ClaimOutcome, Error, Key, KickDetail, Observer, ShedReason};
 
 use crate::{
-    CLAIM_ATTEMPTS, CLAIM_DURATION_SECONDS, CLAIM_REPLAYS_TOTAL, CLAIMS_TOTAL, KICKS_TOTAL,
-    RELEASES_TOTAL,
+    CLAIM_ATTEMPTS, CLAIM_DURATION_SECONDS, CLAIM_REPLAYS_TOTAL, CLAIMS_SHED_TOTAL, CLAIMS_TOTAL,
+    KICKS_TOTAL, RELEASES_TOTAL,
 };
 
 /// The `result` label of a successful claim; failures carry their [`Error::code`].
 const OK: &str = "ok";
 /// Claim results with a handle of their own: `ok` and every error code.
-const CLAIM_RESULTS: [&str; 4] = [OK, "invalid_params", "throttled", "unavailable"];
+const CLAIM_RESULTS: [&str; 5] = [
+    OK,
+    "invalid_params",
+    "throttled",
+    "unavailable",
+    "superseded",
+];
 /// The `detail` label of a confirmed kick; failed kicks carry their [`KickDetail`].
 const CONFIRMED: &str = "confirmed";
 
@@ -21,7 +27,8 @@ const CONFIRMED: &str = "confirmed";
 ///
 /// | metric | kind | labels |
 /// |---|---|---|
-/// | `unique_claims_total` | counter | `result`: `ok`, `invalid_params`, `throttled`, `unavailable` |
+/// | `unique_claims_total` | counter | `result`: `ok`, `invalid_params`, `throttled`, `unavailable`, `superseded` |
+/// | `unique_claims_shed_total` | counter | `reason`: `queue-full`, `deadline` |
 /// | `unique_claim_replays_total` | counter | — |
 /// | `unique_claim_attempts` | histogram | — |
 /// | `unique_claim_duration_seconds` | histogram | — |
@@ -35,7 +42,9 @@ const CONFIRMED: &str = "confirmed";
 #[derive(Debug, Clone)]
 pub struct MetricsObserver {
     /// Indexed like [`CLAIM_RESULTS`].
-    claims: [Counter; 4],
+    claims: [Counter; 5],
+    /// Indexed like [`ShedReason::ALL`].
+    shed: [Counter; ShedReason::ALL.len()],
     replays: Counter,
     attempts: Histogram,
     duration: Histogram,
@@ -76,6 +85,10 @@ impl MetricsObserver {
             "Kick decisions by detail: confirmed (2xx), or why the old session is presumed offline"
         );
         metrics::describe_counter!(
+            CLAIMS_SHED_TOTAL,
+            "Claims shed by the arbiter's own bounds: a full line of claims on one key (throttled), a passed claim deadline (unavailable)"
+        );
+        metrics::describe_counter!(
             RELEASES_TOTAL,
             "Releases that finished, by whether the session was tombstoned"
         );
@@ -85,6 +98,8 @@ impl MetricsObserver {
         }
         Self {
             claims: CLAIM_RESULTS.map(|result| metrics::counter!(CLAIMS_TOTAL, "result" => result)),
+            shed: ShedReason::ALL
+                .map(|reason| metrics::counter!(CLAIMS_SHED_TOTAL, "reason" => reason.as_str())),
             replays: metrics::counter!(CLAIM_REPLAYS_TOTAL),
             attempts: metrics::histogram!(CLAIM_ATTEMPTS),
             duration: metrics::histogram!(CLAIM_DURATION_SECONDS),
@@ -139,5 +154,12 @@ impl Observer for MetricsObserver {
 
     fn on_release(&self, _key: &Key, released: bool) {
         self.releases[usize::from(released)].increment(1);
+    }
+
+    fn on_claim_shed(&self, reason: ShedReason) {
+        match ShedReason::ALL.iter().position(|r| *r == reason) {
+            Some(index) => self.shed[index].increment(1),
+            None => metrics::counter!(CLAIMS_SHED_TOTAL, "reason" => reason.as_str()).increment(1),
+        }
     }
 }

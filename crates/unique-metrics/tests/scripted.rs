@@ -122,7 +122,7 @@ fn histogram(snapshot: &BTreeMap<String, DebugValue>, name: &str) -> Vec<f64> {
 }
 
 /// The script: seven successful claims (a replay, three kicks ending three ways, a lost
-/// race), three failed ones, a read and three releases.
+/// race), four failed ones (one superseded), a read and three releases.
 async fn run_script<S: Store>(arbiter: &Arbiter<S>) {
     let claim = |input: ClaimInput| {
         let arbiter = arbiter.clone();
@@ -152,6 +152,9 @@ async fn run_script<S: Store>(arbiter: &Arbiter<S>) {
     assert!(throttled.unwrap_err().is_throttled());
     let unavailable = claim(login(UNAVAILABLE_UID, OK_NODE, "c9")).await;
     assert!(unavailable.unwrap_err().is_unavailable());
+    // A retry of c2, which won gen 2 and was replaced since: superseded, no kick.
+    let superseded = claim(login(1, OK_NODE, "c2")).await;
+    assert!(superseded.unwrap_err().is_superseded());
 
     let key = Key::new("p", "e", 1);
     assert_eq!(arbiter.current(&key).await.unwrap().generation, 7);
@@ -208,6 +211,9 @@ fn a_scripted_sequence_is_counted_exactly() {
         ("unique_claims_total{result=invalid_params}", 1),
         ("unique_claims_total{result=throttled}", 1),
         ("unique_claims_total{result=unavailable}", 1),
+        ("unique_claims_total{result=superseded}", 1),
+        ("unique_claims_shed_total{reason=queue-full}", 0),
+        ("unique_claims_shed_total{reason=deadline}", 0),
         ("unique_claim_replays_total", 1),
         ("unique_kicks_total{detail=confirmed}", 3),
         ("unique_kicks_total{detail=no-endpoint}", 0),
@@ -228,13 +234,13 @@ fn a_scripted_sequence_is_counted_exactly() {
     ]));
     assert_eq!(counters(&snapshot), expected_counters);
 
-    // Nine claims reached the store; the raced one took two attempts.
+    // Ten claims reached the store; the raced one took two attempts.
     let mut attempts = histogram(&snapshot, "unique_claim_attempts");
     attempts.sort_by(f64::total_cmp);
-    assert_eq!(attempts, [1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 2.0]);
+    assert_eq!(attempts, [1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 2.0]);
     assert_eq!(
         histogram(&snapshot, "unique_claim_duration_seconds").len(),
-        10,
+        11,
         "every claim, the invalid one included"
     );
     let operations = |operation: &str| {
@@ -242,7 +248,7 @@ fn a_scripted_sequence_is_counted_exactly() {
         histogram(&snapshot, &name).len()
     };
     // The raced claim's second attempt starts from the record its lost race returned.
-    assert_eq!(operations("read_owner"), 9);
+    assert_eq!(operations("read_owner"), 10);
     assert_eq!(operations("claim_cas"), 7);
     assert_eq!(operations("current"), 1);
     assert_eq!(operations("release"), 2);
