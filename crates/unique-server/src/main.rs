@@ -36,7 +36,9 @@ struct Args {
     #[arg(long, env = "UNIQUE_STORE", value_enum, default_value_t = StoreKind::Sqlite)]
     store: StoreKind,
 
-    /// SQLite database file of the embedded store (created when missing).
+    /// SQLite database file of the embedded store (created when missing). The server
+    /// holds it for itself, whatever its other flags: a second server on the same file
+    /// refuses to start, naming the first one's pid.
     #[arg(long, env = "UNIQUE_DB", default_value = "./unique.db")]
     db: PathBuf,
 
@@ -47,10 +49,8 @@ struct Args {
     db_sync: DbSync,
 
     /// Records of the embedded store kept in memory, so reads of recently written keys
-    /// skip SQLite (0 = off). With it on the server holds --db exclusively: a second
-    /// server on the same file refuses to start, and edits of the file by other tools
-    /// while the server runs are not seen (stop the server first). Set 0 on every
-    /// server to share one file.
+    /// skip SQLite (0 = off). With it on, edits of --db by other tools (the sqlite3 CLI)
+    /// while the server runs are not seen: stop the server first.
     #[arg(long, env = "UNIQUE_DB_CACHE_RECORDS", default_value_t = 100_000)]
     db_cache_records: usize,
 
@@ -144,6 +144,17 @@ struct Args {
     /// Compare-and-set attempts per claim before failing closed (values below 1 mean 1).
     #[arg(long, env = "UNIQUE_MAX_CLAIM_ATTEMPTS", default_value_t = 3)]
     max_claim_attempts: u32,
+
+    /// Most claims that may wait on one key behind the one in progress; one more is
+    /// answered 429 throttled at once (one user's devices never queue that many).
+    #[arg(long, env = "UNIQUE_MAX_QUEUED_CLAIMS", default_value_t = unique_core::DEFAULT_MAX_QUEUED_CLAIMS)]
+    max_queued_claims: usize,
+
+    /// Deadline of one claim from its arrival, its wait in line included (e.g. 5s): past
+    /// it a claim stops before its next kick or write and answers 503 unavailable. A write
+    /// already sent is waited for, so a claim never writes after it answered.
+    #[arg(long, env = "UNIQUE_CLAIM_TIMEOUT", default_value_t = unique_core::DEFAULT_CLAIM_TIMEOUT.into(), value_parser = positive_duration)]
+    claim_timeout: humantime::Duration,
 
     /// Record no metrics and serve no /metrics (which is otherwise open like /healthz: counts
     /// only, no keys or tokens; see SECURITY.md).
@@ -401,6 +412,8 @@ async fn run_on<S: Store>(
         .observer(observer)
         .kick_timeout(args.kick_timeout)
         .max_claim_attempts(args.max_claim_attempts)
+        .max_queued_claims(args.max_queued_claims)
+        .claim_timeout(args.claim_timeout.into())
         .build();
     let mut service = ArbiterService::new(arbiter).ready_timeout(args.ready_timeout.into());
     if let Some(tokens) = tokens {

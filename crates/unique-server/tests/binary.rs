@@ -4,7 +4,7 @@ mod common;
 
 use std::process::{Command, Stdio};
 
-use common::{BIN, announced_addr, exchange, start, stop_with_sigterm};
+use common::{BIN, announced_addr, exchange, stop_with_sigterm};
 
 #[test]
 fn help_explains_every_flag_and_its_env_var() {
@@ -198,54 +198,4 @@ fn a_bad_tokens_file_stops_startup_without_echoing_a_token() {
         .output()
         .unwrap();
     assert!(!both.status.success(), "the two flags exclude each other");
-}
-
-/// The SQLite server on `db`, any free port, with `extra` flags.
-fn sqlite_server(db: &std::path::Path, extra: &[&str]) -> Command {
-    let mut cmd = Command::new(BIN);
-    cmd.args(["--listen", "127.0.0.1:0", "--store", "sqlite", "--db"])
-        .arg(db)
-        .args(extra)
-        .env("RUST_LOG", "warn");
-    cmd
-}
-
-/// With the record cache on (the default) a server holds its file: a second server on it
-/// exits non-zero and says why and how to share; with `--db-cache-records 0` both run.
-#[test]
-fn a_second_server_on_the_same_file_refuses_to_start_unless_the_cache_is_off() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("unique.db");
-    let (_addr, first) = start(&mut sqlite_server(&db, &[]));
-
-    let mut second = sqlite_server(&db, &[])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    // A second server that started would run forever: wait for its exit, but not forever.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while second.try_wait().unwrap().is_none() {
-        if std::time::Instant::now() > deadline {
-            let _ = second.kill();
-            panic!("the second server is still running on a file the first holds");
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    let out = second.wait_with_output().unwrap();
-    assert!(!out.status.success(), "the second server must not start");
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("record cache"), "{err}");
-    assert!(err.contains("--db-cache-records 0"), "{err}");
-    assert!(
-        err.contains(&db.display().to_string()),
-        "names the file: {err}"
-    );
-    assert!(out.stdout.is_empty(), "never announced an address");
-    drop(first);
-
-    let shared = dir.path().join("shared.db");
-    let (_a, first) = start(&mut sqlite_server(&shared, &["--db-cache-records", "0"]));
-    let (_b, second) = start(&mut sqlite_server(&shared, &["--db-cache-records", "0"]));
-    drop((first, second));
 }

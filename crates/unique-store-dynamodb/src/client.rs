@@ -17,27 +17,25 @@ use unique_core::{
 
 use crate::batch::{self, Fetched};
 use crate::builder::{DEFAULT_RETRY_BACKOFF, DynamoStoreBuilder};
-use crate::codec::{self, CLAIM_UPDATE, ClaimForm, Item};
+use crate::codec::{self, CLAIM_UPDATE, ClaimForm, Item, RELEASE_CONDITION, RELEASE_UPDATE};
 use crate::error::{self, Kind, UpdateFailure};
 use crate::metrics::{RequestCounter, RequestCounts};
-
-/// Release keeps `gen` and turns the record into a tombstone (C5).
-const RELEASE_UPDATE: &str = "SET #owner = :empty REMOVE #cid";
-const RELEASE_CONDITION: &str = "#gen = :gen";
 
 /// How often [`DynamoStore::create_table_if_missing`] looks at a table that is
 /// still being created.
 const TABLE_POLL_INTERVAL: Duration = Duration::from_millis(100);
 
-/// A [`Store`] on one DynamoDB table (C1–C8).
+/// A [`Store`] on one DynamoDB table (C1–C9).
 ///
 /// - `read_owner` / `current`: `GetItem` with `ConsistentRead = true` (C2).
 /// - `claim_cas`: one `UpdateItem` that checks the snapshot's [`Fence`] and
-///   writes `gen`, `owner` and `cid` together (C4), returning the written gen
+///   writes `gen`, `owner`, `cid` and `won` (the snapshot's recent claims and
+///   this win, C9) together (C4), returning the written gen
 ///   (`ReturnValues = UPDATED_NEW`). A failed condition is a lost race that
 ///   asks for the item (`ALL_OLD`) and hands it to the Arbiter as the next
 ///   snapshot when the server returns it.
-/// - `release`: one `UpdateItem SET owner = "" REMOVE cid` conditioned on `gen` (C5).
+/// - `release`: one `UpdateItem SET owner = "" REMOVE cid` conditioned on `gen`
+///   (C5), leaving `won` as it is (C9).
 /// - `check_ready`: a strongly consistent `GetItem` of [`ready_key`], whatever it holds.
 ///
 /// Cheap to clone (the SDK client is shared).
@@ -267,22 +265,19 @@ impl Store for DynamoStore {
         // Both refusals happen before any request (C4, C8).
         let owner_json = encode_owner(owner)?;
         let form = ClaimForm::from(Fence::for_snapshot(snap)?);
-        let mut request = self
+        let next_generation = form.next_generation;
+        let condition = form.condition;
+        let request = self
             .client
             .update_item()
             .table_name(&*self.table)
             .key(codec::PK, codec::pk(key))
             .update_expression(CLAIM_UPDATE)
-            .condition_expression(form.condition)
-            .set_expression_attribute_names(Some(codec::expression_names()))
-            .expression_attribute_values(":next", codec::number(form.next_generation))
-            .expression_attribute_values(":owner", AttributeValue::S(owner_json))
-            .expression_attribute_values(":cid", AttributeValue::S(claim_id.to_owned()))
+            .condition_expression(condition)
+            .set_expression_attribute_names(Some(codec::claim_names()))
+            .set_expression_attribute_values(Some(form.values(owner_json, claim_id, snap)))
             .return_values(ReturnValue::UpdatedNew)
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld);
-        for (name, value) in form.pins {
-            request = request.expression_attribute_values(name, value);
-        }
         let out = match request.send().await {
             Ok(out) => out,
             Err(e) => {
@@ -296,7 +291,7 @@ impl Store for DynamoStore {
         // attributes wrote exactly `next_generation`, since the condition pinned the old gen.
         let generation = match out.attributes() {
             Some(written) if written.contains_key(codec::GEN) => codec::generation(written)?,
-            _ => form.next_generation,
+            _ => next_generation,
         };
         Ok(CasOutcome::Written { generation })
     }
@@ -353,7 +348,7 @@ impl Store for DynamoStore {
             .key(codec::PK, codec::pk(key))
             .update_expression(RELEASE_UPDATE)
             .condition_expression(RELEASE_CONDITION)
-            .set_expression_attribute_names(Some(codec::expression_names()))
+            .set_expression_attribute_names(Some(codec::release_names()))
             .expression_attribute_values(":empty", AttributeValue::S(String::new()))
             .expression_attribute_values(":gen", codec::number(generation))
             .send()

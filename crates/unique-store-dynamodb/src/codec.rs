@@ -1,7 +1,9 @@
 //! The record layout and its translation to and from DynamoDB items.
 //!
 //! One item per key: `pk` (S) = `Key::to_string()`, `gen` (N), `owner` (S, the
-//! owner's JSON, empty for a tombstone), `cid` (S, absent on a tombstone).
+//! owner's JSON, empty for a tombstone), `cid` (S, absent on a tombstone) and
+//! `won` (S, the recent claims' JSON `[["claim_id",gen],…]`, C9; absent on
+//! items written before it).
 //!
 //! An item without `gen`, or with `gen` 0, was never claimed: it reads as no
 //! record and the first-login form claims it (`docs/design.md#records`).
@@ -19,6 +21,8 @@ pub(crate) const GEN: &str = "gen";
 pub(crate) const OWNER: &str = "owner";
 /// Claim id attribute.
 pub(crate) const CID: &str = "cid";
+/// Recent claims attribute (C9).
+pub(crate) const WON: &str = "won";
 
 /// An item as the SDK returns it.
 pub(crate) type Item = HashMap<String, AttributeValue>;
@@ -45,16 +49,36 @@ pub(crate) struct ClaimForm {
     pub(crate) pins: Vec<(&'static str, AttributeValue)>,
 }
 
-/// Every claim form writes the three attributes in one `SET`.
-pub(crate) const CLAIM_UPDATE: &str = "SET #gen = :next, #owner = :owner, #cid = :cid";
+/// Every claim form writes the four attributes in one `SET` (C4, C9).
+pub(crate) const CLAIM_UPDATE: &str = "SET #gen = :next, #owner = :owner, #cid = :cid, #won = :won";
 
-/// Expression attribute names shared by every claim form and release (each
-/// uses all three; DynamoDB rejects unused names). `owner` is a DynamoDB
-/// reserved word, so every attribute goes through a placeholder.
-pub(crate) fn expression_names() -> HashMap<String, String> {
-    [("#gen", GEN), ("#owner", OWNER), ("#cid", CID)]
-        .into_iter()
-        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+/// Release keeps `gen` and `won` and turns the record into a tombstone (C5, C9).
+pub(crate) const RELEASE_UPDATE: &str = "SET #owner = :empty REMOVE #cid";
+/// Release only at the stored gen (C5).
+pub(crate) const RELEASE_CONDITION: &str = "#gen = :gen";
+
+/// The expression attribute names of every claim form: all four attributes.
+/// `owner` is a DynamoDB reserved word, so every attribute goes through a
+/// placeholder.
+pub(crate) fn claim_names() -> HashMap<String, String> {
+    names(&[
+        ("#gen", GEN),
+        ("#owner", OWNER),
+        ("#cid", CID),
+        ("#won", WON),
+    ])
+}
+
+/// The expression attribute names of a release: `won` is not among them, since
+/// a release leaves it alone and DynamoDB rejects a name no expression uses.
+pub(crate) fn release_names() -> HashMap<String, String> {
+    names(&[("#gen", GEN), ("#owner", OWNER), ("#cid", CID)])
+}
+
+fn names(pairs: &[(&str, &str)]) -> HashMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
         .collect()
 }
 
@@ -90,6 +114,31 @@ impl From<Fence<'_>> for ClaimForm {
     }
 }
 
+impl ClaimForm {
+    /// The claim's expression attribute values: what [`CLAIM_UPDATE`] writes
+    /// (`:next`, `:owner`, `:cid`, and `:won`, the snapshot's recent claims
+    /// followed by this win, C9) and the pins of the condition. Exactly the
+    /// values the two expressions use: DynamoDB rejects an unused one.
+    pub(crate) fn values(
+        self,
+        owner_json: String,
+        claim_id: &str,
+        snap: &OwnerState,
+    ) -> HashMap<String, AttributeValue> {
+        let won = snap.won_after(claim_id, self.next_generation);
+        [
+            (":next", number(self.next_generation)),
+            (":owner", AttributeValue::S(owner_json)),
+            (":cid", AttributeValue::S(claim_id.to_owned())),
+            (":won", AttributeValue::S(won)),
+        ]
+        .into_iter()
+        .chain(self.pins)
+        .map(|(name, value)| (name.to_owned(), value))
+        .collect()
+    }
+}
+
 /// Reads the `gen` attribute of an item a claim wrote: present and an integer,
 /// or the answer is unusable.
 pub(crate) fn generation(item: &Item) -> Result<i64, Error> {
@@ -106,7 +155,10 @@ pub(crate) fn generation(item: &Item) -> Result<i64, Error> {
 ///
 /// An item without `gen` reads as no record, as one at gen 0 does
 /// ([`OwnerState::from_record`]). An absent `owner` reads as a tombstone; an
-/// `owner` of another type than S is as corrupt as unparseable JSON.
+/// `owner` of another type than S is as corrupt as unparseable JSON. A `won`
+/// of another type than S reads as no recent claims, as unreadable JSON does
+/// (C9): a damaged list never fails a read nor locks the key, and the next
+/// claim writes it again as S.
 ///
 /// # Errors
 ///
@@ -126,7 +178,12 @@ pub(crate) fn owner_state(item: Option<&Item>) -> Result<OwnerState, Error> {
         Some(AttributeValue::S(cid)) => Some(cid.clone()),
         Some(_) => return Err(Error::unavailable("stored cid is not a string")),
     };
-    Ok(OwnerState::from_record(generation, owner, claim_id, None))
+    let won = match item.get(WON) {
+        Some(AttributeValue::S(won)) => Some(won.as_str()),
+        // Absent, or not a string: no recent claims either way.
+        _ => None,
+    };
+    Ok(OwnerState::from_record(generation, owner, claim_id, won))
 }
 
 /// The view `current` returns: the same decoding, but a corrupt owner is a hard
@@ -150,7 +207,9 @@ pub(crate) fn lost_race(item: Option<&Item>) -> CasOutcome {
 
 #[cfg(test)]
 mod tests {
-    use unique_core::Owner;
+    use std::collections::BTreeSet;
+
+    use unique_core::{Owner, RECENT_CLAIMS, RecentClaims};
 
     use super::*;
 
@@ -169,6 +228,58 @@ mod tests {
         Fence::for_snapshot(snap)
             .expect("a claimable snapshot")
             .into()
+    }
+
+    /// The placeholders (`#name` or `:value`, as `sigil` says) the expressions use.
+    fn placeholders(sigil: char, expressions: &[&str]) -> BTreeSet<String> {
+        let mut found = BTreeSet::new();
+        for expression in expressions {
+            let mut rest = *expression;
+            while let Some(at) = rest.find(sigil) {
+                let tail = &rest[at + 1..];
+                let end = tail
+                    .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                    .unwrap_or(tail.len());
+                found.insert(format!("{sigil}{}", &tail[..end]));
+                rest = &tail[end..];
+            }
+        }
+        found
+    }
+
+    fn keys<V>(map: &HashMap<String, V>) -> BTreeSet<String> {
+        map.keys().cloned().collect()
+    }
+
+    /// A live record at `generation` held by `claim_id`, with `wins` as its recent claims.
+    fn session(generation: i64, claim_id: &str, wins: &[(&str, i64)]) -> OwnerState {
+        OwnerState {
+            exists: true,
+            generation,
+            owner: Some(Owner::new("", "", "http://h/k")),
+            owner_corrupt: false,
+            claim_id: Some(claim_id.to_owned()),
+            recent_claims: RecentClaims::from_wins(wins.iter().copied()),
+        }
+    }
+
+    /// Every form a claim can take: first login, double pin (a session, a
+    /// corrupt owner) and tombstone, each with recent claims where it can have them.
+    fn every_form() -> Vec<OwnerState> {
+        vec![
+            OwnerState::absent(),
+            session(2, "b", &[("a", 1), ("b", 2)]),
+            OwnerState {
+                owner: None,
+                owner_corrupt: true,
+                ..session(3, "", &[])
+            },
+            OwnerState {
+                owner: None,
+                claim_id: None,
+                ..session(4, "x", &[("d", 4)])
+            },
+        ]
     }
 
     #[test]
@@ -238,6 +349,170 @@ mod tests {
             lost_race(Some(&bad)),
             CasOutcome::LostRace { current: None }
         );
+    }
+
+    #[test]
+    fn every_expression_uses_exactly_its_names_and_values() {
+        // DynamoDB rejects a name or value that no expression uses, and one
+        // that an expression uses but the request lacks.
+        for snap in every_form() {
+            let form = form(&snap);
+            let condition = form.condition;
+            let values = form.values("{}".to_owned(), "c", &snap);
+            assert_eq!(
+                keys(&claim_names()),
+                placeholders('#', &[CLAIM_UPDATE, condition]),
+                "{condition}"
+            );
+            assert_eq!(
+                keys(&values),
+                placeholders(':', &[CLAIM_UPDATE, condition]),
+                "{condition}"
+            );
+        }
+        assert_eq!(
+            keys(&release_names()),
+            placeholders('#', &[RELEASE_UPDATE, RELEASE_CONDITION])
+        );
+        assert_eq!(
+            placeholders(':', &[RELEASE_UPDATE, RELEASE_CONDITION]),
+            BTreeSet::from([":empty".to_owned(), ":gen".to_owned()])
+        );
+        let claim = claim_names();
+        assert_eq!(
+            [GEN, OWNER, CID, WON].map(|a| claim[&format!("#{a}")].as_str()),
+            ["gen", "owner", "cid", "won"]
+        );
+        // A release leaves won alone (C9): it names it nowhere.
+        assert!(!release_names().values().any(|a| a == WON));
+        assert!(!RELEASE_UPDATE.contains("won") && !RELEASE_CONDITION.contains("won"));
+    }
+
+    #[test]
+    fn a_claim_writes_gen_owner_cid_and_the_snapshots_wins_with_its_own() {
+        let cases = [
+            (OwnerState::absent(), 1, r#"[["new",1]]"#),
+            (
+                session(2, "b", &[("a", 1), ("b", 2)]),
+                3,
+                r#"[["a",1],["b",2],["new",3]]"#,
+            ),
+            // A corrupt record, a tombstone, a record from before C9: no wins yet.
+            (every_form()[2].clone(), 4, r#"[["new",4]]"#),
+            (every_form()[3].clone(), 5, r#"[["d",4],["new",5]]"#),
+            (session(7, "old", &[]), 8, r#"[["new",8]]"#),
+        ];
+        for (snap, next, won) in cases {
+            let values = form(&snap).values(r#"{"endpoint":"http://n"}"#.to_owned(), "new", &snap);
+            assert_eq!(values[":next"], number(next), "{snap:?}");
+            assert_eq!(
+                values[":owner"],
+                s(r#"{"endpoint":"http://n"}"#),
+                "{snap:?}"
+            );
+            assert_eq!(values[":cid"], s("new"), "{snap:?}");
+            assert_eq!(values[":won"], s(won), "{snap:?}");
+        }
+        // A full list drops its oldest win.
+        let kept = i64::try_from(RECENT_CLAIMS).unwrap();
+        let wins: Vec<(String, i64)> = (1..=kept).map(|g| (format!("c{g}"), g)).collect();
+        let full = OwnerState {
+            recent_claims: RecentClaims::from_wins(wins.iter().map(|(c, g)| (c.as_str(), *g))),
+            ..session(kept, &format!("c{kept}"), &[])
+        };
+        let values = form(&full).values("{}".to_owned(), "new", &full);
+        let AttributeValue::S(written) = &values[":won"] else {
+            panic!("won is written as S");
+        };
+        let written: Vec<(String, i64)> = RecentClaims::decode(Some(written))
+            .iter()
+            .map(|(c, g)| (c.to_owned(), g))
+            .collect();
+        let mut want = wins[1..].to_vec();
+        want.push(("new".to_owned(), kept + 1));
+        assert_eq!(written, want);
+    }
+
+    #[test]
+    fn decodes_won_and_reads_any_unreadable_one_as_no_recent_claims() {
+        let owner = r#"{"endpoint":"http://h/k"}"#;
+        let record = |won: Option<AttributeValue>| {
+            let mut it = item(&[(GEN, number(3)), (OWNER, s(owner)), (CID, s("c"))]);
+            if let Some(won) = won {
+                it.insert(WON.to_owned(), won);
+            }
+            it
+        };
+        let stored = owner_state(Some(&record(Some(s(r#"[["b",2],["c",3]]"#))))).unwrap();
+        assert_eq!(
+            stored.recent_claims,
+            RecentClaims::from_wins([("b", 2), ("c", 3)])
+        );
+        assert_eq!(stored.claim_id.as_deref(), Some("c"));
+
+        let unreadable = [
+            None,
+            Some(s("")),
+            Some(s("{")),
+            Some(s("null")),
+            Some(s("[1]")),
+            Some(s(r#"[["a"]]"#)),
+            // Not a string at all: as unreadable as bad JSON, never an error.
+            Some(AttributeValue::N("1".into())),
+            Some(AttributeValue::Null(true)),
+            Some(AttributeValue::Bool(false)),
+            Some(AttributeValue::Ss(vec!["a".into()])),
+            Some(AttributeValue::L(vec![AttributeValue::L(vec![
+                s("a"),
+                number(1),
+            ])])),
+            Some(AttributeValue::M(HashMap::from([(
+                "a".to_owned(),
+                number(1),
+            )]))),
+            Some(AttributeValue::B(r#"[["a",1]]"#.as_bytes().to_vec().into())),
+        ];
+        for won in unreadable {
+            let it = record(won.clone());
+            let state = owner_state(Some(&it)).unwrap();
+            assert!(state.recent_claims.is_empty(), "{won:?}");
+            // The rest of the record reads as if won were absent.
+            assert_eq!(state, owner_state(Some(&record(None))).unwrap(), "{won:?}");
+            assert!(current_view(Some(&it)).is_ok(), "{won:?}");
+            assert_eq!(
+                lost_race(Some(&it)),
+                CasOutcome::LostRace {
+                    current: Some(state)
+                },
+                "{won:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn won_is_kept_on_a_tombstone_and_ignored_on_a_record_never_claimed() {
+        let won = s(r#"[["a",1]]"#);
+        let tomb = item(&[(GEN, number(1)), (OWNER, s("")), (WON, won.clone())]);
+        let state = owner_state(Some(&tomb)).unwrap();
+        assert!(state.exists && state.owner.is_none() && state.claim_id.is_none());
+        assert_eq!(state.recent_claims, RecentClaims::from_wins([("a", 1)]));
+        let CasOutcome::LostRace {
+            current: Some(carried),
+        } = lost_race(Some(&tomb))
+        else {
+            panic!("expected a lost race with the record");
+        };
+        assert_eq!(carried, state, "ALL_OLD carries the recent claims too");
+        for never_claimed in [
+            item(&[(WON, won.clone())]),
+            item(&[(GEN, number(0)), (WON, won.clone())]),
+        ] {
+            assert_eq!(
+                owner_state(Some(&never_claimed)).unwrap(),
+                OwnerState::absent(),
+                "{never_claimed:?}"
+            );
+        }
     }
 
     #[test]

@@ -11,7 +11,8 @@ use unique_store_contract::{RawRecord, RawWriter, Subject, store_contract_tests}
 use unique_store_dynamodb::DynamoStore;
 
 /// The raw-record hook: one unconditional `PutItem` holding exactly the given
-/// attributes (an absent `owner` or `cid` is left out of the item).
+/// attributes (an absent `owner`, `cid` or `won` is left out of the item, so a
+/// put over an item that had one removes it).
 struct RawPut(DynamoStore);
 
 #[async_trait]
@@ -29,6 +30,9 @@ impl RawWriter for RawPut {
         }
         if let Some(cid) = record.claim_id {
             put = put.item("cid", AttributeValue::S(cid));
+        }
+        if let Some(won) = record.won {
+            put = put.item("won", AttributeValue::S(won));
         }
         put.send()
             .await

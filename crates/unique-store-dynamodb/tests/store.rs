@@ -4,6 +4,7 @@
 
 mod common;
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use aws_sdk_dynamodb::config::timeout::TimeoutConfig;
@@ -467,4 +468,129 @@ async fn an_owner_of_the_wrong_type_is_corrupt() {
         store.claim_cas(&key, &owner, "new", &state).await.unwrap(),
         CasOutcome::Written { generation: 3 }
     );
+}
+
+/// The item as stored, read past the store's decoding.
+async fn raw_item(store: &DynamoStore, key: &Key) -> HashMap<String, AttributeValue> {
+    store
+        .client()
+        .get_item()
+        .table_name(store.table())
+        .key("pk", AttributeValue::S(key.to_string()))
+        .consistent_read(true)
+        .send()
+        .await
+        .unwrap()
+        .item
+        .expect("the item exists")
+}
+
+fn s(value: &str) -> AttributeValue {
+    AttributeValue::S(value.to_owned())
+}
+
+/// C9 on the wire: a claim writes `won` as S in its `UpdateItem`, next to
+/// `gen`, `owner` and `cid`; a release removes `cid` and leaves `won` as it is.
+#[tokio::test]
+async fn a_claim_sets_won_and_a_release_leaves_it() {
+    let store = common::store().await;
+    let key = Key::new("won-attribute", "test", 1);
+    let owner = Owner::new("r", "c", "http://h/k");
+    let owner_json = unique_core::encode_owner(&owner).unwrap();
+    for (claim_id, generation) in [("a", 1), ("b", 2)] {
+        let snap = store.read_owner(&key).await.unwrap();
+        assert_eq!(
+            store
+                .claim_cas(&key, &owner, claim_id, &snap)
+                .await
+                .unwrap(),
+            CasOutcome::Written { generation }
+        );
+    }
+    let won = s(r#"[["a",1],["b",2]]"#);
+    let claimed = raw_item(&store, &key).await;
+    assert_eq!(
+        claimed,
+        HashMap::from([
+            ("pk".to_owned(), s(&key.to_string())),
+            ("gen".to_owned(), AttributeValue::N("2".into())),
+            ("owner".to_owned(), s(&owner_json)),
+            ("cid".to_owned(), s("b")),
+            ("won".to_owned(), won.clone()),
+        ])
+    );
+    assert!(store.release(&key, 2).await.unwrap());
+    let released = raw_item(&store, &key).await;
+    assert_eq!(
+        released,
+        HashMap::from([
+            ("pk".to_owned(), s(&key.to_string())),
+            ("gen".to_owned(), AttributeValue::N("2".into())),
+            ("owner".to_owned(), s("")),
+            ("won".to_owned(), won),
+        ])
+    );
+    let state = store.read_owner(&key).await.unwrap();
+    assert_eq!(
+        state.recent_claims.iter().collect::<Vec<_>>(),
+        [("a", 1), ("b", 2)]
+    );
+}
+
+/// A `won` that is not a string (written by hand or by another tool) reads as
+/// no recent claims, like unreadable JSON (C9): the read succeeds, the key
+/// stays claimable, and the claim writes `won` again as a string.
+#[tokio::test]
+async fn a_won_of_another_type_reads_as_no_recent_claims_and_a_claim_rewrites_it() {
+    let store = common::store().await;
+    let owner = Owner::new("r", "c", "http://h/k");
+    let cases = [
+        AttributeValue::N("1".into()),
+        AttributeValue::Bool(true),
+        AttributeValue::Null(true),
+        AttributeValue::L(vec![AttributeValue::L(vec![
+            s("old"),
+            AttributeValue::N("4".into()),
+        ])]),
+        AttributeValue::M(HashMap::from([(
+            "old".to_owned(),
+            AttributeValue::N("4".into()),
+        )])),
+        AttributeValue::Ss(vec!["old".into()]),
+    ];
+    for (uid, won) in (1..).zip(cases) {
+        let key = Key::new("won-type", "test", uid);
+        put(
+            &store,
+            &key,
+            &[
+                ("gen", AttributeValue::N("4".into())),
+                ("owner", s(r#"{"endpoint":"http://old"}"#)),
+                ("cid", s("old")),
+                ("won", won.clone()),
+            ],
+        )
+        .await;
+        let state = store.read_owner(&key).await.unwrap();
+        assert!(state.recent_claims.is_empty(), "{won:?}");
+        assert_eq!(
+            (state.generation, state.claim_id.as_deref()),
+            (4, Some("old")),
+            "{won:?}"
+        );
+        assert!(state.owner.is_some(), "{won:?}");
+        assert!(store.current(&key).await.unwrap().exists, "{won:?}");
+        let batch = store.read_owners(std::slice::from_ref(&key)).await.unwrap();
+        assert_eq!(batch[0].as_ref().unwrap(), &state, "{won:?}");
+        assert_eq!(
+            store.claim_cas(&key, &owner, "new", &state).await.unwrap(),
+            CasOutcome::Written { generation: 5 },
+            "{won:?}"
+        );
+        assert_eq!(
+            raw_item(&store, &key).await.get("won"),
+            Some(&s(r#"[["new",5]]"#)),
+            "{won:?}"
+        );
+    }
 }

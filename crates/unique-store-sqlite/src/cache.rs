@@ -10,10 +10,13 @@
 //!    cached as [`Entry::Pending`], and a read that finds `Pending` (or nothing)
 //!    reads SQLite, which is always the truth;
 //! 3. after the batch's `COMMIT` returned, and before any caller is answered,
-//!    the writer sets each written key to the state it knows the row has (see
-//!    [`RecordCache::record_batch`]), or removes it when it does not know;
-//! 4. this store is the only writer of the file, which the store enforces with
-//!    an exclusive lock on the file while the cache is on (see `crate::exclusive`).
+//!    the writer sets each written key, once, to the state it knows the row has
+//!    after the whole batch (see [`RecordCache::record_batch`]), or removes it
+//!    when it does not know;
+//! 4. this store is the only writer of the file, which every store enforces
+//!    with an exclusive lock for its life, cache on or off (see
+//!    `crate::exclusive`); only tools that bypass the store (the `sqlite3` CLI)
+//!    can write behind its back, and must be followed by `forget_cached`.
 //!
 //! Between 2 and 3 every read of a written key reads SQLite, so no read can see
 //! the old state after another read saw the new one. The cache is bounded:
@@ -21,12 +24,13 @@
 //! reads SQLite.
 
 use std::collections::HashMap;
+use std::collections::hash_map::Entry as Slot;
 use std::hash::{BuildHasher, RandomState};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use unique_core::{CasOutcome, Error, OwnerState};
 
-use crate::records::{Write, Written};
+use crate::records::{Decoded, Write, Written};
 
 /// Shards of the map, each behind its own lock (at most this many).
 const SHARDS: usize = 16;
@@ -36,8 +40,11 @@ const SHARDS: usize = 16;
 enum Entry {
     /// The committed row of the key, exactly as a read of the file returns it.
     Committed(OwnerState),
-    /// A batch writing the key is in progress: reads go to SQLite.
-    Pending,
+    /// A batch writing the key is in progress: reads go to SQLite. `before` is
+    /// the committed row from before the batch, for the writer only: a release
+    /// keeps the recent claims (`won`) of the row it releases, which its result
+    /// does not carry.
+    Pending { before: OwnerState },
 }
 
 /// A bounded, sharded map from partition key to its committed record.
@@ -75,15 +82,26 @@ impl RecordCache {
     pub(crate) fn get(&self, pk: &str) -> Option<OwnerState> {
         match self.shard(pk).get(pk) {
             Some(Entry::Committed(state)) => Some(state.clone()),
-            Some(Entry::Pending) | None => None,
+            Some(Entry::Pending { .. }) | None => None,
         }
     }
 
-    /// Writer only, before a batch begins: a cached `pk` becomes `Pending`
-    /// (an absent one stays absent).
+    /// Writer only, before a batch begins: a cached `pk` becomes `Pending`,
+    /// keeping its committed row (an absent one stays absent).
     pub(crate) fn mark_pending(&self, pk: &str) {
-        if let Some(entry) = self.shard(pk).get_mut(pk) {
-            *entry = Entry::Pending;
+        if let Some(entry) = self.shard(pk).get_mut(pk)
+            && let Entry::Committed(state) = entry
+        {
+            let before = std::mem::take(state);
+            *entry = Entry::Pending { before };
+        }
+    }
+
+    /// Writer only: the committed row of `pk` the cache knows from before the
+    /// current batch (pending or not).
+    fn before_batch(&self, pk: &str) -> Option<OwnerState> {
+        match self.shard(pk).get(pk)? {
+            Entry::Committed(state) | Entry::Pending { before: state } => Some(state.clone()),
         }
     }
 
@@ -117,13 +135,32 @@ impl RecordCache {
 
     /// Writer only, once the batch's transaction is over (committed or not) and
     /// before its callers are answered: sets each written key to the row it now
-    /// has, in batch order so the last write of a key wins, or forgets the key
-    /// when the result does not say exactly what the row is.
+    /// has, or forgets the key when the results do not say exactly what the row
+    /// is.
+    ///
+    /// The rows are worked out in batch order first (the last write of a key
+    /// wins; a release keeps the recent claims of the row before it) and each key
+    /// is set once, after: setting them write by write would let a read see the
+    /// row of an earlier write of the batch after another read had seen, in the
+    /// file, the row of a later one.
     pub(crate) fn record_batch(&self, writes: &[Write], results: &[Result<Written, Error>]) {
+        let mut rows: HashMap<&str, Option<OwnerState>> = HashMap::with_capacity(writes.len());
         for (write, result) in writes.iter().zip(results) {
-            match committed_state(write, result) {
-                Some(state) => self.set_committed(write.pk(), state),
-                None => self.forget(write.pk()),
+            let pk = write.pk();
+            match rows.entry(pk) {
+                Slot::Occupied(mut row) => {
+                    let before = row.get_mut().take();
+                    *row.get_mut() = committed_state(write, result, || before);
+                }
+                Slot::Vacant(row) => {
+                    row.insert(committed_state(write, result, || self.before_batch(pk)));
+                }
+            }
+        }
+        for (pk, row) in rows {
+            match row {
+                Some(state) => self.set_committed(pk, state),
+                None => self.forget(pk),
             }
         }
     }
@@ -139,13 +176,22 @@ impl RecordCache {
 }
 
 /// The row `write` left when its batch committed with `result`, when the result
-/// says exactly what it is (the same state a read of the row returns, see
-/// `OwnerState::from_record`). `None`: forget the key.
-fn committed_state(write: &Write, result: &Result<Written, Error>) -> Option<OwnerState> {
+/// (and, for a release, `before`: the row before this write, when known) says
+/// exactly what it is: the same state a read of the row returns, see
+/// `OwnerState::from_record`. `None`: forget the key.
+fn committed_state(
+    write: &Write,
+    result: &Result<Written, Error>,
+    before: impl FnOnce() -> Option<OwnerState>,
+) -> Option<OwnerState> {
     match (write, result.as_ref().ok()?) {
         (
             Write::Claim {
-                decoded: Some(decoded),
+                decoded:
+                    Some(Decoded {
+                        owner,
+                        recent_claims,
+                    }),
                 claim_id,
                 ..
             },
@@ -153,10 +199,10 @@ fn committed_state(write: &Write, result: &Result<Written, Error>) -> Option<Own
         ) => Some(OwnerState {
             exists: true,
             generation: *generation,
-            owner: Some(decoded.clone()),
+            owner: Some(owner.clone()),
             owner_corrupt: false,
             claim_id: Some(claim_id.clone()),
-            ..OwnerState::default()
+            recent_claims: recent_claims.clone(),
         }),
         // Read inside the transaction, after the batch's earlier writes.
         (
@@ -165,15 +211,19 @@ fn committed_state(write: &Write, result: &Result<Written, Error>) -> Option<Own
                 current: Some(state),
             }),
         ) => Some(state.clone()),
-        // RELEASE keeps gen, empties owner and sets cid NULL.
-        (Write::Release { generation, .. }, Written::Released(true)) => Some(OwnerState {
-            exists: true,
-            generation: *generation,
-            owner: None,
-            owner_corrupt: false,
-            claim_id: None,
-            ..OwnerState::default()
-        }),
+        // RELEASE keeps gen and won, empties owner and sets cid NULL. Its
+        // condition held, so the row before it was at its gen: a known row that
+        // is not is no row this store wrote, and is forgotten.
+        (Write::Release { generation, .. }, Written::Released(true)) => before()
+            .filter(|row| row.exists && row.generation == *generation)
+            .map(|row| OwnerState {
+                exists: true,
+                generation: *generation,
+                owner: None,
+                owner_corrupt: false,
+                claim_id: None,
+                recent_claims: row.recent_claims,
+            }),
         _ => None,
     }
 }
@@ -181,8 +231,10 @@ fn committed_state(write: &Write, result: &Result<Written, Error>) -> Option<Own
 #[cfg(test)]
 mod tests {
     use super::*;
-    use unique_core::{Fence, Owner};
+    use unique_core::{Fence, Owner, RecentClaims};
 
+    /// The row a claim `cid` at `generation` from a snapshot without recent
+    /// claims writes.
     fn state(generation: i64, cid: &str) -> OwnerState {
         OwnerState {
             exists: true,
@@ -190,18 +242,40 @@ mod tests {
             owner: Some(Owner::new("r", "c", "http://h/k")),
             owner_corrupt: false,
             claim_id: Some(cid.into()),
-            ..OwnerState::default()
+            recent_claims: RecentClaims::from_wins([(cid, generation)]),
         }
     }
 
-    fn claim(pk: &str, cid: &str) -> Write {
+    /// A claim `cid` of `pk` at `generation` from a snapshot without recent claims.
+    fn claim_at(pk: &str, cid: &str, generation: i64) -> Write {
+        let fence = match generation {
+            1 => Fence::FirstLogin,
+            _ => Fence::Tombstone {
+                generation: generation - 1,
+            },
+        };
         Write::claim(
             pk.into(),
             &Owner::new("r", "c", "http://h/k"),
             cid.into(),
-            Fence::FirstLogin.into(),
+            fence.into(),
         )
         .expect("a valid owner")
+    }
+
+    fn claim(pk: &str, cid: &str) -> Write {
+        claim_at(pk, cid, 1)
+    }
+
+    fn tombstone(generation: i64, recent_claims: RecentClaims) -> OwnerState {
+        OwnerState {
+            exists: true,
+            generation,
+            owner: None,
+            owner_corrupt: false,
+            claim_id: None,
+            recent_claims,
+        }
     }
 
     #[test]
@@ -212,6 +286,12 @@ mod tests {
         assert_eq!(cache.get("a"), Some(state(1, "c1")));
         cache.mark_pending("a");
         assert_eq!(cache.get("a"), None, "a pending key reads SQLite");
+        cache.mark_pending("a");
+        assert_eq!(
+            cache.before_batch("a"),
+            Some(state(1, "c1")),
+            "a pending key keeps its row for the writer, marked twice too"
+        );
         cache.mark_pending("b");
         assert_eq!(cache.get("b"), None);
         assert_eq!(cache.len(), 1, "marking never inserts an absent key");
@@ -237,7 +317,7 @@ mod tests {
         assert_eq!(cache.get("b"), Some(state(1, "c3")));
 
         // A failed write after a successful one forgets the key.
-        let writes = [claim("a", "c4"), Write::release("a".into(), 2)];
+        let writes = [claim_at("a", "c4", 2), Write::release("a".into(), 2)];
         let results = [
             Ok(Written::Claim(CasOutcome::Written { generation: 2 })),
             Err(Error::unavailable("injected")),
@@ -246,22 +326,67 @@ mod tests {
         cache.record_batch(&writes, &results);
         assert_eq!(cache.get("a"), None);
 
-        // A held release after a claim leaves the tombstone.
-        let writes = [claim("a", "c5"), Write::release("a".into(), 3)];
+        // A held release after a claim leaves the tombstone, with the claim's
+        // recent claims.
+        let writes = [claim_at("a", "c5", 3), Write::release("a".into(), 3)];
         let results = [
             Ok(Written::Claim(CasOutcome::Written { generation: 3 })),
             Ok(Written::Released(true)),
         ];
         cache.record_batch(&writes, &results);
-        let tombstone = OwnerState {
-            exists: true,
-            generation: 3,
-            owner: None,
-            owner_corrupt: false,
-            claim_id: None,
-            ..OwnerState::default()
-        };
-        assert_eq!(cache.get("a"), Some(tombstone));
+        assert_eq!(
+            cache.get("a"),
+            Some(tombstone(3, RecentClaims::from_wins([("c5", 3)])))
+        );
+    }
+
+    /// C9: a release keeps the recent claims of the row it releases, known from
+    /// the cache before the batch (pending meanwhile) or from an earlier write
+    /// of the batch; without that row the key is forgotten.
+    #[test]
+    fn a_release_keeps_the_recent_claims_of_the_row_before_it() {
+        let cache = RecordCache::new(64);
+        let wins = RecentClaims::from_wins([("c1", 1), ("c2", 2)]);
+        cache.set_committed(
+            "a",
+            OwnerState {
+                recent_claims: wins.clone(),
+                ..state(2, "c2")
+            },
+        );
+        let writes = [Write::release("a".into(), 2)];
+        cache.begin_batch(&writes);
+        cache.record_batch(&writes, &[Ok(Written::Released(true))]);
+        assert_eq!(cache.get("a"), Some(tombstone(2, wins.clone())));
+
+        // Released again (a release of a tombstone holds too): still the list.
+        cache.begin_batch(&writes);
+        cache.record_batch(&writes, &[Ok(Written::Released(true))]);
+        assert_eq!(cache.get("a"), Some(tombstone(2, wins)));
+
+        // Nothing known of the row before: forgotten.
+        let writes = [Write::release("b".into(), 4)];
+        cache.begin_batch(&writes);
+        cache.record_batch(&writes, &[Ok(Written::Released(true))]);
+        assert_eq!(cache.get("b"), None);
+        assert_eq!(cache.len(), 1);
+
+        // A known row at another gen is no row this store wrote: forgotten.
+        cache.set_committed("c", state(5, "c5"));
+        let writes = [Write::release("c".into(), 4)];
+        cache.record_batch(&writes, &[Ok(Written::Released(true))]);
+        assert_eq!(cache.get("c"), None);
+
+        // An earlier write of the batch whose row is unknown: forgotten.
+        cache.set_committed("d", state(1, "c1"));
+        let writes = [claim_at("d", "c2", 2), Write::release("d".into(), 2)];
+        let results = [
+            Ok(Written::Claim(CasOutcome::LostRace { current: None })),
+            Ok(Written::Released(true)),
+        ];
+        cache.begin_batch(&writes);
+        cache.record_batch(&writes, &results);
+        assert_eq!(cache.get("d"), None);
     }
 
     #[test]

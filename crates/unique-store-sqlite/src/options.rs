@@ -125,17 +125,14 @@ impl SqliteStoreBuilder {
     /// no cache), so that `read_owner` and `current` of a key this store wrote
     /// are answered without a SQLite read transaction.
     ///
-    /// The cache is right only while this store is the file's one writer, so with
-    /// it on, [`open`](Self::open) takes an exclusive lock on the file for the
-    /// store's life and fails when another store (of this process or another)
-    /// holds it with its cache on. The trade-off:
-    ///
-    /// - cache on: one store per file; a change made to the file by anything else
-    ///   while the store is open (the `sqlite3` CLI, a store with the cache off,
-    ///   which takes no lock) is not seen by reads of keys it has cached; stop the
-    ///   store first, or call [`SqliteStore::forget_cached`] for each key changed;
-    /// - cache off: several processes may open the same file; every read is a
-    ///   SQLite read.
+    /// The cache is right only while this store is the file's one writer, which
+    /// [`open`](Self::open) ensures for every store, cache on or off: a store
+    /// holds the file for its life and a second store on it (of this process or
+    /// another) is refused. A change made to the file by a tool that bypasses
+    /// the store (the `sqlite3` CLI) while the store is open is not seen by reads
+    /// of keys it has cached: stop the store first, or call
+    /// [`SqliteStore::forget_cached`] for each key changed. With the cache off
+    /// every read is a SQLite read.
     ///
     /// Batch reads (`read_owners`) and the health check always read the file.
     #[must_use]
@@ -155,10 +152,11 @@ impl SqliteStoreBuilder {
     ///
     /// `Unavailable` with a reason naming the path when the directory is
     /// missing, the file or directory cannot be opened (permissions), the file
-    /// is not an SQLite database, its schema is not this store's, or the file
-    /// stays locked by another process past the busy timeout; with the
-    /// [record cache](Self::record_cache) on, also when another store holds the
-    /// file with its cache on.
+    /// is not an SQLite database, its schema is not this store's (or newer than
+    /// this build's; an older one is migrated), or the file stays locked by
+    /// another connection past the busy timeout; and at once when another store,
+    /// of this process or another, has the file open, whatever the options of
+    /// either (the message names the other process's pid when it can).
     pub fn open(self) -> Result<SqliteStore, Error> {
         SqliteStore::from_builder(self)
     }

@@ -1,9 +1,12 @@
 //! The statements on the `records` table and how a row becomes an [`OwnerState`].
 //!
 //! Each write is ONE conditional statement whose condition is the fence of C3/C5.
-//! A claim maps the core [`Fence`] to its statement and writes `gen`, `owner` and
-//! `cid` together; the gen written is the fence's next gen, so a statement that
-//! changed a row wrote exactly it (C4). A failed condition is a statement that
+//! A claim maps the core [`Fence`] to its statement and writes `gen`, `owner`,
+//! `cid` and `won` together; the gen written is the fence's next gen, so a
+//! statement that changed a row wrote exactly it (C4), and the `won` written is
+//! the snapshot's recent claims followed by this one, which the row still holds
+//! when the fence does (C9: only a claim changes the list, and every claim
+//! changes the gen). A release keeps `won`. A failed condition is a statement that
 //! changed no row, never an SQL error. (No `RETURNING`: SQLite buffers its rows
 //! in a temporary B-tree opened and closed per statement, which was a third of
 //! a claim's instructions on the writer.)
@@ -13,29 +16,33 @@ use std::collections::HashMap;
 use std::sync::OnceLock;
 
 use rusqlite::{Connection, OptionalExtension, Row, Statement, ToSql, params_from_iter};
-use unique_core::{CasOutcome, Error, Fence, MAX_BATCH_KEYS, Owner, OwnerState, StoredOwner};
+use unique_core::{
+    CasOutcome, Error, Fence, MAX_BATCH_KEYS, Owner, OwnerState, RecentClaims, StoredOwner,
+};
 
 use crate::error::map_sqlite;
 
 /// Strong read of one record (every read is a fresh WAL snapshot, C2).
-pub(crate) const SELECT: &str = "SELECT gen, owner, cid FROM records WHERE pk = ?1";
+pub(crate) const SELECT: &str = "SELECT gen, owner, cid, won FROM records WHERE pk = ?1";
 
 // The claim statements bind a prefix of the same parameters: ?1 pk, ?2 owner,
-// ?3 cid, ?4 the gen to write, ?5 the pinned gen, ?6 the pinned cid.
+// ?3 cid, ?4 the gen to write, ?5 won, ?6 the pinned gen, ?7 the pinned cid.
 
 /// First login: the record must still not exist, or be stored at gen 0 (which
 /// reads as absent). An upsert whose `WHERE` fails changes nothing.
-const CLAIM_FIRST_LOGIN: &str = "INSERT INTO records (pk, gen, owner, cid) VALUES (?1, ?4, ?2, ?3)
-     ON CONFLICT (pk) DO UPDATE SET gen = excluded.gen, owner = excluded.owner, cid = excluded.cid
+const CLAIM_FIRST_LOGIN: &str = "INSERT INTO records (pk, gen, owner, cid, won)
+     VALUES (?1, ?4, ?2, ?3, ?5)
+     ON CONFLICT (pk) DO UPDATE SET gen = excluded.gen, owner = excluded.owner,
+         cid = excluded.cid, won = excluded.won
      WHERE records.gen = 0";
 /// Tombstone: same gen and no cid.
-const CLAIM_TOMBSTONE: &str = "UPDATE records SET gen = ?4, owner = ?2, cid = ?3
-     WHERE pk = ?1 AND gen = ?5 AND cid IS NULL";
+const CLAIM_TOMBSTONE: &str = "UPDATE records SET gen = ?4, owner = ?2, cid = ?3, won = ?5
+     WHERE pk = ?1 AND gen = ?6 AND cid IS NULL";
 /// Double pin: same gen and the same cid (`=` never matches a NULL cid, and
 /// `''` is an ordinary value, so an empty cid is not mistaken for an absent one).
-const CLAIM_DOUBLE_PIN: &str = "UPDATE records SET gen = ?4, owner = ?2, cid = ?3
-     WHERE pk = ?1 AND gen = ?5 AND cid = ?6";
-/// Fenced tombstone (C5): keeps gen, empties owner, removes cid.
+const CLAIM_DOUBLE_PIN: &str = "UPDATE records SET gen = ?4, owner = ?2, cid = ?3, won = ?5
+     WHERE pk = ?1 AND gen = ?6 AND cid = ?7";
+/// Fenced tombstone (C5): keeps gen and `won`, empties owner, removes cid.
 const RELEASE: &str = "UPDATE records SET owner = '', cid = NULL WHERE pk = ?1 AND gen = ?2";
 
 /// Which of the three claim statements checks a fence.
@@ -53,9 +60,9 @@ pub(crate) struct FencedClaim {
     form: ClaimForm,
     /// `?4`: the fence's next gen.
     next_generation: i64,
-    /// `?5`: the pinned gen (tombstone, double pin).
+    /// `?6`: the pinned gen (tombstone, double pin).
     pinned_generation: Option<i64>,
-    /// `?6`: the pinned cid (double pin).
+    /// `?7`: the pinned cid (double pin).
     pinned_claim_id: Option<String>,
 }
 
@@ -119,16 +126,23 @@ impl<'c> Statements<'c> {
 }
 
 /// One write the writer thread applies inside a batch transaction.
+// Most writes are claims, so boxing the large variant would only add an
+// allocation to nearly every write; the size difference is a few hundred bytes
+// moved through the writer's queue.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Write {
     /// A fenced claim with the owner already encoded (never empty, C8).
     Claim {
         pk: String,
         owner: String,
-        /// The same owner as `owner`, decoded, when the record cache is on: what a
-        /// read of the written row returns (no JSON parse on the writer). `None`
-        /// with the cache off, so a claim copies the owner only when it is used.
-        decoded: Option<Owner>,
+        /// The `won` attribute written: the snapshot's recent claims followed by
+        /// this claim at the fence's next gen (what `OwnerState::won_after` returns).
+        won: String,
+        /// `owner` and `won` decoded, when the record cache is on: what a read of
+        /// the written row returns (no JSON parse on the writer). `None` with the
+        /// cache off, so a claim copies them only when they are used.
+        decoded: Option<Decoded>,
         claim_id: String,
         fence: FencedClaim,
     },
@@ -136,9 +150,17 @@ pub(crate) enum Write {
     Release { pk: String, generation: i64 },
 }
 
+/// What a claim writes, decoded: the record cache's copy of the written row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Decoded {
+    /// The `owner` written.
+    pub(crate) owner: Owner,
+    /// The `won` written.
+    pub(crate) recent_claims: RecentClaims,
+}
+
 impl Write {
-    /// A claim of `owner`, encoded here (tests; the store encodes before its
-    /// fence check, as C8 orders the refusals).
+    /// A claim of `owner` from a snapshot with no recent claims (tests).
     #[cfg(test)]
     pub(crate) fn claim(
         pk: String,
@@ -146,10 +168,29 @@ impl Write {
         claim_id: String,
         fence: FencedClaim,
     ) -> Result<Self, Error> {
+        Self::claim_after(pk, owner, claim_id, fence, &RecentClaims::new())
+    }
+
+    /// A claim of `owner` from a snapshot whose recent claims are `recent`,
+    /// encoded here (tests; the store encodes before its fence check, as C8
+    /// orders the refusals).
+    #[cfg(test)]
+    pub(crate) fn claim_after(
+        pk: String,
+        owner: &Owner,
+        claim_id: String,
+        fence: FencedClaim,
+        recent: &RecentClaims,
+    ) -> Result<Self, Error> {
+        let recent_claims = recent.after_win(&claim_id, fence.next_generation);
         Ok(Self::Claim {
             pk,
             owner: unique_core::encode_owner(owner)?,
-            decoded: Some(owner.clone()),
+            won: recent_claims.encode(),
+            decoded: Some(Decoded {
+                owner: owner.clone(),
+                recent_claims,
+            }),
             claim_id,
             fence,
         })
@@ -186,16 +227,18 @@ pub(crate) fn apply(stmts: &mut Statements<'_>, write: &Write) -> Result<Written
         Write::Claim {
             pk,
             owner,
+            won,
             claim_id,
             fence,
             ..
         } => {
             let pinned_claim_id = fence.pinned_claim_id.as_deref();
-            let values: [&dyn ToSql; 6] = [
+            let values: [&dyn ToSql; 7] = [
                 pk,
                 owner,
                 claim_id,
                 &fence.next_generation,
+                won,
                 &fence.pinned_generation,
                 &pinned_claim_id,
             ];
@@ -252,7 +295,7 @@ fn select_many() -> &'static str {
     SQL.get_or_init(|| {
         let placeholders: Vec<String> = (1..=MAX_BATCH_KEYS).map(|i| format!("?{i}")).collect();
         format!(
-            "SELECT gen, owner, cid, pk FROM records WHERE pk IN ({})",
+            "SELECT gen, owner, cid, won, pk FROM records WHERE pk IN ({})",
             placeholders.join(", ")
         )
     })
@@ -267,7 +310,7 @@ pub(crate) fn read_states(conn: &Connection, pks: &[String]) -> rusqlite::Result
         let padded = (0..MAX_BATCH_KEYS).map(|i| chunk.get(i).unwrap_or(&chunk[0]));
         let mut rows = stmt.query(params_from_iter(padded))?;
         while let Some(row) = rows.next()? {
-            found.insert(row.get(3)?, decode_row(row)?);
+            found.insert(row.get(4)?, decode_row(row)?);
         }
     }
     Ok(pks
@@ -288,7 +331,14 @@ fn decode_row(row: &Row<'_>) -> rusqlite::Result<OwnerState> {
         _ => StoredOwner::NotText,
     };
     let claim_id: Option<String> = row.get(2)?;
-    Ok(OwnerState::from_record(generation, owner, claim_id, None))
+    // An absent (NULL, or a row from before schema version 2), empty or
+    // unreadable list is no recent claims, never an error (C9): a value of
+    // another type or invalid UTF-8 reads as unreadable.
+    let won = match row.get_ref(3)? {
+        ValueRef::Text(raw) => std::str::from_utf8(raw).ok(),
+        _ => None,
+    };
+    Ok(OwnerState::from_record(generation, owner, claim_id, won))
 }
 
 #[cfg(test)]
@@ -300,32 +350,54 @@ mod tests {
     use crate::schema::open_writer;
 
     const OWNER: &str = r#"{"endpoint":"http://h/k"}"#;
+    /// The `won` of every record `put` stores.
+    const WON: &str = r#"[["old",1]]"#;
+
+    fn stored_wins() -> RecentClaims {
+        RecentClaims::decode(Some(WON))
+    }
 
     fn conn(dir: &tempfile::TempDir) -> Connection {
         open_writer(&SqliteStoreBuilder::new(&dir.path().join("r.db"))).expect("open")
     }
 
-    /// Stores `pk` as given, unconditionally (`None` deletes it).
+    /// Stores `pk` as given, with [`WON`], unconditionally (`None` deletes it).
     fn put(conn: &Connection, pk: &str, record: Option<(i64, Option<&str>)>) {
         conn.execute("DELETE FROM records WHERE pk = ?1", [pk])
             .expect("delete");
         if let Some((generation, cid)) = record {
             conn.execute(
-                "INSERT INTO records VALUES (?1, ?2, ?3, ?4)",
-                params![pk, generation, OWNER, cid],
+                "INSERT INTO records VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![pk, generation, OWNER, cid, WON],
             )
             .expect("insert");
         }
     }
 
+    /// A claim from a snapshot whose recent claims are those `put` stores.
     fn claim(conn: &Connection, pk: &str, claim_id: &str, fence: Fence<'_>) -> CasOutcome {
         let owner = unique_core::decode_owner(OWNER).unwrap().unwrap();
-        let write = Write::claim(pk.into(), &owner, claim_id.into(), fence.into()).unwrap();
+        let write = Write::claim_after(
+            pk.into(),
+            &owner,
+            claim_id.into(),
+            fence.into(),
+            &stored_wins(),
+        )
+        .unwrap();
         assert!(matches!(&write, Write::Claim { owner, .. } if owner == OWNER));
         let mut stmts = Statements::prepare(conn).expect("prepare");
         match apply(&mut stmts, &write).expect("the statement runs") {
             Written::Claim(outcome) => outcome,
             other @ Written::Released(_) => panic!("a claim answered {other:?}"),
+        }
+    }
+
+    fn release(conn: &Connection, pk: &str, generation: i64) -> bool {
+        let mut stmts = Statements::prepare(conn).expect("prepare");
+        match apply(&mut stmts, &Write::release(pk.into(), generation)).expect("runs") {
+            Written::Released(released) => released,
+            other @ Written::Claim(_) => panic!("a release answered {other:?}"),
         }
     }
 
@@ -346,7 +418,7 @@ mod tests {
                 owner: unique_core::decode_owner(OWNER).expect("owner"),
                 owner_corrupt: false,
                 claim_id: cid.map(str::to_owned),
-                ..OwnerState::default()
+                recent_claims: stored_wins(),
             });
             assert_eq!(
                 claim(&conn, "k", "n", fence),
@@ -372,6 +444,44 @@ mod tests {
             (stored.generation, stored.claim_id.as_deref()),
             (generation, Some("n"))
         );
+        assert_eq!(
+            stored.recent_claims,
+            stored_wins().after_win("n", generation),
+            "the claim wrote the snapshot's recent claims followed by its own"
+        );
+    }
+
+    /// C9: a release keeps `won`; a claim appends to it; a row without one
+    /// (NULL, or a value of another type) reads as no recent claims.
+    #[test]
+    fn a_release_keeps_the_recent_claims_and_odd_lists_read_empty() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let conn = conn(&dir);
+        put(&conn, "k", Some((1, Some("old"))));
+        assert!(release(&conn, "k", 1));
+        let released = read_state(&conn, "k").expect("read");
+        assert_eq!(
+            (released.owner.as_ref(), released.claim_id.as_deref()),
+            (None, None)
+        );
+        assert_eq!(released.recent_claims, stored_wins(), "kept by the release");
+        assert_eq!(
+            claim(&conn, "k", "n", Fence::Tombstone { generation: 1 }),
+            CasOutcome::Written { generation: 2 }
+        );
+        assert_eq!(
+            read_state(&conn, "k").expect("read").recent_claims,
+            RecentClaims::from_wins([("old", 1), ("n", 2)])
+        );
+        for odd in ["NULL", "''", "'{'", "x'5b5d'", "7"] {
+            conn.execute_batch(&format!("UPDATE records SET won = {odd} WHERE pk = 'k'"))
+                .expect("update");
+            let state = read_state(&conn, "k").expect("an odd list is not an error");
+            assert!(state.recent_claims.is_empty(), "{odd}");
+            assert_eq!(state.generation, 2, "{odd}");
+            let batch = read_states(&conn, &["k".to_owned()]).expect("batch read");
+            assert_eq!(batch, vec![state], "{odd}");
+        }
     }
 
     #[test]

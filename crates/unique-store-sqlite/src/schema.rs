@@ -11,8 +11,13 @@ use crate::options::SqliteStoreBuilder;
 
 /// Marks a database file as this store's (`PRAGMA application_id`, "uniq").
 pub(crate) const APPLICATION_ID: i32 = 0x756e_6971;
-/// The schema version this build writes and understands (`PRAGMA user_version`).
-pub(crate) const SCHEMA_VERSION: i32 = 1;
+/// The schema version this build writes and understands (`PRAGMA user_version`):
+///
+/// 1. `records (pk, gen, owner, cid)`;
+/// 2. adds `won` (the recent claims, C9), NULL on the rows written before it.
+///
+/// An older file is brought to this version when it is opened (see [`migrate`]).
+pub(crate) const SCHEMA_VERSION: i32 = 2;
 
 /// Bytes of WAL kept on disk after a checkpoint (`PRAGMA journal_size_limit`).
 const WAL_SIZE_LIMIT: i64 = 64 * 1024 * 1024;
@@ -29,8 +34,12 @@ const CREATE_TABLE: &str = "CREATE TABLE records (
     pk    TEXT PRIMARY KEY NOT NULL,
     gen   INTEGER NOT NULL,
     owner TEXT,
-    cid   TEXT
+    cid   TEXT,
+    won   TEXT
 ) WITHOUT ROWID";
+
+/// Version 1 to 2: the `won` column, NULL (no recent claims) on every existing row.
+const ADD_WON: &str = "ALTER TABLE records ADD COLUMN won TEXT";
 
 /// Opens the writer connection and brings the file to this build's schema.
 pub(crate) fn open_writer(options: &SqliteStoreBuilder) -> Result<Connection, Error> {
@@ -169,6 +178,9 @@ fn ensure_schema(conn: &Connection, path: &Path) -> Result<(), Error> {
                     "schema version {version} is newer than this build supports ({SCHEMA_VERSION})"
                 )));
             }
+            if version < SCHEMA_VERSION {
+                migrate(conn, version).map_err(failed)?;
+            }
             return Ok(());
         }
         let objects: i64 = conn
@@ -195,6 +207,43 @@ fn ensure_schema(conn: &Connection, path: &Path) -> Result<(), Error> {
             Err(e)
         }
     }
+}
+
+/// Brings a file of this store at schema `version` (older than [`SCHEMA_VERSION`])
+/// to the current one, inside the startup transaction of [`ensure_schema`]: a
+/// failure rolls it all back and the file stays as it was.
+///
+/// Each step checks the table rather than trusting the version alone, so a file
+/// whose version was set back by hand (to run an older build on it) and then
+/// opened again is brought forward without repeating a step.
+fn migrate(conn: &Connection, version: i32) -> rusqlite::Result<()> {
+    if version < 2 && has_table(conn)? && !has_column(conn, "won")? {
+        // Adds the column to the table's definition only: no row is rewritten,
+        // so this takes the same time on any size of file.
+        conn.execute_batch(ADD_WON)?;
+    }
+    conn.pragma_update(None, "user_version", SCHEMA_VERSION)
+}
+
+/// The `records` table exists (a file of this store always has it, unless it
+/// was dropped by hand; then the store's statements report it).
+fn has_table(conn: &Connection) -> rusqlite::Result<bool> {
+    conn.query_row(
+        "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'records'",
+        [],
+        |row| row.get::<_, i64>(0),
+    )
+    .map(|n| n > 0)
+}
+
+/// `records` has a column named `name`.
+fn has_column(conn: &Connection, name: &str) -> rusqlite::Result<bool> {
+    conn.query_row(
+        "SELECT count(*) FROM pragma_table_info('records') WHERE name = ?1",
+        [name],
+        |row| row.get::<_, i64>(0),
+    )
+    .map(|n| n > 0)
 }
 
 /// A failure while opening, with the path in the reason (a server prints it at startup).
@@ -242,7 +291,7 @@ mod tests {
         drop(open_writer(&options).expect("open writer"));
         let reader = open_reader(&options).expect("open reader");
         let err = reader
-            .execute("INSERT INTO records VALUES ('k', 1, '', NULL)", [])
+            .execute("INSERT INTO records VALUES ('k', 1, '', NULL, NULL)", [])
             .expect_err("query_only");
         assert_eq!(
             err.sqlite_error_code(),

@@ -9,10 +9,10 @@ use unique_core::{
 
 use crate::cache::RecordCache;
 use crate::error::map_sqlite;
-use crate::exclusive::ExclusiveFile;
+use crate::exclusive::FileLock;
 use crate::options::{SqliteStoreBuilder, Synchronous};
 use crate::readers::Readers;
-use crate::records::{Write, Written, read_state, read_states};
+use crate::records::{Decoded, Write, Written, read_state, read_states};
 use crate::schema::{check_path, open_checkpointer, open_reader, open_writer};
 use crate::writer::Writer;
 
@@ -23,10 +23,10 @@ use crate::writer::Writer;
 /// release is answered only after its transaction committed, and with the
 /// default [`Synchronous::Full`] after that commit is on disk.
 ///
-/// Several processes may open the same file on one machine (SQLite's file
-/// locks serialise their writers), unless the
-/// [record cache](SqliteStoreBuilder::record_cache) is on, which needs the file
-/// to itself; a network file system is not supported.
+/// One store at a time may have a file open, whatever its options: the store
+/// holds a lock (`<db>-lock`, beside the file) for its life, and opening the
+/// same file again, in this process or another, fails until it is dropped (see
+/// [`SqliteStoreBuilder::open`]). A network file system is not supported.
 ///
 /// Dropping the store waits for queued writes to finish and closes the file.
 #[derive(Debug)]
@@ -35,9 +35,9 @@ pub struct SqliteStore {
     readers: Arc<Readers>,
     writer: Writer,
     // Dropped after `readers` and `writer` (whose drop joins the writer thread
-    // and closes its connections): closing this handle earlier would also drop
-    // SQLite's locks on the file (see `crate::exclusive`).
-    _exclusive: Option<ExclusiveFile>,
+    // and closes its connections), so the next store on the file opens only once
+    // this one has finished writing (see `crate::exclusive`).
+    _lock: FileLock,
     /// Shared with the writer thread, the only one that puts records in.
     cache: Option<Arc<RecordCache>>,
     path: PathBuf,
@@ -61,16 +61,12 @@ impl SqliteStore {
     }
 
     pub(crate) fn from_builder(options: SqliteStoreBuilder) -> Result<Self, Error> {
-        // Before any connection is opened (see `crate::exclusive`).
-        let (exclusive, cache) = if options.record_cache > 0 {
-            check_path(&options.path)?;
-            (
-                Some(ExclusiveFile::acquire(&options.path)?),
-                Some(Arc::new(RecordCache::new(options.record_cache))),
-            )
-        } else {
-            (None, None)
-        };
+        // Before any connection is opened: no store of another process (or of
+        // this one) writes the file while this one has it (see `crate::exclusive`).
+        check_path(&options.path)?;
+        let lock = FileLock::acquire(&options.path)?;
+        let cache =
+            (options.record_cache > 0).then(|| Arc::new(RecordCache::new(options.record_cache)));
         let writer_conn = open_writer(&options)?;
         let readers = (0..options.readers)
             .map(|_| open_reader(&options))
@@ -83,7 +79,7 @@ impl SqliteStore {
                 options.max_batch,
                 cache.clone(),
             )?,
-            _exclusive: exclusive,
+            _lock: lock,
             cache,
             path: options.path,
             synchronous: options.synchronous,
@@ -156,10 +152,19 @@ impl Store for SqliteStore {
         // Both refusals happen before anything is queued: nothing is written (C4, C8).
         let encoded = encode_owner(owner)?;
         let fence = Fence::for_snapshot(snap)?;
+        // What `snap.won_after(claim_id, next gen)` writes (C9), kept decoded
+        // for the record cache.
+        let recent_claims = snap
+            .recent_claims
+            .after_win(claim_id, fence.next_generation());
         let write = Write::Claim {
             pk: partition_key(key),
             owner: encoded,
-            decoded: self.cache.is_some().then(|| owner.clone()),
+            won: recent_claims.encode(),
+            decoded: self.cache.is_some().then(|| Decoded {
+                owner: owner.clone(),
+                recent_claims,
+            }),
             claim_id: claim_id.to_owned(),
             fence: fence.into(),
         };

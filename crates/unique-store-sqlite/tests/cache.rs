@@ -1,5 +1,5 @@
 //! The record cache through the store: reads stay linearizable while claims
-//! commit, and the file is held exclusively while the cache is on.
+//! commit. (The lock that keeps every other store off the file is in `lock.rs`.)
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -120,48 +120,4 @@ async fn reads_never_go_back_while_claims_commit() {
         reads > 100,
         "the readers ran while claims committed: {reads}"
     );
-}
-
-#[test]
-fn the_cache_holds_the_file_exclusively() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("unique.db");
-    let cached = |path: &std::path::Path| SqliteStore::builder(path).record_cache(100).open();
-    let first = cached(&path).expect("the first store opens");
-
-    let err = cached(&path).expect_err("a second cache-on store is refused");
-    assert!(err.is_unavailable(), "{err:?}");
-    let msg = err.to_string();
-    assert!(
-        msg.contains(&path.display().to_string()),
-        "names the file: {msg}"
-    );
-    assert!(msg.contains("record cache"), "{msg}");
-    assert!(
-        msg.contains("--db-cache-records 0"),
-        "says how to share: {msg}"
-    );
-
-    drop(first);
-    let again = cached(&path).expect("opens once the first is dropped");
-    drop(again);
-    // Without the cache several stores share the file, as before.
-    let a = SqliteStore::open(&path).unwrap();
-    let b = SqliteStore::open(&path).unwrap();
-    drop((a, b));
-}
-
-/// A new file is created by the lock; a missing directory is still reported clearly.
-#[test]
-fn the_lock_creates_a_missing_file_and_reports_a_missing_directory() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("new.db");
-    drop(SqliteStore::builder(&path).record_cache(1).open().unwrap());
-    assert!(path.exists());
-    let err = SqliteStore::builder(dir.path().join("nope").join("x.db"))
-        .record_cache(1)
-        .open()
-        .map(drop)
-        .expect_err("no directory");
-    assert!(err.to_string().contains("does not exist"), "{err}");
 }

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use common::Fixture;
 use rusqlite::Connection;
-use unique_core::{Arbiter, CasOutcome, ClaimInput, Key, Owner, OwnerState, Store};
+use unique_core::{Arbiter, CasOutcome, ClaimInput, Key, Owner, OwnerState, RecentClaims, Store};
 use unique_store_contract::{RawRecord, RawWriter};
 use unique_store_sqlite::{SqliteStore, Synchronous};
 
@@ -68,9 +68,9 @@ async fn reopen_continues_generations() {
             owner: None,
             owner_corrupt: false,
             claim_id: None,
-            ..OwnerState::default()
+            recent_claims: RecentClaims::from_wins([("a", 1), ("b", 2)]),
         },
-        "the tombstone and its gen survive the reopen"
+        "the tombstone, its gen and its recent claims survive the reopen"
     );
     let arbiter = Arbiter::new(store);
     let outcome = arbiter.claim(&claim(&key, 3, "c")).await.unwrap();
@@ -220,6 +220,116 @@ fn open_refuses_a_newer_schema() {
     assert!(msg.contains("schema version 99 is newer"), "{msg}");
 }
 
+/// A file of the previous release (schema version 1: no `won` column), made here
+/// with that release's DDL, opens: the column is added (NULL on the old rows,
+/// which read as no recent claims), the version becomes 2, the old records keep
+/// working (a replay of the stored claim, a new claim, a release) and the file
+/// opens again unchanged. A file set back to version 1 by hand after that (to
+/// run the older release on it) is brought forward again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_old_schema_file_is_migrated_and_keeps_working() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("unique.db");
+    let old = Connection::open(&path).unwrap();
+    old.execute_batch(
+        "PRAGMA page_size = 1024;
+         PRAGMA journal_mode = WAL;
+         CREATE TABLE records (
+             pk    TEXT PRIMARY KEY NOT NULL,
+             gen   INTEGER NOT NULL,
+             owner TEXT,
+             cid   TEXT
+         ) WITHOUT ROWID;
+         PRAGMA application_id = 1970170225;
+         PRAGMA user_version = 1;
+         INSERT INTO records VALUES ('p#e#1', 3, '{\"endpoint\":\"http://node-1.test/kick\"}', 'c3');
+         INSERT INTO records VALUES ('p#e#2', 5, '', NULL);",
+    )
+    .unwrap();
+    drop(old);
+    let version = |path: &std::path::Path| -> (i64, Vec<String>) {
+        let conn = Connection::open(path).unwrap();
+        let version = conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .unwrap();
+        let mut columns = conn
+            .prepare("SELECT name FROM pragma_table_info('records')")
+            .unwrap();
+        let columns = columns
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        (version, columns)
+    };
+    let migrated = (
+        2,
+        ["pk", "gen", "owner", "cid", "won"]
+            .map(String::from)
+            .to_vec(),
+    );
+
+    let (live, released) = (Key::new("p", "e", 1), Key::new("p", "e", 2));
+    {
+        let store = SqliteStore::open(&path).expect("a file of the previous release opens");
+        assert_eq!(version(&path), migrated);
+        let snap = store.read_owner(&live).await.unwrap();
+        assert_eq!(
+            (
+                snap.generation,
+                snap.claim_id.as_deref(),
+                snap.owner.is_some()
+            ),
+            (3, Some("c3"), true)
+        );
+        assert!(snap.recent_claims.is_empty(), "NULL won: no recent claims");
+        let tombstone = store
+            .read_owners(std::slice::from_ref(&released))
+            .await
+            .unwrap();
+        let tombstone = tombstone[0].as_ref().unwrap();
+        assert_eq!((tombstone.generation, tombstone.owner.as_ref()), (5, None));
+        let arbiter = Arbiter::new(store);
+        let replay = arbiter.claim(&claim(&live, 1, "c3")).await.unwrap();
+        assert!(replay.replayed && replay.generation == 3, "{replay:?}");
+        let won = arbiter.claim(&claim(&live, 2, "c4")).await.unwrap();
+        assert_eq!(won.generation, 4);
+        let first = arbiter.claim(&claim(&released, 1, "t")).await.unwrap();
+        assert_eq!(first.generation, 6);
+        assert!(arbiter.release(&live, 4).await.unwrap());
+    }
+    // Reopened (with the record cache on this time): what was written, with its
+    // recent claims, and nothing migrated twice.
+    let store = SqliteStore::builder(&path)
+        .record_cache(100)
+        .open()
+        .expect("the migrated file opens again");
+    assert_eq!(version(&path), migrated);
+    let snap = store.read_owner(&live).await.unwrap();
+    assert_eq!((snap.generation, snap.owner.as_ref()), (4, None));
+    assert_eq!(snap.recent_claims, RecentClaims::from_wins([("c4", 4)]));
+    let snap = store.read_owner(&released).await.unwrap();
+    assert_eq!(snap.recent_claims, RecentClaims::from_wins([("t", 6)]));
+    drop(store);
+    let stored: Option<String> = Connection::open(&path)
+        .unwrap()
+        .query_row("SELECT won FROM records WHERE pk = 'p#e#1'", [], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    assert_eq!(stored.as_deref(), Some(r#"[["c4",4]]"#));
+
+    // Set back to version 1 by hand, the column still there: brought forward again.
+    Connection::open(&path)
+        .unwrap()
+        .execute_batch("PRAGMA user_version = 1")
+        .unwrap();
+    let store = SqliteStore::open(&path).expect("opens");
+    assert_eq!(version(&path), migrated);
+    let snap = store.read_owner(&Key::new("p", "e", 1)).await.unwrap();
+    assert_eq!(snap.recent_claims, RecentClaims::from_wins([("c4", 4)]));
+}
+
 /// The startup check is bounded: a file locked by another process fails after
 /// the busy timeout instead of hanging.
 #[test]
@@ -274,9 +384,10 @@ async fn a_lock_held_by_another_process_is_unavailable() {
 async fn hand_edited_values_of_the_wrong_type() {
     let fixture = Fixture::new();
     fixture.raw.execute(
-        "INSERT INTO records VALUES ('p#e#1', 'not a number', '{}', 'c');
-         INSERT INTO records VALUES ('p#e#2', 3, x'7b7d', 'c');
-         INSERT INTO records VALUES ('p#e#3', 3, '{\"endpoint\":\"http://h\"}', x'00');",
+        "INSERT INTO records (pk, gen, owner, cid) VALUES ('p#e#1', 'not a number', '{}', 'c');
+         INSERT INTO records (pk, gen, owner, cid) VALUES ('p#e#2', 3, x'7b7d', 'c');
+         INSERT INTO records (pk, gen, owner, cid)
+             VALUES ('p#e#3', 3, '{\"endpoint\":\"http://h\"}', x'00');",
     );
     let gen_text = fixture.store.read_owner(&Key::new("p", "e", 1)).await;
     let err = gen_text.expect_err("a non-integer gen cannot be read");

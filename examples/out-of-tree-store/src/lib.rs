@@ -2,18 +2,21 @@
 //! trait docs and the backend guide (`docs/backend-guide.md` of the unique
 //! repository), and checked by the store contract suite (`tests/contract.rs`).
 //!
-//! It keeps each record's three attributes as a real backend stores them
-//! (`gen`, the raw `owner` string, the `cid` string, each possibly absent) and
-//! leaves every decision to `unique-core`'s helpers:
+//! It keeps each record's four attributes as a real backend stores them
+//! (`gen`, the raw `owner` string, the `cid` string, the raw `won` string,
+//! each possibly absent) and leaves every decision to `unique-core`'s helpers:
 //!
 //! - reads: [`OwnerState::from_record`] (gen 0 reads as absent, an absent or
-//!   empty owner is a tombstone, a bad owner is corrupt) and
+//!   empty owner is a tombstone, a bad owner is corrupt, an absent or
+//!   unreadable `won` is no recent claims) and
 //!   [`OwnerState::into_current_view`] (a corrupt owner is `Unavailable` on
 //!   `current`);
 //! - claims: [`Fence::for_snapshot`] picks the conditional write and refuses
 //!   an exhausted gen, [`Fence::holds`] checks it, [`Fence::next_generation`]
-//!   is the gen to write, [`encode_owner`] refuses an owner without endpoint;
-//! - releases: a tombstone at the stored gen, `false` for any other gen.
+//!   is the gen to write, [`encode_owner`] refuses an owner without endpoint,
+//!   and [`OwnerState::won_after`] is the `won` to write with them (C9);
+//! - releases: a tombstone at the stored gen, `won` kept, `false` for any
+//!   other gen.
 //!
 //! The one lock makes every operation atomic and linearizable (C1); a real
 //! backend gets the same from its conditional write.
@@ -32,6 +35,7 @@ struct Record {
     generation: i64,
     owner: Option<String>,
     claim_id: Option<String>,
+    won: Option<String>,
 }
 
 impl Record {
@@ -40,6 +44,7 @@ impl Record {
             self.generation,
             self.owner.as_deref().into(),
             self.claim_id.clone(),
+            self.won.as_deref(),
         )
     }
 
@@ -72,11 +77,13 @@ impl MapStore {
         generation: i64,
         owner: Option<&str>,
         claim_id: Option<&str>,
+        won: Option<&str>,
     ) {
         let record = Record {
             generation,
             owner: owner.map(str::to_owned),
             claim_id: claim_id.map(str::to_owned),
+            won: won.map(str::to_owned),
         };
         self.lock().insert(key.clone(), record);
     }
@@ -113,12 +120,17 @@ impl Store for MapStore {
             });
         }
         let generation = fence.next_generation();
+        // The snapshot's recent claims and this win (C9): the stored list is
+        // the snapshot's whenever the fence holds, since only a claim changes
+        // it and every claim changes the gen.
+        let won = snap.won_after(claim_id, generation);
         records.insert(
             key.clone(),
             Record {
                 generation,
                 owner: Some(owner),
                 claim_id: Some(claim_id.to_owned()),
+                won: Some(won),
             },
         );
         Ok(CasOutcome::Written { generation })
@@ -132,6 +144,7 @@ impl Store for MapStore {
         let mut records = self.lock();
         match records.get_mut(key) {
             Some(record) if generation > 0 && record.generation == generation => {
+                // A tombstone; `won` stays as it is (C9).
                 record.owner = Some(String::new());
                 record.claim_id = None;
                 Ok(true)

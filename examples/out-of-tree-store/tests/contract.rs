@@ -18,6 +18,7 @@ impl RawWriter for Raw {
             record.generation,
             record.owner.as_deref(),
             record.claim_id.as_deref(),
+            record.won.as_deref(),
         );
         Ok(())
     }

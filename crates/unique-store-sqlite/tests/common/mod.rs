@@ -136,10 +136,17 @@ impl RawWriter for SqliteRaw {
             conn.lock()
                 .unwrap_or_else(PoisonError::into_inner)
                 .execute(
-                    "INSERT INTO records (pk, gen, owner, cid) VALUES (?1, ?2, ?3, ?4)
+                    "INSERT INTO records (pk, gen, owner, cid, won) VALUES (?1, ?2, ?3, ?4, ?5)
                      ON CONFLICT (pk) DO UPDATE
-                     SET gen = excluded.gen, owner = excluded.owner, cid = excluded.cid",
-                    params![pk, record.generation, record.owner, record.claim_id],
+                     SET gen = excluded.gen, owner = excluded.owner, cid = excluded.cid,
+                         won = excluded.won",
+                    params![
+                        pk,
+                        record.generation,
+                        record.owner,
+                        record.claim_id,
+                        record.won
+                    ],
                 )
                 .map(drop)
                 .map_err(|e| Error::unavailable_with("raw write failed", e))
