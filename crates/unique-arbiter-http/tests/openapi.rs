@@ -449,6 +449,18 @@ async fn successes(s: &Server) {
     s.post("/v1/claim", Some(TOKEN), &bare, 200).await;
     s.post("/v1/current", Some(TOKEN), &key("game", "prod", 2), 200)
         .await;
+    // Superseded: cA wins gen 1, cB takes the key (gen 2), and cA retried is 409 with both gens.
+    let ca = claim("game", "prod", 7, "http://127.0.0.1:9/a", "cA");
+    let cb = claim("game", "prod", 7, "http://127.0.0.1:9/b", "cB");
+    s.post("/v1/claim", Some(TOKEN), &ca, 200).await;
+    s.post("/v1/claim", Some(TOKEN), &cb, 200).await;
+    let superseded = s.post("/v1/claim", Some(TOKEN), &ca, 409).await;
+    let body: Value = serde_json::from_slice(&superseded.body).unwrap();
+    assert_eq!(
+        (&body["error"], &body["gen"], &body["current_gen"]),
+        (&json!("superseded"), &json!(1), &json!(2)),
+        "{body}"
+    );
     s.post(
         "/v1/release",
         Some(TOKEN),
@@ -632,4 +644,15 @@ fn the_schemas_reject_what_the_server_rejects() {
         !doc.validator(error)
             .is_valid(&json!({"error": "not_found", "message": "m"}))
     );
+    let superseded = "/components/schemas/SupersededError";
+    let answer = json!({"error": "superseded", "message": "m", "gen": 1, "current_gen": 2});
+    assert!(doc.validator(superseded).is_valid(&answer));
+    for missing in ["gen", "current_gen"] {
+        let mut partial = answer.clone();
+        partial.as_object_mut().unwrap().remove(missing);
+        assert!(!doc.validator(superseded).is_valid(&partial), "{partial}");
+    }
+    // The plain error shape has no room for the gens.
+    let plain = "/components/schemas/Error";
+    assert!(!doc.validator(plain).is_valid(&answer));
 }

@@ -3,15 +3,19 @@
 use http::StatusCode;
 use serde::de::DeserializeOwned;
 use unique_core::Error;
-use unique_wire::error_message;
+use unique_wire::{error_message, superseded_generations};
+
+/// The operation whose 409 means `superseded` (the only one the server answers 409).
+pub(crate) const CLAIM: &str = "claim";
 
 /// Maps one complete response of operation `op` (`claim`, `current`, `release`).
 ///
 /// 200 → the parsed body (unparseable → `Unavailable`); 400 → `InvalidParams` with the
 /// server's message; 401 and 403 (refused credentials) and 404, 405 and 413
 /// (misconfiguration: a wrong base URL, or a body over the server's limit) →
-/// `InvalidParams`, so the caller fails at once; 429 → `Throttled`; 503, any other 5xx
-/// and any other status → `Unavailable`.
+/// `InvalidParams`, so the caller fails at once; 409 to a claim → `Superseded` (see
+/// [`superseded`]); 429 → `Throttled`; 503, any other 5xx and any other status (a 409 to
+/// anything but a claim included) → `Unavailable`.
 pub(crate) fn classify<T: DeserializeOwned>(
     op: &str,
     status: StatusCode,
@@ -43,6 +47,7 @@ pub(crate) fn classify<T: DeserializeOwned>(
             "{op}: the server answered 413: the request body is over its size limit \
              (shorten the owner or the key's names, or raise the server's body limit)"
         ))),
+        StatusCode::CONFLICT if op == CLAIM => Err(superseded(body)),
         StatusCode::TOO_MANY_REQUESTS => Err(Error::Throttled),
         StatusCode::SERVICE_UNAVAILABLE => Err(Error::unavailable(match error_message(body) {
             Some(message) => format!("{op}: server unavailable: {message}"),
@@ -56,6 +61,19 @@ pub(crate) fn classify<T: DeserializeOwned>(
             "{op}: unexpected status {}",
             s.as_u16()
         ))),
+    }
+}
+
+/// A claim's 409: `Superseded` with the body's `gen` and `current_gen`. When the body does not
+/// carry them readably (absent, garbled, `gen > current_gen`, or another `error` code), it is
+/// still `Superseded`, with both gens 0 — outside the gen domain `[1, i64::MAX)`, so "the
+/// server did not say" — because only a superseded claim is answered 409, and a retry could
+/// only be superseded again: the login is over either way, and it must not go online.
+fn superseded(body: &[u8]) -> Error {
+    let (generation, current) = superseded_generations(body).unwrap_or((0, 0));
+    Error::Superseded {
+        generation,
+        current,
     }
 }
 
@@ -159,6 +177,65 @@ mod tests {
         assert!(e.is_invalid_params() && !e.is_retryable(), "{e}");
         assert!(e.to_string().contains("413"), "{e}");
         assert!(e.to_string().contains("size limit"), "{e}");
+    }
+
+    fn claim(status: u16, body: &str) -> Error {
+        classify::<unique_core::ClaimOutcome>(
+            CLAIM,
+            StatusCode::from_u16(status).unwrap(),
+            body.as_bytes(),
+        )
+        .unwrap_err()
+    }
+
+    #[test]
+    fn a_claims_409_is_superseded_with_its_gens() {
+        let body = r#"{"error":"superseded","message":"m","gen":1,"current_gen":2}"#;
+        let e = claim(409, body);
+        assert!(
+            matches!(
+                e,
+                Error::Superseded {
+                    generation: 1,
+                    current: 2
+                }
+            ),
+            "{e}"
+        );
+        assert!(e.is_superseded() && !e.is_retryable(), "{e}");
+    }
+
+    #[test]
+    fn a_claims_409_without_readable_gens_is_still_superseded() {
+        for body in [
+            "",
+            "conflict",
+            r#"{"error":"superseded","message":"m"}"#,
+            r#"{"error":"superseded","gen":"1","current_gen":2}"#,
+            r#"{"error":"superseded","gen":5,"current_gen":2}"#,
+            r#"{"error":"conflict","gen":1,"current_gen":2}"#,
+        ] {
+            let e = claim(409, body);
+            assert!(
+                matches!(
+                    e,
+                    Error::Superseded {
+                        generation: 0,
+                        current: 0
+                    }
+                ),
+                "{body}: {e}"
+            );
+            assert!(!e.is_retryable(), "{body}: {e}");
+        }
+    }
+
+    #[test]
+    fn a_409_to_anything_but_a_claim_is_unavailable() {
+        let body = r#"{"error":"superseded","message":"m","gen":1,"current_gen":2}"#;
+        let e = map(409, body).unwrap_err();
+        assert!(e.is_unavailable(), "{e}");
+        assert_eq!(e.to_string(), "unavailable: release: unexpected status 409");
     }
 
     #[test]

@@ -18,7 +18,7 @@ use unique_wire::{
 };
 
 use crate::builder::HttpTransportBuilder;
-use crate::status::classify;
+use crate::status::{CLAIM, classify};
 
 const JSON: HeaderValue = HeaderValue::from_static("application/json");
 
@@ -27,9 +27,12 @@ const JSON: HeaderValue = HeaderValue::from_static("application/json");
 /// (`http` or `https` with rustls).
 ///
 /// Cheap to clone; clones share the connection pool. Each call is bounded by the
-/// per-request timeout. Errors: 400 → `InvalidParams` (the server's message); 429 →
-/// `Throttled`; 503, other 5xx, any other status, connection failures, timeouts and
-/// unparseable or oversized answers → `Unavailable`. Messages never contain the URL.
+/// per-request timeout. Errors: 400 → `InvalidParams` (the server's message); 401, 403,
+/// 404, 405 and 413 → `InvalidParams` naming the status; a claim's 409 → `Superseded`
+/// with the answer's `gen` and `current_gen` (both 0 when it does not carry them
+/// readably); 429 → `Throttled`; 503, other 5xx, any other status, connection failures,
+/// timeouts and unparseable or oversized answers → `Unavailable`. Messages never contain
+/// the URL.
 #[derive(Clone)]
 pub struct HttpTransport {
     inner: Arc<Inner>,
@@ -134,7 +137,7 @@ impl HttpTransport {
 impl Transport for HttpTransport {
     async fn claim(&self, request: &ClaimRequest) -> Result<ClaimResponse, Error> {
         self.post(
-            "claim",
+            CLAIM,
             &self.inner.endpoints.claim,
             &ClaimBody::from(request),
         )

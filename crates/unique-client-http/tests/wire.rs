@@ -442,3 +442,58 @@ async fn claimer_retries_over_http_with_the_same_claim_id() {
     assert!(bodies.iter().all(|b| *b == bodies[0]), "{bodies:?}");
     assert!(bodies[0].contains(&format!(r#""claim_id":"{}""#, login.claim_id)));
 }
+
+/// The claimer over HTTP: a retry answered 409 `superseded` (another login replaced this one
+/// while its first answer was lost) ends the login at once with `Superseded` and both gens;
+/// nothing is sent after it.
+#[tokio::test]
+async fn claimer_stops_at_once_on_a_409_superseded() {
+    let server = ScriptServer::start(vec![
+        (503, r#"{"error":"unavailable","message":"connection reset"}"#),
+        (
+            409,
+            r#"{"error":"superseded","message":"this claim_id won an earlier gen and no longer holds the key (replaced or logged out)","gen":1,"current_gen":2}"#,
+        ),
+        (
+            200,
+            r#"{"gen":3,"prev_gen":2,"has_prev":true,"prev_owner":null,"kicked":true,"kick_detail":null,"replayed":false}"#,
+        ),
+    ])
+    .await;
+    let options = ClaimerOptions::default()
+        .initial_backoff(Duration::from_millis(1))
+        .jitter(Jitter::none());
+    let failed = Claimer::with_options(server.transport(), options)
+        .login(key(), claim_input().owner)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            failed.error,
+            Error::Superseded {
+                generation: 1,
+                current: 2
+            }
+        ),
+        "{failed}"
+    );
+    assert!(failed.is_superseded(), "{failed}");
+    assert_eq!(failed.attempts, 2, "{failed}");
+    assert_eq!(server.seen().len(), 2, "no retry after the 409");
+}
+
+#[tokio::test]
+async fn status_409_to_a_claim_is_superseded_even_without_its_gens() {
+    let server = ScriptServer::start(vec![(409, "conflict")]).await;
+    let e = server.transport().claim(&claim_input()).await.unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::Superseded {
+                generation: 0,
+                current: 0
+            }
+        ),
+        "{e}"
+    );
+}

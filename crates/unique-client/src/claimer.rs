@@ -100,16 +100,28 @@ impl Login {
 ///
 /// Keeps the claim_id: after `Unavailable` the claim may still have been applied on the
 /// server, and [`Claimer::login_with_claim_id`] with the same id is then answered by the
-/// replay short-circuit instead of kicking again.
+/// replay short-circuit instead of kicking again. After `Superseded` the login is over for
+/// good: its claim did win a gen, but another login replaced it (or it was logged out)
+/// before this attempt got the answer; resuming with the same id is superseded again, and a
+/// new login (a new claim_id) would kick the session that replaced it.
 #[derive(Debug)]
 pub struct LoginError {
-    /// The last error: `InvalidParams` (never retried), or the last `Throttled` /
-    /// `Unavailable` when the budget ran out.
+    /// The last error: `InvalidParams` or `Superseded` (never retried), or the last
+    /// `Throttled` / `Unavailable` when the budget ran out.
     pub error: Error,
     /// The claim_id the login used (empty for a logout).
     pub claim_id: String,
     /// How many attempts were made.
     pub attempts: u32,
+}
+
+impl LoginError {
+    /// The login was replaced or logged out while its claim was in flight
+    /// ([`Error::Superseded`]): it won a gen that another login has since taken. Nothing was
+    /// kicked by the attempt that learnt it; do not retry it.
+    pub fn is_superseded(&self) -> bool {
+        self.error.is_superseded()
+    }
 }
 
 impl fmt::Display for LoginError {
@@ -140,7 +152,9 @@ impl From<LoginError> for Error {
 /// unchanged on each retry, so a retry of a claim whose response was lost is answered by the
 /// arbitration's replay short-circuit: no second kick, same gen (I4). `Throttled` and
 /// `Unavailable` (transport failures included) are retried with exponential backoff and
-/// jitter within the budget; `InvalidParams` fails at once.
+/// jitter within the budget; `InvalidParams` fails at once, and so does `Superseded`: the
+/// claim won a gen whose answer was lost, and another login (or a logout) has taken the key
+/// since, so the login is over (C9) and a further try would only be superseded again.
 #[derive(Debug, Clone)]
 pub struct Claimer<T> {
     transport: T,
@@ -170,8 +184,11 @@ impl<T: Transport> Claimer<T> {
 
     /// Claims `key` for `owner` with a fresh claim_id, retrying within the budget.
     ///
-    /// Errors: `InvalidParams` at once; otherwise the last `Throttled` / `Unavailable` once the
-    /// budget is spent. Either way the error carries the claim_id used.
+    /// Errors: `InvalidParams` at once; `Superseded` at once, when an earlier attempt's claim
+    /// won a gen whose answer was lost and another login or a logout took the key since
+    /// (its gen and the key's gen now; see [`LoginError::is_superseded`]); otherwise the last
+    /// `Throttled` / `Unavailable` once the budget is spent. Either way the error carries the
+    /// claim_id used.
     pub async fn login(&self, key: Key, owner: Owner) -> Result<Login, LoginError> {
         self.login_with_claim_id(key, owner, new_claim_id()).await
     }
@@ -239,6 +256,11 @@ impl<T: Transport> Claimer<T> {
             });
             let error = match result {
                 Ok(value) => return Ok((value, attempts)),
+                Err(error) if error.is_superseded() => {
+                    // Not a failure to reach the server: the login is over (C9).
+                    tracing::info!(what, attempts, %error, "superseded, not retrying");
+                    return Err((error, attempts));
+                }
                 Err(error) if !error.is_retryable() => return Err((error, attempts)),
                 Err(error) => error,
             };

@@ -9,7 +9,7 @@ use std::time::Duration;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tokio::time::{sleep, timeout};
-use unique_core::{EvictReason, Key, decide_evict};
+use unique_core::{EvictReason, Key, Owner, decide_evict};
 
 use crate::batch::Batcher;
 use crate::jitter::Jitter;
@@ -81,8 +81,10 @@ pub enum HeartbeatExit {
 }
 
 /// Watches sessions: every interval each reads its key's current record and decides with
-/// [`decide_evict`]. On the first eviction reason it calls `on_evict(reason)` exactly once
-/// and ends.
+/// [`decide_evict`] whether the record still holds this session — its gen *and* the owner
+/// it was claimed for (after a gen rollback a new login can get the same gen, and only the
+/// owner then tells it apart: [`EvictReason::OwnerChanged`]). On the first eviction reason it
+/// calls `on_evict(reason)` exactly once and ends.
 ///
 /// A transport or server error never evicts (I6): the heartbeat logs it and tries again
 /// next interval, so a store outage cannot log everyone out. A check slower than one
@@ -144,12 +146,20 @@ impl<T: Transport> Heartbeat<T> {
         &self.options
     }
 
-    /// Watches the session `generation` of `key` until it is evicted or `stop` completes.
+    /// Watches the session `generation` of `key`, claimed for `owner` (the owner its login
+    /// sent), until it is evicted or `stop` completes.
     ///
     /// The first check happens one (jittered) interval after the call: the session was
     /// just claimed. `stop` is polled first at every step, so once it has completed no
     /// further `current` call starts and `on_evict` is not called.
-    pub async fn run<F, S>(&self, key: &Key, generation: i64, on_evict: F, stop: S) -> HeartbeatExit
+    pub async fn run<F, S>(
+        &self,
+        key: &Key,
+        generation: i64,
+        owner: &Owner,
+        on_evict: F,
+        stop: S,
+    ) -> HeartbeatExit
     where
         F: FnOnce(EvictReason),
         S: Future<Output = ()>,
@@ -175,7 +185,7 @@ impl<T: Transport> Heartbeat<T> {
             };
             match view {
                 Ok(Ok(view)) => {
-                    let reason = decide_evict(generation, &view);
+                    let reason = decide_evict(generation, owner, &view);
                     if reason != EvictReason::None {
                         tracing::info!(%key, generation, %reason, "session evicted by heartbeat");
                         on_evict(reason);
@@ -198,7 +208,7 @@ impl<T: Transport> Heartbeat<T> {
     ///
     /// Dropping the handle stops the heartbeat (so a forgotten session is not watched
     /// forever); keep it for as long as the session lives.
-    pub fn spawn<F>(&self, key: Key, generation: i64, on_evict: F) -> HeartbeatHandle
+    pub fn spawn<F>(&self, key: Key, generation: i64, owner: Owner, on_evict: F) -> HeartbeatHandle
     where
         F: FnOnce(EvictReason) + Send + 'static,
     {
@@ -209,7 +219,7 @@ impl<T: Transport> Heartbeat<T> {
             let stop = async move {
                 let _ = stop_rx.await;
             };
-            this.run(&key, generation, on_evict, stop).await
+            this.run(&key, generation, &owner, on_evict, stop).await
         });
         HeartbeatHandle {
             stop: Some(stop_tx),

@@ -41,7 +41,8 @@ pub enum NodeEvent {
         generation: i64,
     },
     /// The heartbeat found the session no longer holds the key (a kick that never arrived,
-    /// or a release by someone else) and removed it.
+    /// a release by someone else, or another owner at its gen after a gen rollback) and
+    /// removed it.
     Evicted {
         /// The key.
         key: Key,
@@ -90,12 +91,29 @@ pub type NodeEvents = mpsc::UnboundedReceiver<NodeEvent>;
 /// A login through a [`Node`] that did not bring a session online.
 #[derive(Debug)]
 pub enum NodeLoginError {
-    /// The claim failed (see [`LoginError`]; it keeps the claim_id to resume with).
+    /// The claim failed (see [`LoginError`]; it keeps the claim_id to resume with). Among
+    /// the failures, `Superseded` ([`LoginError::is_superseded`]) says the login was replaced
+    /// (or logged out) while its claim was in flight: an attempt whose answer was lost won a
+    /// gen, another login took the key since, and the retry was refused without a kick.
+    /// Nothing went online and no event is reported.
     Claim(LoginError),
     /// The claim succeeded, but a newer login of the key had already kicked this node
     /// while the claim was in flight (or a newer login of the key is already online
     /// here): the session never went online. Reported as `LoggedIn` then `Kicked`.
     Replaced(Box<Login>),
+}
+
+impl NodeLoginError {
+    /// The login was replaced (or logged out) while its claim was in flight, whether the
+    /// server said so (`Superseded`, a [`Claim`](Self::Claim) error) or a newer login's kick
+    /// reached this node first ([`Replaced`](Self::Replaced)). Either way the session never
+    /// went online here, and logging in again would take the key from the newer session.
+    pub fn was_replaced(&self) -> bool {
+        match self {
+            Self::Claim(e) => e.is_superseded(),
+            Self::Replaced(_) => true,
+        }
+    }
 }
 
 impl fmt::Display for NodeLoginError {
@@ -247,9 +265,11 @@ impl<T: Transport + Clone> Node<T> {
     /// Logs `key` in with a fresh claim_id (kicking its session elsewhere first), brings
     /// the session online here and starts its heartbeat. Reports `LoggedIn`.
     ///
-    /// Errors: [`NodeLoginError::Claim`] when the claim failed within the retry budget;
-    /// [`NodeLoginError::Replaced`] when a newer login already kicked it (then `LoggedIn`
-    /// and `Kicked` are reported).
+    /// Errors: [`NodeLoginError::Claim`] when the claim failed within the retry budget, or
+    /// at once when the server answered it `Superseded` (an earlier attempt won a gen whose
+    /// answer was lost, and a newer login took the key since: nothing goes online and nothing
+    /// is reported); [`NodeLoginError::Replaced`] when a newer login already kicked it (then
+    /// `LoggedIn` and `Kicked` are reported).
     pub async fn login(&self, key: Key) -> Result<Login, NodeLoginError> {
         let login = self.claimer.login(key.clone(), self.owner.clone()).await;
         self.go_online(key, login.map_err(NodeLoginError::Claim)?)
@@ -341,7 +361,7 @@ impl<T: Transport + Clone> Node<T> {
                 let shared = Arc::downgrade(&self.shared);
                 let evicted_key = key.clone();
                 self.heartbeat
-                    .spawn(key.clone(), generation, move |reason| {
+                    .spawn(key.clone(), generation, self.owner.clone(), move |reason| {
                         evicted(&shared, evicted_key, generation, reason);
                     })
             });

@@ -215,3 +215,47 @@ async fn logout_retries_and_returns_released() {
     assert!(err.error.is_invalid_params());
     assert_eq!(t.calls().len(), 1);
 }
+
+/// The first attempt's answer was lost (its claim won gen 1), another login took the key
+/// (gen 2), and the retry is answered `Superseded`: the login ends there, with that error and
+/// its gens, and no third attempt, however much budget is left.
+#[tokio::test(start_paused = true)]
+async fn superseded_stops_the_retries_at_once() {
+    let t = Scripted::new()
+        .claim(Step::Reply(Err(Error::unavailable("connection reset"))))
+        .claim(Step::Reply(Err(Error::Superseded {
+            generation: 1,
+            current: 2,
+        })))
+        .claim(Step::Reply(Ok(outcome(3))));
+    let start = Instant::now();
+    let err = Claimer::with_options(t.clone(), no_jitter())
+        .login(key(), owner())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err.error,
+            Error::Superseded {
+                generation: 1,
+                current: 2
+            }
+        ),
+        "{}",
+        err.error
+    );
+    assert!(err.is_superseded() && !err.error.is_retryable());
+    assert_eq!(err.attempts, 2);
+    assert_eq!(offsets(&t, start), [ms(0), ms(100)]);
+    assert_eq!(
+        start.elapsed(),
+        ms(100),
+        "no wait after the superseded answer"
+    );
+    let ids: Vec<_> = t.calls().into_iter().map(|c| c.claim_id.unwrap()).collect();
+    assert_eq!(ids, [err.claim_id.clone(), err.claim_id.clone()]);
+    assert_eq!(
+        err.to_string(),
+        "gave up after 2 attempt(s): superseded: this claim won gen 1; the key is at gen 2"
+    );
+}

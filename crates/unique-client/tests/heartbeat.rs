@@ -6,8 +6,8 @@ mod common;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{Scripted, Step, absent, key, online, tombstone};
-use tokio::time::{Instant, sleep};
+use common::{Scripted, Step, absent, key, online, owner, tombstone};
+use tokio::time::{Instant, sleep, timeout};
 use unique_client::{Heartbeat, HeartbeatExit, HeartbeatOptions, Jitter};
 use unique_core::{Error, EvictReason};
 
@@ -30,9 +30,13 @@ fn recorder() -> (
 async fn run_to_end(t: &Scripted, generation: i64) -> (HeartbeatExit, Vec<EvictReason>, Duration) {
     let (seen, on_evict) = recorder();
     let start = Instant::now();
-    let exit = Heartbeat::with_options(t.clone(), exact())
-        .run(&key(), generation, on_evict, std::future::pending())
-        .await;
+    let (heartbeat, key, owner) = (Heartbeat::with_options(t.clone(), exact()), key(), owner());
+    let run = heartbeat.run(&key, generation, &owner, on_evict, std::future::pending());
+    // Bounded, so a check that keeps the session fails here instead of looping on the
+    // paused clock once the script runs out.
+    let exit = timeout(INTERVAL * 20, run)
+        .await
+        .expect("the heartbeat ends by itself");
     let seen = seen.lock().unwrap().clone();
     (exit, seen, start.elapsed())
 }
@@ -45,6 +49,7 @@ async fn each_eviction_reason_is_reported_once_and_ends_the_heartbeat() {
         (online(4), EvictReason::GenMismatch),
         (tombstone(5), EvictReason::OwnerEmpty),
         (tombstone(9), EvictReason::GenMismatch),
+        (held_by_another(5), EvictReason::OwnerChanged),
     ];
     for (view, reason) in cases {
         // Two healthy checks first, then the verdict.
@@ -64,11 +69,42 @@ async fn each_eviction_reason_is_reported_once_and_ends_the_heartbeat() {
     }
 }
 
+/// The session's gen, held by another node: what a gen rollback leaves (a new login got the
+/// same gen as this session).
+fn held_by_another(generation: i64) -> unique_core::CurrentView {
+    unique_core::CurrentView {
+        generation,
+        owner: Some(unique_core::Owner::new(
+            "eu",
+            "c2",
+            "http://127.0.0.2:9/kick",
+        )),
+        exists: true,
+    }
+}
+
+/// The owner is compared with the one the heartbeat was given, not with whoever held the
+/// key at the previous check: a session watched for another owner is evicted at once.
+#[tokio::test(start_paused = true)]
+async fn the_owner_compared_is_the_sessions_own() {
+    let t = Scripted::new().current(Step::Reply(Ok(online(5))));
+    let (seen, on_evict) = recorder();
+    let elsewhere = unique_core::Owner::new("eu", "c1", "http://127.0.0.1:10/kick");
+    let (heartbeat, key) = (Heartbeat::with_options(t.clone(), exact()), key());
+    let run = heartbeat.run(&key, 5, &elsewhere, on_evict, std::future::pending());
+    let exit = timeout(INTERVAL * 4, run)
+        .await
+        .expect("the heartbeat ends by itself");
+    assert_eq!(exit, HeartbeatExit::Evicted(EvictReason::OwnerChanged));
+    assert_eq!(*seen.lock().unwrap(), [EvictReason::OwnerChanged]);
+    assert_eq!(t.calls().len(), 1);
+}
+
 #[tokio::test(start_paused = true)]
 async fn no_check_after_the_eviction() {
     let t = Scripted::new().current(Step::Reply(Ok(online(2))));
     let (seen, on_evict) = recorder();
-    let handle = Heartbeat::with_options(t.clone(), exact()).spawn(key(), 1, on_evict);
+    let handle = Heartbeat::with_options(t.clone(), exact()).spawn(key(), 1, owner(), on_evict);
     let exit = handle.join().await;
     assert_eq!(exit, HeartbeatExit::Evicted(EvictReason::GenMismatch));
     sleep(INTERVAL * 10).await;
@@ -102,7 +138,7 @@ async fn stop_ends_it_without_evicting() {
         .current(Step::Reply(Ok(online(1))))
         .current(Step::Reply(Ok(online(1))));
     let (seen, on_evict) = recorder();
-    let handle = Heartbeat::with_options(t.clone(), exact()).spawn(key(), 1, on_evict);
+    let handle = Heartbeat::with_options(t.clone(), exact()).spawn(key(), 1, owner(), on_evict);
     sleep(INTERVAL * 2 + Duration::from_secs(1)).await;
     assert_eq!(t.calls().len(), 2);
     assert!(!handle.is_finished());
@@ -119,7 +155,7 @@ async fn stop_interrupts_a_check_in_flight() {
     let (seen, on_evict) = recorder();
     let hb = Heartbeat::with_options(t.clone(), exact());
     let run = tokio::spawn(async move {
-        hb.run(&key(), 1, on_evict, async {
+        hb.run(&key(), 1, &owner(), on_evict, async {
             let _ = stop_rx.await;
         })
         .await
@@ -138,7 +174,7 @@ async fn stop_interrupts_a_check_in_flight() {
 async fn dropping_the_handle_stops_it() {
     let t = Scripted::new().current(Step::Reply(Ok(online(1))));
     let (_seen, on_evict) = recorder();
-    let handle = Heartbeat::with_options(t.clone(), exact()).spawn(key(), 1, on_evict);
+    let handle = Heartbeat::with_options(t.clone(), exact()).spawn(key(), 1, owner(), on_evict);
     sleep(INTERVAL + Duration::from_secs(1)).await;
     assert_eq!(t.calls().len(), 1);
     drop(handle);
@@ -158,7 +194,7 @@ async fn default_timing_is_5s_jittered_down_by_at_most_20_percent() {
     let (seen, on_evict) = recorder();
     let start = Instant::now();
     let exit = Heartbeat::new(t.clone())
-        .run(&key(), 1, on_evict, std::future::pending())
+        .run(&key(), 1, &owner(), on_evict, std::future::pending())
         .await;
     assert_eq!(exit, HeartbeatExit::Evicted(EvictReason::NotExists));
     assert_eq!(*seen.lock().unwrap(), [EvictReason::NotExists]);

@@ -134,6 +134,7 @@ async fn a_second_login_kicks_the_first_before_it_returns() {
     let hb = Heartbeat::with_options(arbiter.clone(), HeartbeatOptions::default()).spawn(
         key(),
         2,
+        b.owner(),
         |_| {},
     );
     assert!(claimer.logout(&key(), 2).await.unwrap());
@@ -170,7 +171,7 @@ async fn an_unreachable_old_node_self_evicts_within_one_interval() {
                 .interval(interval)
                 .jitter(Jitter::none()),
         )
-        .spawn(key(), first.generation(), move |reason| {
+        .spawn(key(), first.generation(), a.owner(), move |reason| {
             s.remove_if(&key(), 1);
             assert_eq!(reason, EvictReason::GenMismatch);
         })

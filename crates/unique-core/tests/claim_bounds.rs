@@ -206,7 +206,7 @@ async fn a_claim_whose_deadline_passes_in_line_gives_up() {
     let mut s = setup(
         |b| {
             b.claim_timeout(Duration::from_secs(5))
-                .kick_timeout(Duration::from_secs(60))
+                .kick_timeout(Duration::from_mins(1))
         },
         Duration::ZERO,
     )

@@ -25,6 +25,10 @@ pub enum ErrorCode {
     Unauthenticated,
     /// 403: the credentials do not cover what the request acts on.
     Forbidden,
+    /// 409: a claim whose claim_id won an earlier gen and no longer holds the key (another
+    /// login replaced it, or it logged out, while the claim was in flight; C9). Nothing was
+    /// kicked or written; the body adds `gen` and `current_gen`. Not worth retrying.
+    Superseded,
 }
 
 impl ErrorCode {
@@ -39,6 +43,7 @@ impl ErrorCode {
             Self::TooLarge => "too_large",
             Self::Unauthenticated => "unauthenticated",
             Self::Forbidden => "forbidden",
+            Self::Superseded => "superseded",
         }
     }
 
@@ -53,32 +58,64 @@ impl ErrorCode {
             Self::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             Self::Unauthenticated => StatusCode::UNAUTHORIZED,
             Self::Forbidden => StatusCode::FORBIDDEN,
+            Self::Superseded => StatusCode::CONFLICT,
         }
     }
 }
 
-/// Every error answer: `{"error": code, "message": text}`.
+/// The `message` of a `superseded` answer.
+pub const SUPERSEDED_MESSAGE: &str =
+    "this claim_id won an earlier gen and no longer holds the key (replaced or logged out)";
+
+/// Every error answer: `{"error": code, "message": text}`; a `superseded` one adds
+/// `"gen"` and `"current_gen"`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct ErrorBody<'a> {
     /// What kind of failure; also decides the status.
     pub error: ErrorCode,
     /// A lower-case fragment for people; never a secret or a URL's query string.
     pub message: &'a str,
+    /// `superseded` only: the gen the claim_id won (`gen` on the wire); omitted otherwise.
+    #[serde(rename = "gen", skip_serializing_if = "Option::is_none")]
+    pub generation: Option<i64>,
+    /// `superseded` only: the key's gen now (`current_gen` on the wire); omitted otherwise.
+    #[serde(rename = "current_gen", skip_serializing_if = "Option::is_none")]
+    pub current_generation: Option<i64>,
 }
 
 impl<'a> ErrorBody<'a> {
-    /// The body with `code` and `message`.
+    /// The body with `code` and `message` (and no gens).
     pub const fn new(error: ErrorCode, message: &'a str) -> Self {
-        Self { error, message }
+        Self {
+            error,
+            message,
+            generation: None,
+            current_generation: None,
+        }
+    }
+
+    /// The 409 `superseded` body: the claim_id won `generation`, the key is at `current`.
+    pub const fn superseded(generation: i64, current: i64) -> Self {
+        Self {
+            error: ErrorCode::Superseded,
+            message: SUPERSEDED_MESSAGE,
+            generation: Some(generation),
+            current_generation: Some(current),
+        }
     }
 
     /// The answer to a request the arbiter failed with `error`: `InvalidParams` → 400 with its
-    /// reason, `Throttled` → 429, anything else → 503 (with its reason when it has one).
+    /// reason, `Throttled` → 429, `Superseded` → 409 with both gens, anything else → 503
+    /// (with its reason when it has one).
     pub fn from_error(error: &'a Error) -> Self {
         match error {
             Error::InvalidParams(reason) => Self::new(ErrorCode::InvalidParams, reason),
             Error::Throttled => Self::new(ErrorCode::Throttled, "throttled by the store"),
             Error::Unavailable { reason, .. } => Self::new(ErrorCode::Unavailable, reason),
+            Error::Superseded {
+                generation,
+                current,
+            } => Self::superseded(*generation, *current),
             _ => Self::new(ErrorCode::Unavailable, "unavailable"),
         }
     }
@@ -104,11 +141,36 @@ pub fn error_message(body: &[u8]) -> Option<String> {
         .filter(|m| !m.is_empty())
 }
 
+/// The two gens of a 409 `superseded` answer, `(gen, current_gen)`: the gen the claim_id
+/// won and the key's gen now. `None` unless `body` is a JSON object whose `error` is
+/// `superseded` and whose `gen` and `current_gen` are integers with
+/// `1 <= gen <= current_gen` (a logout keeps the gen, so the two may be equal). Read
+/// leniently otherwise: any other field is ignored.
+pub fn superseded_generations(body: &[u8]) -> Option<(i64, i64)> {
+    #[derive(Deserialize)]
+    struct Lenient {
+        #[serde(default)]
+        error: Option<String>,
+        #[serde(default, rename = "gen")]
+        generation: Option<i64>,
+        #[serde(default)]
+        current_gen: Option<i64>,
+    }
+    let read = serde_json::from_slice::<Lenient>(body).ok()?;
+    if read.error.as_deref() != Some(ErrorCode::Superseded.as_str()) {
+        return None;
+    }
+    match (read.generation, read.current_gen) {
+        (Some(won), Some(current)) if (1..=current).contains(&won) => Some((won, current)),
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    const CODES: [ErrorCode; 8] = [
+    const CODES: [ErrorCode; 9] = [
         ErrorCode::InvalidParams,
         ErrorCode::Throttled,
         ErrorCode::Unavailable,
@@ -117,6 +179,7 @@ mod tests {
         ErrorCode::TooLarge,
         ErrorCode::Unauthenticated,
         ErrorCode::Forbidden,
+        ErrorCode::Superseded,
     ];
 
     #[test]
@@ -136,7 +199,7 @@ mod tests {
     #[test]
     fn statuses() {
         let statuses: Vec<u16> = CODES.iter().map(|c| c.status().as_u16()).collect();
-        assert_eq!(statuses, [400, 429, 503, 404, 405, 413, 401, 403]);
+        assert_eq!(statuses, [400, 429, 503, 404, 405, 413, 401, 403, 409]);
     }
 
     #[test]
@@ -155,8 +218,64 @@ mod tests {
             ErrorBody::from_error(&down),
             ErrorBody::new(ErrorCode::Unavailable, "store read failed")
         );
-        for e in [&invalid, &Error::Throttled, &down] {
+        let superseded = Error::Superseded {
+            generation: 1,
+            current: 2,
+        };
+        assert_eq!(
+            ErrorBody::from_error(&superseded),
+            ErrorBody::superseded(1, 2)
+        );
+        for e in [&invalid, &Error::Throttled, &down, &superseded] {
             assert_eq!(ErrorBody::from_error(e).error.as_str(), e.code());
+        }
+    }
+
+    #[test]
+    fn only_a_superseded_body_carries_the_gens() {
+        assert_eq!(
+            serde_json::to_string(&ErrorBody::superseded(1, 2)).unwrap(),
+            format!(
+                r#"{{"error":"superseded","message":"{SUPERSEDED_MESSAGE}","gen":1,"current_gen":2}}"#
+            )
+        );
+        assert_eq!(ErrorBody::superseded(1, 2).status().as_u16(), 409);
+        let throttled = Error::Throttled;
+        assert_eq!(
+            serde_json::to_string(&ErrorBody::from_error(&throttled)).unwrap(),
+            r#"{"error":"throttled","message":"throttled by the store"}"#
+        );
+    }
+
+    #[test]
+    fn superseded_generations_read_back_and_refuse_garbage() {
+        let body = serde_json::to_vec(&ErrorBody::superseded(3, 7)).unwrap();
+        assert_eq!(superseded_generations(&body), Some((3, 7)));
+        assert_eq!(
+            superseded_generations(br#"{"current_gen":4,"gen":4,"error":"superseded","x":[]}"#),
+            Some((4, 4)),
+            "a logout keeps the gen"
+        );
+        for garbled in [
+            &b""[..],
+            b"<html>",
+            b"{}",
+            br#"{"error":"superseded","message":"m"}"#,
+            br#"{"error":"superseded","gen":1}"#,
+            br#"{"error":"superseded","current_gen":2}"#,
+            br#"{"error":"superseded","gen":"1","current_gen":2}"#,
+            br#"{"error":"superseded","gen":1.5,"current_gen":2}"#,
+            br#"{"error":"superseded","gen":0,"current_gen":2}"#,
+            br#"{"error":"superseded","gen":3,"current_gen":2}"#,
+            br#"{"error":"conflict","gen":1,"current_gen":2}"#,
+            br#"{"gen":1,"current_gen":2}"#,
+        ] {
+            assert_eq!(
+                superseded_generations(garbled),
+                None,
+                "{}",
+                String::from_utf8_lossy(garbled)
+            );
         }
     }
 

@@ -10,7 +10,7 @@ mod route;
 pub use body::{
     BatchAnswer, BatchBody, BatchView, ClaimBody, KeyBody, OwnerBody, ReleaseAnswer, ReleaseBody,
 };
-pub use error::{ErrorBody, ErrorCode, error_message};
+pub use error::{ErrorBody, ErrorCode, SUPERSEDED_MESSAGE, error_message, superseded_generations};
 pub use limit::{BodyError, MAX_KICK_BODY_BYTES, MAX_REQUEST_BODY_BYTES, read_body};
 pub use parse::{parse, parse_claim};
 pub use route::{

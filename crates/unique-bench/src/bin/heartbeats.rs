@@ -127,10 +127,11 @@ async fn measure(args: &Args, batched: bool) -> Rates {
     let keys: Vec<Key> = (1..=args.sessions)
         .map(|uid| Key::new("bench", "heartbeats", uid))
         .collect();
+    let owner = Owner::new("", "", "http://127.0.0.1:9/kick");
     for key in &keys {
         let input = ClaimInput {
             key: key.clone(),
-            owner: Owner::new("", "", "http://127.0.0.1:9/kick"),
+            owner: owner.clone(),
             claim_id: format!("c{}", key.uid),
         };
         arbiter.claim(&input).await.unwrap();
@@ -146,7 +147,7 @@ async fn measure(args: &Args, batched: bool) -> Rates {
     );
     let handles: Vec<_> = keys
         .into_iter()
-        .map(|key| heartbeat.spawn(key, 1, |reason| panic!("evicted: {reason}")))
+        .map(|key| heartbeat.spawn(key, 1, owner.clone(), |reason| panic!("evicted: {reason}")))
         .collect();
     tokio::time::sleep(args.interval).await;
     let (requests, round_trips) = (
