@@ -7,6 +7,8 @@
 //! [`RECENT_CLAIMS`] winning `(claim_id, gen)` pairs; the Arbiter answers a
 //! claim_id found there, and no longer current, as [`Error::Superseded`](crate::Error::Superseded).
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 
 /// How many winning claims a record remembers.
@@ -25,9 +27,12 @@ pub const RECENT_CLAIMS: usize = 8;
 /// (`[["claim-id",1],["other",2]]`). A store never builds it itself: it reads
 /// the attribute through [`OwnerState::from_record`](crate::OwnerState::from_record)
 /// and writes what [`OwnerState::won_after`](crate::OwnerState::won_after) returns.
+///
+/// Cheap to clone (one `Arc`): a store that keeps records decoded hands the same list to
+/// every snapshot it reads.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct RecentClaims {
-    wins: Vec<Win>,
+    wins: Arc<[Win]>,
 }
 
 /// One winning claim: its claim_id and the gen it wrote.
@@ -52,7 +57,7 @@ impl RecentClaims {
             .collect();
         let excess = wins.len().saturating_sub(RECENT_CLAIMS);
         wins.drain(..excess);
-        Self { wins }
+        Self { wins: wins.into() }
     }
 
     /// Decodes a stored `won` attribute. An absent, empty or unreadable one is no
@@ -74,7 +79,7 @@ impl RecentClaims {
     /// The stored form: JSON text, `[]` for none.
     pub fn encode(&self) -> String {
         // A Vec of (String, i64) pairs always serialises.
-        serde_json::to_string(&self.wins).unwrap_or_else(|_| "[]".to_owned())
+        serde_json::to_string(&*self.wins).unwrap_or_else(|_| "[]".to_owned())
     }
 
     /// The gen `claim_id` won, when it is remembered (the latest, if it won twice).
@@ -94,7 +99,7 @@ impl RecentClaims {
         let mut wins = Vec::with_capacity(keep + 1);
         wins.extend_from_slice(&self.wins[self.wins.len() - keep..]);
         wins.push(Win(claim_id.to_owned(), generation));
-        Self { wins }
+        Self { wins: wins.into() }
     }
 
     /// The wins, oldest first, as `(claim_id, gen)`.
