@@ -67,7 +67,8 @@ struct Args {
     region: Option<String>,
 
     /// Create the table when it is missing: DynamoDB (partition key `pk`, on-demand
-    /// billing) or PostgreSQL (--database-table; needs the CREATE privilege).
+    /// billing) or PostgreSQL (--database-table; needs the CREATE privilege), where it also
+    /// migrates a table of an older schema (needs the table's owner).
     #[arg(long, env = "UNIQUE_CREATE_TABLE")]
     create_table: bool,
 

@@ -99,12 +99,7 @@ impl PostgresStoreBuilder {
         }
         // Reads must be strong (C2): never a hot standby, whatever hosts the URL lists.
         config.target_session_attrs(TargetSessionAttrs::ReadWrite);
-        // The claim forms rely on READ COMMITTED's re-check of a concurrently updated row;
-        // pinned per connection so a server-wide default of another level cannot change it.
-        let options = config.get_options().unwrap_or_default();
-        config.options(format!(
-            "{options} -c default_transaction_isolation=read\\ committed"
-        ));
+        config.options(pinned_options(config.get_options().unwrap_or_default()));
         config.keepalives(true);
         config.keepalives_idle(Duration::from_secs(30));
         let target = describe_target(&config);
@@ -134,6 +129,22 @@ impl PostgresStoreBuilder {
             }),
         })
     }
+}
+
+/// The connection's startup options: the URL's own `options` with this store's settings
+/// around them, pinned per connection so that a server, database or role default cannot
+/// change them (a startup option outranks all three):
+///
+/// - `synchronous_commit=on`, before the URL's options: an acknowledged claim must be
+///   durable, whatever default a database or role was given since the startup check ran.
+///   A URL that sets it on purpose (`remote_apply`, say) still wins; the startup check
+///   refuses `off`.
+/// - `default_transaction_isolation=read committed`, after them: the claim forms rely on
+///   READ COMMITTED's re-check of a concurrently updated row.
+fn pinned_options(url_options: &str) -> String {
+    format!(
+        "-c synchronous_commit=on {url_options} -c default_transaction_isolation=read\\ committed"
+    )
 }
 
 /// `user@host:port/db` (hosts joined by commas), never the password: what logs may show.
@@ -179,6 +190,98 @@ mod tests {
             .unwrap_err();
         assert!(e.is_invalid_params());
         assert!(!e.to_string().contains("s3cret"), "{e}");
+    }
+
+    #[test]
+    fn the_store_settings_surround_the_url_options() {
+        assert_eq!(
+            super::pinned_options("-c work_mem=8MB"),
+            "-c synchronous_commit=on -c work_mem=8MB \
+             -c default_transaction_isolation=read\\ committed"
+        );
+    }
+
+    /// `SHOW synchronous_commit` on connections the pool hands out (several at once, then
+    /// again once returned) after a database, a role and a role-in-database default were
+    /// set `off` on a private server: each still reports `on`, where a plain connection
+    /// reports `off`, and the startup check passes. A URL that sets it on purpose wins, and
+    /// the check refuses a URL's `off`.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn pooled_connections_commit_synchronously_whatever_the_defaults() {
+        use std::time::Duration;
+
+        use tokio_postgres::NoTls;
+        use unique_testsupport::postgres::{DATABASE, PostgresServer, USER};
+
+        async fn show(client: &tokio_postgres::Client) -> String {
+            client
+                .query_one("SHOW synchronous_commit", &[])
+                .await
+                .unwrap()
+                .get(0)
+        }
+        async fn plain(url: &str) -> tokio_postgres::Client {
+            let (client, connection) = tokio_postgres::connect(url, NoTls).await.unwrap();
+            tokio::spawn(connection);
+            client
+        }
+        let store_on = |url: &str| {
+            crate::PostgresStore::builder(url)
+                .table("sync_pinned")
+                .max_connections(3)
+                .operation_timeout(Duration::from_secs(20))
+                .connect_timeout(Duration::from_secs(10))
+                .build()
+                .unwrap()
+        };
+
+        let server = PostgresServer::start_private();
+        let admin = plain(server.url()).await;
+        for default in [
+            format!("ALTER DATABASE \"{DATABASE}\" SET synchronous_commit = off"),
+            format!("ALTER ROLE \"{USER}\" SET synchronous_commit = off"),
+            format!(
+                "ALTER ROLE \"{USER}\" IN DATABASE \"{DATABASE}\" SET synchronous_commit = off"
+            ),
+        ] {
+            admin.batch_execute(&default).await.unwrap();
+            assert_eq!(
+                show(&plain(server.url()).await).await,
+                "off",
+                "{default}: a new plain connection starts with it off"
+            );
+            let store = store_on(server.url());
+            for round in ["handed out", "handed out again"] {
+                let pool = &store.inner.pool;
+                let (a, b, c) = tokio::join!(pool.get(), pool.get(), pool.get());
+                let connections = [a.unwrap(), b.unwrap(), c.unwrap()];
+                for connection in &connections {
+                    assert_eq!(show(connection).await, "on", "{default}: {round}");
+                }
+            }
+            store.create_table_if_missing().await.unwrap();
+            store
+                .check()
+                .await
+                .unwrap_or_else(|e| panic!("{default}: {e}"));
+        }
+
+        let chosen = format!(
+            "{}?options=-c%20synchronous_commit%3Dremote_apply",
+            server.url()
+        );
+        let store = store_on(&chosen);
+        let connection = store.inner.pool.get().await.unwrap();
+        assert_eq!(
+            show(&connection).await,
+            "remote_apply",
+            "the URL's choice wins"
+        );
+        drop(connection);
+        store.check().await.unwrap();
+        let off = format!("{}?options=-c%20synchronous_commit%3Doff", server.url());
+        let e = store_on(&off).check().await.unwrap_err();
+        assert!(e.to_string().contains("synchronous_commit is off"), "{e}");
     }
 
     #[test]

@@ -7,6 +7,11 @@
 //! writing no row, and the store answers it with
 //! [`CasOutcome::LostRace`](unique_core::CasOutcome::LostRace).
 //!
+//! A table whose columns do not have this store's types (altered by hand) is `Unavailable`
+//! too, with a reason naming the column and its type ([`Failure::Schema`]), never a panic:
+//! every value is read with `try_get` and every statement's parameter types are compared
+//! with the schema's before anything is sent.
+//!
 //! A serialization failure or a deadlock cannot come from the single-statement READ
 //! COMMITTED writes of this store; should a server configured otherwise report one, it is
 //! `Unavailable` like a lost connection: the claim fails closed and the client retries with
@@ -18,17 +23,86 @@ use deadpool_postgres::{PoolError, TimeoutType};
 use tokio_postgres::error::SqlState;
 use unique_core::Error;
 
+use crate::sql::SCHEMA_VERSION;
+
+/// Why an operation on a pooled connection failed; [`into_error`](Self::into_error) turns
+/// it into the store's error. Any failure closes the connection (see `with_connection`).
+#[derive(Debug)]
+pub(crate) enum Failure {
+    /// The driver or the database failed.
+    Pg(tokio_postgres::Error),
+    /// The table does not have this store's schema: what differs, naming the column.
+    Schema {
+        detail: String,
+        source: Option<tokio_postgres::Error>,
+    },
+    /// The store refuses for a reason of its own, already worded (the startup check).
+    Refused(Error),
+}
+
+impl From<tokio_postgres::Error> for Failure {
+    fn from(e: tokio_postgres::Error) -> Self {
+        Self::Pg(e)
+    }
+}
+
+impl Failure {
+    /// A schema mismatch without a driver error behind it.
+    pub(crate) fn schema(detail: impl Into<String>) -> Self {
+        Self::Schema {
+            detail: detail.into(),
+            source: None,
+        }
+    }
+
+    /// The store's error for a failure during `what` on `table`.
+    pub(crate) fn into_error(self, what: &str, table: &str) -> Error {
+        match self {
+            Self::Pg(e) => map_pg(what, e),
+            Self::Schema { detail, source } => {
+                let reason = format!(
+                    "postgres {what} failed: invalid schema: table {table} does not match \
+                     schema {SCHEMA_VERSION} ({detail}); the startup check lists what differs"
+                );
+                match source {
+                    Some(e) => Error::unavailable_with(reason, e),
+                    None => Error::unavailable(reason),
+                }
+            }
+            Self::Refused(e) => e,
+        }
+    }
+}
+
 /// Maps a driver failure during `what` (a lower-case fragment such as `"claim"`).
 pub(crate) fn map_pg(what: &str, e: tokio_postgres::Error) -> Error {
     let reason = describe(e.code(), e.is_closed());
     let code = e.code().map(|c| format!(" (sqlstate {})", c.code()));
+    // For a table of the wrong shape the server's own words name the column or types.
+    let detail = e
+        .as_db_error()
+        .filter(|_| e.code().is_some_and(is_schema_mismatch))
+        .map(|db| format!(": {}", db.message()));
     Error::unavailable_with(
         format!(
-            "postgres {what} failed: {reason}{}",
+            "postgres {what} failed: {reason}{}{}",
+            detail.unwrap_or_default(),
             code.unwrap_or_default()
         ),
         e,
     )
+}
+
+/// A SQLSTATE that one of this store's fixed statements only meets on a table whose columns
+/// are not the schema's (altered by hand, or altered under a prepared statement).
+pub(crate) fn is_schema_mismatch(code: &SqlState) -> bool {
+    [
+        SqlState::UNDEFINED_COLUMN,
+        SqlState::DATATYPE_MISMATCH,
+        SqlState::UNDEFINED_FUNCTION,
+        SqlState::FEATURE_NOT_SUPPORTED,
+    ]
+    .contains(code)
 }
 
 /// Maps a failure to get a connection from the pool.
@@ -72,6 +146,14 @@ fn describe(code: Option<&SqlState>, closed: bool) -> &'static str {
             "the table is missing (create it, or start with --create-table)"
         }
         c if *c == SqlState::UNDEFINED_COLUMN => "the table does not have the expected columns",
+        c if *c == SqlState::DATATYPE_MISMATCH || *c == SqlState::UNDEFINED_FUNCTION => {
+            "invalid schema: a column does not have the expected type"
+        }
+        // "cached plan must not change result type": a column was altered under a prepared
+        // statement; the connection is closed and the next one prepares afresh.
+        c if *c == SqlState::FEATURE_NOT_SUPPORTED => {
+            "the table changed under a prepared statement"
+        }
         c if *c == SqlState::INSUFFICIENT_PRIVILEGE => "permission denied",
         c if *c == SqlState::READ_ONLY_SQL_TRANSACTION => {
             "the server is read-only (connected to a standby?)"
@@ -107,6 +189,9 @@ mod tests {
             (Some("40P01"), false, "deadlock detected"),
             (Some("42P01"), false, "the table is missing"),
             (Some("42703"), false, "expected columns"),
+            (Some("42804"), false, "invalid schema"),
+            (Some("42883"), false, "invalid schema"),
+            (Some("0A000"), false, "changed under a prepared statement"),
             (Some("42501"), false, "permission denied"),
             (Some("25006"), false, "read-only"),
             (Some("53300"), false, "too many connections"),

@@ -1,29 +1,70 @@
 //! The statements, written once per table: one per operation, each a single statement that
 //! runs in its own implicit transaction under READ COMMITTED.
 
+use tokio_postgres::types::Type;
 use unique_core::Error;
 
-/// The comment that marks a table as this store's, with its schema version. A later schema
-/// change bumps the number and migrates tables carrying an older one.
-pub(crate) const SCHEMA_COMMENT: &str = "unique-store-postgres schema 1";
+/// The schema version this build writes and understands. A schema change bumps it and
+/// migrates tables carrying an older one ([`Statements::migrate_from_1`]).
+///
+/// - 1: `pk`, `gen`, `owner`, `cid`.
+/// - 2: adds `won` (text, NULL = absent), the recent claims (C9).
+pub(crate) const SCHEMA_VERSION: u32 = 2;
+
+/// The comment that marks a table as this store's, with its schema version.
+pub(crate) const SCHEMA_COMMENT: &str = "unique-store-postgres schema 2";
 
 /// The prefix every version of [`SCHEMA_COMMENT`] shares.
 pub(crate) const SCHEMA_COMMENT_PREFIX: &str = "unique-store-postgres schema ";
+
+/// The columns of the current schema and the type each must have, as `format_type` names
+/// it. Columns beyond these are left alone.
+pub(crate) const COLUMNS: [(&str, &str); 5] = [
+    ("pk", "text"),
+    ("gen", "bigint"),
+    ("owner", "text"),
+    ("cid", "text"),
+    ("won", "text"),
+];
+
+/// A claim statement's parameters by position (`$1` first): the column each is written to
+/// or compared with, and the type this store sends. A prepared statement whose parameter
+/// types differ is refused naming the column (the table was altered). The first login takes
+/// the first five, the tombstone six, the double pin all seven.
+pub(crate) const CLAIM_PARAMS: [(&str, Type); 7] = [
+    ("pk", Type::TEXT),
+    ("owner", Type::TEXT),
+    ("cid", Type::TEXT),
+    ("gen", Type::INT8),
+    ("won", Type::TEXT),
+    ("gen", Type::INT8),
+    ("cid", Type::TEXT),
+];
+
+/// The release's parameters, as [`CLAIM_PARAMS`].
+pub(crate) const RELEASE_PARAMS: [(&str, Type); 2] = [("pk", Type::TEXT), ("gen", Type::INT8)];
+
+/// The read's parameter, as [`CLAIM_PARAMS`].
+pub(crate) const READ_PARAMS: [(&str, Type); 1] = [("pk", Type::TEXT)];
+
+/// The batch read's parameter (an array of pks), as [`CLAIM_PARAMS`].
+pub(crate) const READ_MANY_PARAMS: [(&str, Type); 1] = [("pk", Type::TEXT_ARRAY)];
 
 /// The statement texts for one table.
 #[derive(Debug)]
 pub(crate) struct Statements {
     /// The table name as a quoted identifier, for `to_regclass` and DDL.
     pub(crate) table: String,
-    /// `$1` pk → `gen, owner, cid`.
+    /// `$1` pk → `gen, owner, cid, won`.
     pub(crate) read: String,
-    /// `$1` pks (text[]) → `pk, gen, owner, cid` of those that exist, one round trip for a
-    /// batch.
+    /// `$1` pks (text[]) → `pk, gen, owner, cid, won` of those that exist, one round trip
+    /// for a batch.
     pub(crate) read_many: String,
-    /// Claim forms: `$1` pk, `$2` owner, `$3` cid, `$4` the gen written; the pinned forms
-    /// add `$5` the snapshot's gen, the double pin `$6` its cid. Each returns one row
-    /// `(gen, written, owner, cid)`: the written gen, or (lost race) the record as the
-    /// statement's snapshot saw it, or no row when there was none.
+    /// Claim forms: `$1` pk, `$2` owner, `$3` cid, `$4` the gen and `$5` the `won` list
+    /// written; the pinned forms add `$6` the snapshot's gen, the double pin `$7` its cid
+    /// ([`CLAIM_PARAMS`]). Each returns one row `(gen, written, owner, cid, won)`: the
+    /// written gen, or (lost race) the record as the statement's snapshot saw it, or no
+    /// row when there was none.
     pub(crate) first_login: String,
     pub(crate) double_pin: String,
     pub(crate) tombstone: String,
@@ -31,6 +72,8 @@ pub(crate) struct Statements {
     pub(crate) release: String,
     /// Creates the table and marks it (one implicit transaction).
     pub(crate) create: String,
+    /// Migrates a schema-1 table to schema 2 (run inside the migration's transaction).
+    pub(crate) migrate_from_1: String,
 }
 
 impl Statements {
@@ -38,35 +81,45 @@ impl Statements {
     pub(crate) fn for_table(table: &str) -> Result<Self, Error> {
         let table = quote_table(table)?;
         // A lost race answers in the same round trip: when the write matched no row, the
-        // second branch returns the record from the statement's snapshot.
+        // second branch returns the record from the statement's snapshot. The first
+        // branch's NULLs are untyped, so the columns take the table's types: a table whose
+        // columns were altered still prepares, and the parameter check names the column.
         let lost_race_tail = format!(
-            "SELECT w.gen, true, NULL::text, NULL::text FROM w \
+            "SELECT w.gen, true, NULL, NULL, NULL FROM w \
              UNION ALL \
-             SELECT c.gen, false, c.owner, c.cid FROM {table} c \
+             SELECT c.gen, false, c.owner, c.cid, c.won FROM {table} c \
              WHERE c.pk = $1 AND NOT EXISTS (SELECT 1 FROM w)"
         );
         Ok(Self {
-            read: format!("SELECT gen, owner, cid FROM {table} WHERE pk = $1"),
-            read_many: format!("SELECT pk, gen, owner, cid FROM {table} WHERE pk = ANY($1)"),
+            read: format!("SELECT gen, owner, cid, won FROM {table} WHERE pk = $1"),
+            read_many: format!("SELECT pk, gen, owner, cid, won FROM {table} WHERE pk = ANY($1)"),
             // A record at gen 0 reads as absent, so the first login takes it too (C3).
             first_login: format!(
-                "WITH w AS (INSERT INTO {table} AS r (pk, gen, owner, cid) VALUES ($1, $4, $2, $3) \
+                "WITH w AS (INSERT INTO {table} AS r (pk, gen, owner, cid, won) \
+                 VALUES ($1, $4, $2, $3, $5) \
                  ON CONFLICT (pk) DO UPDATE SET gen = excluded.gen, owner = excluded.owner, \
-                 cid = excluded.cid WHERE r.gen = 0 RETURNING r.gen) {lost_race_tail}"
+                 cid = excluded.cid, won = excluded.won WHERE r.gen = 0 RETURNING r.gen) \
+                 {lost_race_tail}"
             ),
             double_pin: format!(
-                "WITH w AS (UPDATE {table} SET gen = $4, owner = $2, cid = $3 \
-                 WHERE pk = $1 AND gen = $5 AND cid = $6 RETURNING gen) {lost_race_tail}"
+                "WITH w AS (UPDATE {table} SET gen = $4, owner = $2, cid = $3, won = $5 \
+                 WHERE pk = $1 AND gen = $6 AND cid = $7 RETURNING gen) {lost_race_tail}"
             ),
             tombstone: format!(
-                "WITH w AS (UPDATE {table} SET gen = $4, owner = $2, cid = $3 \
-                 WHERE pk = $1 AND gen = $5 AND cid IS NULL RETURNING gen) {lost_race_tail}"
+                "WITH w AS (UPDATE {table} SET gen = $4, owner = $2, cid = $3, won = $5 \
+                 WHERE pk = $1 AND gen = $6 AND cid IS NULL RETURNING gen) {lost_race_tail}"
             ),
+            // Keeps `won`: a release changes neither the gen nor the list (C9).
             release: format!(
                 "UPDATE {table} SET owner = '', cid = NULL WHERE pk = $1 AND gen = $2"
             ),
             create: format!(
-                "CREATE TABLE {table} (pk text PRIMARY KEY, gen bigint NOT NULL, owner text, cid text); \
+                "CREATE TABLE {table} (pk text PRIMARY KEY, gen bigint NOT NULL, owner text, \
+                 cid text, won text); \
+                 COMMENT ON TABLE {table} IS '{SCHEMA_COMMENT}'"
+            ),
+            migrate_from_1: format!(
+                "ALTER TABLE {table} ADD COLUMN IF NOT EXISTS won text; \
                  COMMENT ON TABLE {table} IS '{SCHEMA_COMMENT}'"
             ),
             table,

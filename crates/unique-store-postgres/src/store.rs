@@ -7,16 +7,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use deadpool_postgres::{Object, Pool};
-use tokio_postgres::Row;
-use tokio_postgres::types::ToSql;
+use tokio_postgres::types::{FromSql, ToSql, Type, WasNull};
+use tokio_postgres::{Row, Statement};
 use unique_core::{
     CasOutcome, CurrentView, Error, Fence, Key, Owner, OwnerState, Pins, Store, async_trait,
     encode_owner,
 };
 
 use crate::builder::PostgresStoreBuilder;
-use crate::error::{map_pg, map_pool, timed_out};
-use crate::sql::Statements;
+use crate::error::{Failure, map_pool, timed_out};
+use crate::schema::explain;
+use crate::sql::{CLAIM_PARAMS, READ_MANY_PARAMS, READ_PARAMS, RELEASE_PARAMS, Statements};
 
 /// A [`Store`] on one PostgreSQL table; see the crate docs. Cheap to clone (the pool is
 /// shared).
@@ -64,7 +65,7 @@ impl PostgresStore {
     pub(crate) async fn with_connection<T, F, Fut>(&self, what: &str, op: F) -> Result<T, Error>
     where
         F: FnOnce(Checkout) -> Fut,
-        Fut: Future<Output = Result<(Checkout, T), tokio_postgres::Error>>,
+        Fut: Future<Output = Result<(Checkout, T), Failure>>,
     {
         let limit = self.inner.operation_timeout;
         let call = async {
@@ -75,7 +76,7 @@ impl PostgresStore {
                     Ok(value)
                 }
                 // The checkout went into `op` and was dropped there: closed.
-                Err(e) => Err(map_pg(what, e)),
+                Err(failure) => Err(failure.into_error(what, &self.inner.sql.table)),
             }
         };
         tokio::time::timeout(limit, call)
@@ -83,19 +84,99 @@ impl PostgresStore {
             .unwrap_or_else(|_| Err(timed_out(what, limit)))
     }
 
-    async fn query(
+    /// Runs the statement `sql`, whose parameters are `expected` (the column each goes to,
+    /// and the type this store sends), and decodes each row it returns with `decode`.
+    /// The prepared statement's parameter types are compared with `expected` first, so a
+    /// table whose columns were altered is refused naming the column, before anything is
+    /// sent.
+    async fn query<T, D>(
         &self,
         what: &str,
         sql: &str,
+        expected: &[(&str, Type)],
         params: &[&(dyn ToSql + Sync)],
-    ) -> Result<Vec<Row>, Error> {
+        decode: D,
+    ) -> Result<Vec<T>, Error>
+    where
+        D: Fn(&Row) -> Result<T, Failure> + Send,
+        T: Send,
+    {
+        let table = self.inner.sql.table.as_str();
         self.with_connection(what, |c| async move {
-            let statement = c.client().prepare_cached(sql).await?;
-            let rows = c.client().query(&statement, params).await?;
-            Ok((c, rows))
+            let decoded = async {
+                let statement = c.client().prepare_cached(sql).await?;
+                check_params(&statement, expected)?;
+                let rows = c.client().query(&statement, params).await?;
+                rows.iter().map(decode).collect::<Result<Vec<T>, Failure>>()
+            }
+            .await;
+            match decoded {
+                Ok(decoded) => Ok((c, decoded)),
+                Err(failure) => Err(explain(&c, table, failure).await),
+            }
         })
         .await
     }
+}
+
+/// Refuses a prepared statement whose parameter types are not those of `expected` (the
+/// table's columns were altered): a value of the wrong type would otherwise fail in the
+/// driver without saying which column is at fault.
+pub(crate) fn check_params(
+    statement: &Statement,
+    expected: &[(&str, Type)],
+) -> Result<(), Failure> {
+    let found = statement.params();
+    if found.len() != expected.len() {
+        return Err(Failure::schema(format!(
+            "a statement takes {} parameters, this store sends {}",
+            found.len(),
+            expected.len()
+        )));
+    }
+    let wrong: Vec<String> = expected
+        .iter()
+        .zip(found)
+        .enumerate()
+        .filter(|(_, ((_, want), got))| want != *got)
+        .map(|(i, ((column, want), got))| {
+            format!(
+                "column {column} is {got} where this store sends {want} (parameter ${})",
+                i + 1
+            )
+        })
+        .collect();
+    if wrong.is_empty() {
+        Ok(())
+    } else {
+        Err(Failure::schema(wrong.join(", ")))
+    }
+}
+
+/// Value `idx` of `row`, which holds the table's column `column`: a value of another type
+/// (or a NULL where the schema has none) is a schema failure naming the column, not a panic.
+pub(crate) fn column<'a, T: FromSql<'a>>(
+    row: &'a Row,
+    idx: usize,
+    column: &str,
+) -> Result<T, Failure> {
+    row.try_get(idx).map_err(|e| {
+        let found = row
+            .columns()
+            .get(idx)
+            .map_or_else(|| "missing".to_owned(), |c| c.type_().to_string());
+        let null =
+            std::error::Error::source(&e).is_some_and(<dyn std::error::Error>::is::<WasNull>);
+        let detail = if null {
+            format!("column {column} is NULL")
+        } else {
+            format!("column {column} is {found}")
+        };
+        Failure::Schema {
+            detail,
+            source: Some(e),
+        }
+    })
 }
 
 /// A pooled connection that is closed on drop unless [`keep`](Self::keep) was called, so a
@@ -106,6 +187,12 @@ impl Checkout {
     pub(crate) fn client(&self) -> &Object {
         self.0
             .as_ref()
+            .expect("a checkout holds its connection until dropped")
+    }
+
+    pub(crate) fn client_mut(&mut self) -> &mut Object {
+        self.0
+            .as_mut()
             .expect("a checkout holds its connection until dropped")
     }
 
@@ -124,20 +211,24 @@ impl Drop for Checkout {
     }
 }
 
-/// The snapshot of one `(gen, owner, cid)` row.
-fn record(generation: i64, owner: Option<&str>, cid: Option<String>) -> OwnerState {
-    OwnerState::from_record(generation, owner.into(), cid, None)
+/// The snapshot of one `(gen, owner, cid, won)` row whose first column is `first`.
+fn record(row: &Row, first: usize) -> Result<OwnerState, Failure> {
+    let generation: i64 = column(row, first, "gen")?;
+    let owner: Option<&str> = column(row, first + 1, "owner")?;
+    let cid: Option<String> = column(row, first + 2, "cid")?;
+    let won: Option<&str> = column(row, first + 3, "won")?;
+    Ok(OwnerState::from_record(generation, owner.into(), cid, won))
 }
 
 #[async_trait]
 impl Store for PostgresStore {
     async fn read_owner(&self, key: &Key) -> Result<OwnerState, Error> {
         let pk = key.to_string();
-        let rows = self.query("read", &self.inner.sql.read, &[&pk]).await?;
-        Ok(match rows.first() {
-            None => OwnerState::absent(),
-            Some(row) => record(row.get(0), row.get(1), row.get(2)),
-        })
+        let sql = &self.inner.sql.read;
+        let mut records = self
+            .query("read", sql, &READ_PARAMS, &[&pk], |row| record(row, 0))
+            .await?;
+        Ok(records.pop().unwrap_or_else(OwnerState::absent))
     }
 
     /// One statement for the whole batch (`pk = ANY($1)`); keys without a row read absent,
@@ -147,13 +238,13 @@ impl Store for PostgresStore {
             return Ok(Vec::new());
         }
         let pks: Vec<String> = keys.iter().map(Key::to_string).collect();
+        let sql = &self.inner.sql.read_many;
         let rows = self
-            .query("batch read", &self.inner.sql.read_many, &[&pks])
+            .query("batch read", sql, &READ_MANY_PARAMS, &[&pks], |row| {
+                Ok((column::<String>(row, 0, "pk")?, record(row, 1)?))
+            })
             .await?;
-        let found: HashMap<String, OwnerState> = rows
-            .iter()
-            .map(|row| (row.get(0), record(row.get(1), row.get(2), row.get(3))))
-            .collect();
+        let found: HashMap<String, OwnerState> = rows.into_iter().collect();
         Ok(pks
             .iter()
             .map(|pk| Ok(found.get(pk).cloned().unwrap_or_else(OwnerState::absent)))
@@ -172,26 +263,39 @@ impl Store for PostgresStore {
         let owner = encode_owner(owner)?;
         let pk = key.to_string();
         let next = fence.next_generation();
+        // Written with gen, owner and cid in the one statement (C9).
+        let won = snap.won_after(claim_id, next);
         let sql = &self.inner.sql;
-        let rows = match fence {
+        let decode = |row: &Row| answer(&fence, row);
+        let answers = match fence {
             Fence::FirstLogin => {
-                self.query("claim", &sql.first_login, &[&pk, &owner, &claim_id, &next])
-                    .await?
+                let params: [&(dyn ToSql + Sync); 5] = [&pk, &owner, &claim_id, &next, &won];
+                self.query(
+                    "claim",
+                    &sql.first_login,
+                    &CLAIM_PARAMS[..5],
+                    &params,
+                    decode,
+                )
+                .await?
             }
             Fence::DoublePin {
                 generation,
                 claim_id: pinned,
             } => {
-                let params: [&(dyn ToSql + Sync); 6] =
-                    [&pk, &owner, &claim_id, &next, &generation, &pinned];
-                self.query("claim", &sql.double_pin, &params).await?
+                let params: [&(dyn ToSql + Sync); 7] =
+                    [&pk, &owner, &claim_id, &next, &won, &generation, &pinned];
+                self.query("claim", &sql.double_pin, &CLAIM_PARAMS, &params, decode)
+                    .await?
             }
             Fence::Tombstone { generation } => {
-                let params: [&(dyn ToSql + Sync); 5] = [&pk, &owner, &claim_id, &next, &generation];
-                self.query("claim", &sql.tombstone, &params).await?
+                let params: [&(dyn ToSql + Sync); 6] =
+                    [&pk, &owner, &claim_id, &next, &won, &generation];
+                self.query("claim", &sql.tombstone, &CLAIM_PARAMS[..6], &params, decode)
+                    .await?
             }
         };
-        Ok(outcome(fence, rows.first()))
+        Ok(answers.into_iter().next().unwrap_or_else(CasOutcome::lost))
     }
 
     async fn current(&self, key: &Key) -> Result<CurrentView, Error> {
@@ -204,37 +308,44 @@ impl Store for PostgresStore {
         }
         let pk = key.to_string();
         let sql = self.inner.sql.release.as_str();
+        let table = self.inner.sql.table.as_str();
         self.with_connection("release", |c| async move {
-            let statement = c.client().prepare_cached(sql).await?;
-            let updated = c.client().execute(&statement, &[&pk, &generation]).await?;
-            Ok((c, updated > 0))
+            let updated = async {
+                let statement = c.client().prepare_cached(sql).await?;
+                check_params(&statement, &RELEASE_PARAMS)?;
+                Ok::<u64, Failure>(c.client().execute(&statement, &[&pk, &generation]).await?)
+            }
+            .await;
+            match updated {
+                Ok(updated) => Ok((c, updated > 0)),
+                Err(failure) => Err(explain(&c, table, failure).await),
+            }
         })
         .await
     }
 }
 
-/// What a claim statement's answer means: the written gen, or a lost race with the record
-/// that failed the fence. The record comes from the statement's snapshot, taken after the
-/// request arrived; when it would still satisfy the fence, a write committed after that
-/// snapshot is what failed it, so the snapshot is stale and not handed back (the Arbiter
-/// reads instead).
-fn outcome(fence: Fence<'_>, row: Option<&Row>) -> CasOutcome {
-    let Some(row) = row else {
-        return CasOutcome::lost();
-    };
-    let generation: i64 = row.get(0);
-    if row.get::<_, bool>(1) {
-        return CasOutcome::Written { generation };
+/// What a claim statement's answer row means: the written gen, or a lost race with the
+/// record that failed the fence. The record comes from the statement's snapshot, taken
+/// after the request arrived; when it would still satisfy the fence, a write committed
+/// after that snapshot is what failed it, so the snapshot is stale and not handed back (the
+/// Arbiter reads instead). No row at all is a lost race without a record.
+fn answer(fence: &Fence<'_>, row: &Row) -> Result<CasOutcome, Failure> {
+    let generation: i64 = column(row, 0, "gen")?;
+    if column::<bool>(row, 1, "written")? {
+        return Ok(CasOutcome::Written { generation });
     }
-    let cid: Option<String> = row.get(3);
+    let owner: Option<&str> = column(row, 2, "owner")?;
+    let cid: Option<String> = column(row, 3, "cid")?;
+    let won: Option<&str> = column(row, 4, "won")?;
     let pins = Pins {
         generation,
         claim_id: cid.as_deref(),
     };
     if fence.holds(Some(pins)) {
-        return CasOutcome::lost();
+        return Ok(CasOutcome::lost());
     }
-    CasOutcome::LostRace {
-        current: Some(record(generation, row.get(2), cid)),
-    }
+    Ok(CasOutcome::LostRace {
+        current: Some(OwnerState::from_record(generation, owner.into(), cid, won)),
+    })
 }

@@ -83,9 +83,9 @@ impl PgRaw {
 impl RawWriter for PgRaw {
     async fn put_raw(&self, key: &Key, record: RawRecord) -> Result<(), Error> {
         let sql = format!(
-            "INSERT INTO {} (pk, gen, owner, cid) VALUES ($1, $2, $3, $4) \
+            "INSERT INTO {} (pk, gen, owner, cid, won) VALUES ($1, $2, $3, $4, $5) \
              ON CONFLICT (pk) DO UPDATE SET gen = excluded.gen, owner = excluded.owner, \
-             cid = excluded.cid",
+             cid = excluded.cid, won = excluded.won",
             self.table
         );
         self.client
@@ -96,6 +96,7 @@ impl RawWriter for PgRaw {
                     &record.generation,
                     &record.owner,
                     &record.claim_id,
+                    &record.won,
                 ],
             )
             .await
