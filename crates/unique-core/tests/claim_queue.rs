@@ -332,10 +332,7 @@ async fn a_full_line_refuses_more_claims() {
 
     let cas_before = g.store.cas.load(Ordering::SeqCst);
     let refused = g.arbiter.claim(&claim(&key, 3, "refused")).await;
-    assert!(
-        matches!(refused, Err(Error::Throttled)),
-        "{refused:?}"
-    );
+    assert!(matches!(refused, Err(Error::Throttled)), "{refused:?}");
     assert!(refused.unwrap_err().is_retryable());
     assert_eq!(g.store.cas.load(Ordering::SeqCst), cas_before);
 

@@ -315,8 +315,8 @@ fn remembered(a: i64, b: i64) -> bool {
 }
 
 /// Whether a claim with `claim_id` that started before `reader` ended may have written
-/// `generation`: it did not answer, or it answered that gen or a later one (one claim can
-/// write twice when its first write's answer was lost and a rival wrote in between).
+/// `generation`: it did not answer, it answered that gen or a later one, or it was
+/// superseded after winning that gen.
 fn written_by(
     claim_id: &str,
     generation: i64,
@@ -329,6 +329,9 @@ fn written_by(
                 && match claim.outcome {
                     Outcome::Indeterminate(_) => true,
                     Outcome::Claimed { generation: g, .. } => g >= generation,
+                    // It won `g`, perhaps in this very request (a write whose answer the
+                    // store lost, then a rival's), and was replaced since.
+                    Outcome::Superseded { generation: g, .. } => g == generation,
                     _ => false,
                 }
         })
@@ -627,6 +630,25 @@ mod tests {
             )
             .check();
         assert!(superseded.is_empty(), "{superseded:#?}");
+    }
+
+    #[test]
+    fn a_claim_superseded_in_its_own_request_may_have_written_its_gen() {
+        // "a" wrote gen 1, its answer was lost inside the server, "b" wrote 2, and a's
+        // next attempt found itself replaced: a read in between saw gen 1 held by "a".
+        let violations = Script::new()
+            .op(
+                (0, 10),
+                claim("a"),
+                Outcome::Superseded {
+                    generation: 1,
+                    current: 2,
+                },
+            )
+            .read((1, 2), 1, Some("a"))
+            .claim((3, 4), "b", 2)
+            .check();
+        assert!(violations.is_empty(), "{violations:#?}");
     }
 
     #[test]
