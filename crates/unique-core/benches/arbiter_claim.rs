@@ -17,7 +17,9 @@ mod common;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use common::{arbiter, arbiter_race, current_thread, input, multi_thread, raw_claim, raw_race};
+use common::{
+    arbiter, arbiter_race, current_thread, input, multi_thread, next_login, raw_claim, raw_race,
+};
 use criterion::{Criterion, criterion_main};
 use unique_store_memory::MemoryStore;
 
@@ -95,14 +97,17 @@ fn replace_online(c: &mut Criterion) {
     let mut group = c.benchmark_group("replace_online");
     // Two nodes with their own endpoints take the key from each other: every claim
     // finds the other node's session, kicks it (confirmed at once) and writes.
-    let nodes = [input(1, 1, "node-1"), input(1, 2, "node-2")];
+    // Each claim is a new login (its own claim_id), counted across batches.
+    let mut nodes = [input(1, 1, "node-1"), input(1, 2, "node-2")];
+    let mut login = 0_u64;
     let arbiter = arbiter();
     group.bench_function("arbiter", |b| {
         b.iter_custom(|iters| {
             rt.block_on(async {
                 let started = Instant::now();
-                for i in 0..iters {
-                    let node = &nodes[usize::from(i % 2 == 1)];
+                for _ in 0..iters {
+                    login += 1;
+                    let node = next_login(&mut nodes[usize::from(login % 2 == 1)], login);
                     black_box(arbiter.claim(node).await.expect("claim"));
                 }
                 started.elapsed()
@@ -114,8 +119,9 @@ fn replace_online(c: &mut Criterion) {
         b.iter_custom(|iters| {
             rt.block_on(async {
                 let started = Instant::now();
-                for i in 0..iters {
-                    let node = &nodes[usize::from(i % 2 == 1)];
+                for _ in 0..iters {
+                    login += 1;
+                    let node = next_login(&mut nodes[usize::from(login % 2 == 1)], login);
                     black_box(raw_claim(&store, node).await.expect("claim"));
                 }
                 started.elapsed()

@@ -14,7 +14,8 @@ mod common;
 use std::alloc::System;
 
 use common::{
-    RACERS, arbiter, arbiter_race, current_thread, input, multi_thread, raw_claim, raw_race,
+    RACERS, arbiter, arbiter_race, current_thread, input, multi_thread, next_login, raw_claim,
+    raw_race,
 };
 use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
 use unique_store_memory::MemoryStore;
@@ -89,25 +90,22 @@ fn replay() -> [(f64, f64); 2] {
 
 fn replace_online() -> [(f64, f64); 2] {
     let rt = current_thread();
-    let nodes = [input(1, 1, "node-1"), input(1, 2, "node-2")];
+    let mut nodes = [input(1, 1, "node-1"), input(1, 2, "node-2")];
     let arbiter = arbiter();
     let store = MemoryStore::new();
     let through_arbiter = per_claim(CLAIMS, || {
         rt.block_on(async {
             for i in 0..CLAIMS {
-                arbiter
-                    .claim(&nodes[(i % 2) as usize])
-                    .await
-                    .expect("claim");
+                let node = next_login(&mut nodes[(i % 2) as usize], u64::from(i));
+                arbiter.claim(node).await.expect("claim");
             }
         });
     });
     let direct = per_claim(CLAIMS, || {
         rt.block_on(async {
             for i in 0..CLAIMS {
-                raw_claim(&store, &nodes[(i % 2) as usize])
-                    .await
-                    .expect("claim");
+                let node = next_login(&mut nodes[(i % 2) as usize], u64::from(i));
+                raw_claim(&store, node).await.expect("claim");
             }
         });
     });

@@ -82,8 +82,10 @@ impl ClaimQueue {
     ///
     /// `Throttled` when `max_waiters` claims already wait on `key`.
     pub(crate) async fn enter<'a>(&'a self, key: &'a Key) -> Result<Turn<'a>, Error> {
+        // Hashed once per claim: the turn keeps its shard for its drop.
+        let shard_index = self.shard_of(key);
         let semaphore = {
-            let mut shard = self.lock(key);
+            let mut shard = lock(&self.shards[shard_index]);
             let Some(index) = shard.find(key) else {
                 let owned = shard.owned(key);
                 shard.slots.push((
@@ -96,6 +98,7 @@ impl ClaimQueue {
                 return Ok(Turn {
                     queue: self,
                     key,
+                    shard: shard_index,
                     holding: true,
                 });
             };
@@ -110,6 +113,7 @@ impl ClaimQueue {
         let mut turn = Turn {
             queue: self,
             key,
+            shard: shard_index,
             holding: false,
         };
         // Never closed, so `acquire` cannot fail; the permit is the turn itself,
@@ -126,13 +130,15 @@ impl ClaimQueue {
         self.shards.iter().map(|s| lock(s).slots.len()).sum()
     }
 
-    fn lock(&self, key: &Key) -> MutexGuard<'_, Shard> {
+    /// The shard of `key`'s slot.
+    fn shard_of(&self, key: &Key) -> usize {
         // A seeded hash of the whole key: uids a caller picks to share a shard
         // (as they could under a fixed hash) land in shards it cannot predict.
         let index = self.hasher.hash_one(key) >> 59;
         // 32 shards: the top five bits; usize holds them on every target.
         #[allow(clippy::cast_possible_truncation)]
-        lock(&self.shards[index as usize])
+        let index = index as usize;
+        index
     }
 }
 
@@ -166,12 +172,14 @@ impl Shard {
 pub(crate) struct Turn<'a> {
     queue: &'a ClaimQueue,
     key: &'a Key,
+    /// The index of `key`'s shard.
+    shard: usize,
     holding: bool,
 }
 
 impl Drop for Turn<'_> {
     fn drop(&mut self) {
-        let mut shard = self.queue.lock(self.key);
+        let mut shard = lock(&self.queue.shards[self.shard]);
         let Some(index) = shard.find(self.key) else {
             return;
         };

@@ -9,8 +9,6 @@
 
 use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
-
 /// How many winning claims a record remembers.
 ///
 /// The reference client (`unique-client-http`'s `Claimer`) retries one login for
@@ -29,15 +27,18 @@ pub const RECENT_CLAIMS: usize = 8;
 /// and writes what [`OwnerState::won_after`](crate::OwnerState::won_after) returns.
 ///
 /// Cheap to clone (one `Arc`): a store that keeps records decoded hands the same list to
-/// every snapshot it reads.
+/// every snapshot it reads, and a claim's new list shares the claim_ids it keeps.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct RecentClaims {
     wins: Arc<[Win]>,
 }
 
 /// One winning claim: its claim_id and the gen it wrote.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-struct Win(String, i64);
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct Win {
+    claim_id: Arc<str>,
+    generation: i64,
+}
 
 impl RecentClaims {
     /// No wins remembered.
@@ -53,7 +54,10 @@ impl RecentClaims {
     {
         let mut wins: Vec<Win> = wins
             .into_iter()
-            .map(|(claim_id, generation)| Win(claim_id.into(), generation))
+            .map(|(claim_id, generation)| Win {
+                claim_id: claim_id.into().into(),
+                generation,
+            })
             .collect();
         let excess = wins.len().saturating_sub(RECENT_CLAIMS);
         wins.drain(..excess);
@@ -66,20 +70,17 @@ impl RecentClaims {
     pub fn decode(raw: Option<&str>) -> Self {
         match raw {
             None | Some("") => Self::new(),
-            Some(raw) => serde_json::from_str::<Vec<Win>>(raw)
-                .map(Self::from_wins_vec)
+            Some(raw) => serde_json::from_str::<Vec<(String, i64)>>(raw)
+                .map(Self::from_wins)
                 .unwrap_or_default(),
         }
     }
 
-    fn from_wins_vec(wins: Vec<Win>) -> Self {
-        Self::from_wins(wins.into_iter().map(|Win(c, g)| (c, g)))
-    }
-
     /// The stored form: JSON text, `[]` for none.
     pub fn encode(&self) -> String {
-        // A Vec of (String, i64) pairs always serialises.
-        serde_json::to_string(&*self.wins).unwrap_or_else(|_| "[]".to_owned())
+        let pairs: Vec<(&str, i64)> = self.iter().collect();
+        // A list of (string, integer) pairs always serialises.
+        serde_json::to_string(&pairs).unwrap_or_else(|_| "[]".to_owned())
     }
 
     /// The gen `claim_id` won, when it is remembered (the latest, if it won twice).
@@ -87,8 +88,8 @@ impl RecentClaims {
         self.wins
             .iter()
             .rev()
-            .find(|Win(c, _)| c == claim_id)
-            .map(|Win(_, g)| *g)
+            .find(|win| &*win.claim_id == claim_id)
+            .map(|win| win.generation)
     }
 
     /// These wins followed by `claim_id` winning `generation`, the oldest dropped
@@ -96,15 +97,23 @@ impl RecentClaims {
     #[must_use]
     pub fn after_win(&self, claim_id: &str, generation: i64) -> Self {
         let keep = self.wins.len().min(RECENT_CLAIMS - 1);
-        let mut wins = Vec::with_capacity(keep + 1);
-        wins.extend_from_slice(&self.wins[self.wins.len() - keep..]);
-        wins.push(Win(claim_id.to_owned(), generation));
-        Self { wins: wins.into() }
+        let new = Win {
+            claim_id: claim_id.into(),
+            generation,
+        };
+        // The kept wins share their claim_ids; one allocation for the list (the
+        // iterator's exact length lets `Arc<[_]>` allocate once).
+        let wins = self.wins[self.wins.len() - keep..]
+            .iter()
+            .cloned()
+            .chain(std::iter::once(new))
+            .collect();
+        Self { wins }
     }
 
     /// The wins, oldest first, as `(claim_id, gen)`.
     pub fn iter(&self) -> impl Iterator<Item = (&str, i64)> {
-        self.wins.iter().map(|Win(c, g)| (c.as_str(), *g))
+        self.wins.iter().map(|win| (&*win.claim_id, win.generation))
     }
 
     /// How many wins are remembered.

@@ -36,6 +36,15 @@ pub(crate) fn arbiter() -> Arbiter<MemoryStore> {
         .build()
 }
 
+/// Turns `node`'s claim into the `i`-th login: a claim_id of its own, written into the
+/// same buffer. Reusing a claim_id that won before would be a superseded retry (C9).
+pub(crate) fn next_login(node: &mut ClaimInput, i: u64) -> &ClaimInput {
+    use std::fmt::Write as _;
+    node.claim_id.clear();
+    let _ = write!(node.claim_id, "login-{i}");
+    node
+}
+
 /// A claim of `bench#prod#uid` by node `node` (its own kick endpoint) with `claim_id`.
 pub(crate) fn input(uid: i64, node: usize, claim_id: &str) -> ClaimInput {
     ClaimInput {
