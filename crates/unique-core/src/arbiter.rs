@@ -215,8 +215,9 @@ impl<S: Store> Arbiter<S> {
     /// Per attempt: (1) strong read; (2) if the record already holds this
     /// claim_id with an owner, return it as a replay (no kick, no write, I4); if
     /// the claim_id won an earlier gen and no longer holds the key, answer
-    /// `Superseded` (no kick, no write, C9); (3) if the record holds a session, kick it and wait for confirmation or
-    /// failure (bounded by the kick timeout); (4) fenced CAS from the snapshot.
+    /// `Superseded` (no kick, no write, C9); (3) if the record holds a session,
+    /// kick it and wait for confirmation or failure (bounded by the kick
+    /// timeout); (4) fenced CAS from the snapshot.
     /// A lost race starts the next attempt, from the record the store returned
     /// with it when it did, else from a fresh read.
     ///
@@ -226,13 +227,13 @@ impl<S: Store> Arbiter<S> {
     /// the kicker refuses ([`Kicker::check_endpoint`]); `Throttled` when the store throttled;
     /// `Unavailable` for any other store fault, an exhausted attempt budget, an
     /// exhausted gen (fail-closed) or a passed claim deadline; `Throttled` also
-    /// for a full line of waiting claims on the key; `Superseded` when this claim_id's login was replaced or logged out while
-    /// it was in flight (C9).
+    /// for a full line of waiting claims on the key; `Superseded` when this
+    /// claim_id's login was replaced or logged out while it was in flight (C9).
     pub async fn claim(&self, input: &ClaimInput) -> Result<ClaimOutcome, Error> {
         let started = Instant::now();
-        let deadline = Deadline::now() + self.inner.claim_timeout;
         let (result, attempts) = match self.validate_claim(input) {
             Ok(()) => {
+                let deadline = Deadline::now() + self.inner.claim_timeout;
                 match until(deadline, self.inner.queue.enter(&input.key)).await {
                     // Held until the claim is decided, so the next claim on this key
                     // reads what this one wrote.
@@ -487,9 +488,7 @@ impl<S: Store> Arbiter<S> {
         }
         outcome
     }
-}
 
-impl<S: Store> Arbiter<S> {
     /// `Ok` while the claim's deadline has not passed; else the error it answers.
     fn before_deadline(&self, deadline: Deadline) -> Result<(), Error> {
         if Deadline::now() >= deadline {

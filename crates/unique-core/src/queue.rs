@@ -131,14 +131,12 @@ impl ClaimQueue {
     }
 
     /// The shard of `key`'s slot.
+    // 32 shards: the top five bits of the hash; usize holds them on every target.
+    #[allow(clippy::cast_possible_truncation)]
     fn shard_of(&self, key: &Key) -> usize {
         // A seeded hash of the whole key: uids a caller picks to share a shard
         // (as they could under a fixed hash) land in shards it cannot predict.
-        let index = self.hasher.hash_one(key) >> 59;
-        // 32 shards: the top five bits; usize holds them on every target.
-        #[allow(clippy::cast_possible_truncation)]
-        let index = index as usize;
-        index
+        (self.hasher.hash_one(key) >> 59) as usize
     }
 }
 

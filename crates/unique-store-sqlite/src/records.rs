@@ -160,6 +160,35 @@ pub(crate) struct Decoded {
 }
 
 impl Write {
+    /// A fenced claim of `owner`, already encoded as `encoded` (the store encodes
+    /// before its fence check, as C8 orders the refusals), from a snapshot whose
+    /// recent claims are `recent`: it writes those followed by this claim at the
+    /// fence's next gen, what `OwnerState::won_after` returns (C9). With
+    /// `keep_decoded` (the record cache is on) the written owner and list are kept
+    /// decoded too.
+    pub(crate) fn fenced_claim(
+        pk: String,
+        owner: &Owner,
+        encoded: String,
+        claim_id: String,
+        fence: FencedClaim,
+        recent: &RecentClaims,
+        keep_decoded: bool,
+    ) -> Self {
+        let recent_claims = recent.after_win(&claim_id, fence.next_generation);
+        Self::Claim {
+            pk,
+            owner: encoded,
+            won: recent_claims.encode(),
+            decoded: keep_decoded.then(|| Decoded {
+                owner: owner.clone(),
+                recent_claims,
+            }),
+            claim_id,
+            fence,
+        }
+    }
+
     /// A claim of `owner` from a snapshot with no recent claims (tests).
     #[cfg(test)]
     pub(crate) fn claim(
@@ -171,9 +200,8 @@ impl Write {
         Self::claim_after(pk, owner, claim_id, fence, &RecentClaims::new())
     }
 
-    /// A claim of `owner` from a snapshot whose recent claims are `recent`,
-    /// encoded here (tests; the store encodes before its fence check, as C8
-    /// orders the refusals).
+    /// A claim of `owner` from a snapshot whose recent claims are `recent`, the
+    /// owner encoded here and kept decoded (tests).
     #[cfg(test)]
     pub(crate) fn claim_after(
         pk: String,
@@ -182,18 +210,10 @@ impl Write {
         fence: FencedClaim,
         recent: &RecentClaims,
     ) -> Result<Self, Error> {
-        let recent_claims = recent.after_win(&claim_id, fence.next_generation);
-        Ok(Self::Claim {
-            pk,
-            owner: unique_core::encode_owner(owner)?,
-            won: recent_claims.encode(),
-            decoded: Some(Decoded {
-                owner: owner.clone(),
-                recent_claims,
-            }),
-            claim_id,
-            fence,
-        })
+        let encoded = unique_core::encode_owner(owner)?;
+        Ok(Self::fenced_claim(
+            pk, owner, encoded, claim_id, fence, recent, true,
+        ))
     }
 
     /// A release at `generation`.

@@ -12,7 +12,7 @@ use crate::error::map_sqlite;
 use crate::exclusive::FileLock;
 use crate::options::{SqliteStoreBuilder, Synchronous};
 use crate::readers::Readers;
-use crate::records::{Decoded, Write, Written, read_state, read_states};
+use crate::records::{Write, Written, read_state, read_states};
 use crate::schema::{check_path, open_checkpointer, open_reader, open_writer};
 use crate::writer::Writer;
 
@@ -152,22 +152,15 @@ impl Store for SqliteStore {
         // Both refusals happen before anything is queued: nothing is written (C4, C8).
         let encoded = encode_owner(owner)?;
         let fence = Fence::for_snapshot(snap)?;
-        // What `snap.won_after(claim_id, next gen)` writes (C9), kept decoded
-        // for the record cache.
-        let recent_claims = snap
-            .recent_claims
-            .after_win(claim_id, fence.next_generation());
-        let write = Write::Claim {
-            pk: partition_key(key),
-            owner: encoded,
-            won: recent_claims.encode(),
-            decoded: self.cache.is_some().then(|| Decoded {
-                owner: owner.clone(),
-                recent_claims,
-            }),
-            claim_id: claim_id.to_owned(),
-            fence: fence.into(),
-        };
+        let write = Write::fenced_claim(
+            partition_key(key),
+            owner,
+            encoded,
+            claim_id.to_owned(),
+            fence.into(),
+            &snap.recent_claims,
+            self.cache.is_some(),
+        );
         match self.writer.submit(write).await? {
             Written::Claim(outcome) => Ok(outcome),
             Written::Released(_) => Err(Error::unavailable(
