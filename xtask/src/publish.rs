@@ -4,7 +4,7 @@
 //! unpacks under `$CARGO_HOME/registry/src/<registry>/NAME-VERSION` and never unpacks again while
 //! that directory exists (it trusts its `.cargo-ok` marker). Our crates keep version 0.1.0 until
 //! they are released, so a later dry run in a checkout at the same path built the sources of an
-//! earlier one: a clean-clone CI run failed compiling a `unique-serve` that still imported what the
+//! earlier one: a clean-clone CI run failed compiling a `unique-listener` that still imported what the
 //! current one no longer uses. So before each dry run the unpacked copies of this workspace's
 //! packages are removed from every local registry (those directories are named without a host:
 //! they start with `-`); crates.io's unpacked sources are never touched. For the same reason the

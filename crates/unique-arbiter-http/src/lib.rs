@@ -11,5 +11,5 @@ pub use auth::{Grant, MIN_TOKEN_BYTES, Tokens, TokensError, Unauthenticated};
 pub use serve::{DRAIN_TIMEOUT, serve, serve_with};
 pub use service::{ArbiterService, DEFAULT_READY_TIMEOUT, MAX_BODY_BYTES, ResponseBody};
 pub use telemetry::AUTH_REJECTIONS_TOTAL;
-/// The guards of [`serve_with`]: connection caps, timeouts, TLS (from `unique-serve`).
-pub use unique_serve::ServeOptions;
+/// The guards of [`serve_with`]: connection caps, timeouts, TLS (from `unique-listener`).
+pub use unique_listener::ServeOptions;

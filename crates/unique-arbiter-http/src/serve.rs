@@ -1,17 +1,17 @@
-//! Serving an [`ArbiterService`] on a TCP listener: `unique-serve`'s accept loop.
+//! Serving an [`ArbiterService`] on a TCP listener: `unique-listener`'s accept loop.
 
 use std::future::Future;
 use std::time::Duration;
 
 use tokio::net::TcpListener;
 use unique_core::Store;
-use unique_serve::ServeOptions;
+use unique_listener::ServeOptions;
 
 use crate::service::ArbiterService;
 
 /// How long in-flight requests get to finish after shutdown is requested (the default
 /// [`ServeOptions::drain_timeout`]).
-pub const DRAIN_TIMEOUT: Duration = unique_serve::DEFAULT_DRAIN_TIMEOUT;
+pub const DRAIN_TIMEOUT: Duration = unique_listener::DEFAULT_DRAIN_TIMEOUT;
 
 /// [`serve_with`] the default [`ServeOptions`]: plain HTTP/1.1, the default connection caps and
 /// timeouts.
@@ -26,12 +26,12 @@ pub async fn serve<S: Store>(
 /// Accepts HTTP/1.1 connections (keep-alive, pipelining-safe; HTTPS with
 /// [`ServeOptions::tls`]) on `listener` until `shutdown` completes, then stops accepting and lets
 /// in-flight requests finish (at most the drain timeout). Connection caps and header, idle and
-/// body timeouts are those of `options`; see `unique-serve` for each guard.
+/// body timeouts are those of `options`; see `unique-listener` for each guard.
 pub async fn serve_with<S: Store>(
     listener: TcpListener,
     service: ArbiterService<S>,
     options: ServeOptions,
     shutdown: impl Future<Output = ()>,
 ) {
-    unique_serve::serve(listener, service, options, shutdown).await;
+    unique_listener::serve(listener, service, options, shutdown).await;
 }

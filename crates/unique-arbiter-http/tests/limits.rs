@@ -20,7 +20,7 @@ const FLOODER: IpAddr = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2));
 
 /// Must run inside the runtime: `bind` registers the socket with it.
 fn start(options: ServeOptions) -> SocketAddr {
-    let listener = unique_serve::bind((LOCAL, 0).into(), 64).unwrap();
+    let listener = unique_listener::bind((LOCAL, 0).into(), 64).unwrap();
     let addr = listener.local_addr().unwrap();
     let service = ArbiterService::new(Arbiter::new(MemoryStore::new()));
     tokio::spawn(serve_with(

@@ -10,5 +10,5 @@ pub use receiver::KickReceiver;
 pub use serve::{DEFAULT_HEADER_READ_TIMEOUT, serve, serve_with};
 pub use service::{KickService, MAX_BODY_BYTES};
 pub use telemetry::KICK_SIGNATURE_REJECTIONS_TOTAL;
-/// The guards of [`serve_with`]: connection caps, timeouts, TLS (from `unique-serve`).
-pub use unique_serve::ServeOptions;
+/// The guards of [`serve_with`]: connection caps, timeouts, TLS (from `unique-listener`).
+pub use unique_listener::ServeOptions;

@@ -8,7 +8,7 @@ use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use unique_core::BoxError;
-use unique_serve::{RequestBody, ServeOptions};
+use unique_listener::{RequestBody, ServeOptions};
 
 /// A kick receiver serving on its own tokio task: what a node runs next to its
 /// `unique_client::Node`, in one call (the crate docs' "A node" shows the whole wiring).
@@ -26,7 +26,7 @@ pub struct KickReceiver {
 impl KickReceiver {
     /// Serves `service` on `listener` on a new task. `service` is a
     /// [`KickService`](crate::KickService), or one wrapped in tower layers of your own
-    /// (tracing, metrics): any service `unique-serve` accepts.
+    /// (tracing, metrics): any service `unique-listener` accepts.
     ///
     /// Must be called within a tokio runtime. Errors: the listener's address cannot be read.
     pub fn spawn<S, B>(listener: TcpListener, service: S, options: ServeOptions) -> io::Result<Self>
@@ -43,7 +43,7 @@ impl KickReceiver {
     {
         let addr = listener.local_addr()?;
         let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(unique_serve::serve(listener, service, options, async {
+        let task = tokio::spawn(unique_listener::serve(listener, service, options, async {
             // A stop signal or a dropped handle.
             let _ = stopped.await;
         }));

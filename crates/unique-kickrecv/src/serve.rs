@@ -1,4 +1,4 @@
-//! A standalone kick listener: `unique-serve`'s accept loop around a [`KickService`].
+//! A standalone kick listener: `unique-listener`'s accept loop around a [`KickService`].
 
 use std::future::Future;
 use std::io;
@@ -6,13 +6,13 @@ use std::time::Duration;
 
 use tokio::net::TcpListener;
 use unique_client::KickHandler;
-use unique_serve::ServeOptions;
+use unique_listener::ServeOptions;
 
 use crate::service::KickService;
 
 /// A connection must send its request headers within this long (slow-client guard); the default
 /// [`ServeOptions::header_timeout`].
-pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = unique_serve::DEFAULT_HEADER_TIMEOUT;
+pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = unique_listener::DEFAULT_HEADER_TIMEOUT;
 
 /// [`serve_with`] the default [`ServeOptions`].
 pub async fn serve<F>(listener: TcpListener, handler: KickHandler, shutdown: F) -> io::Result<()>
@@ -34,7 +34,7 @@ where
 ///
 /// Every connection speaks HTTP/1.1 with keep-alive (the arbiter's kicker pools
 /// connections), with the connection caps, header, idle and body timeouts and optional TLS of
-/// `options` (see `unique-serve`). For a custom stack (routing, other limits), mount
+/// `options` (see `unique-listener`). For a custom stack (routing, other limits), mount
 /// [`KickService`] yourself instead. Accept failures (e.g. out of file descriptors) are logged
 /// and retried after a short pause, so today it always returns `Ok(())`; the `io::Result` leaves
 /// room for listener errors that cannot be retried.
@@ -47,6 +47,6 @@ pub async fn serve_with<F>(
 where
     F: Future<Output = ()>,
 {
-    unique_serve::serve(listener, service.into(), options, shutdown).await;
+    unique_listener::serve(listener, service.into(), options, shutdown).await;
     Ok(())
 }

@@ -1,4 +1,4 @@
-//! The standalone listener's guards (from `unique-serve`): a half-sent head is closed by the
+//! The standalone listener's guards (from `unique-listener`): a half-sent head is closed by the
 //! header timeout, and one address cannot hold more connections than its cap.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -21,7 +21,7 @@ fn start(options: ServeOptions) -> SocketAddr {
         |_: Key, _| async {},
         KickOptions::default(),
     );
-    let listener = unique_serve::bind((LOCAL, 0).into(), 64).unwrap();
+    let listener = unique_listener::bind((LOCAL, 0).into(), 64).unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(serve_with(
         listener,

@@ -15,7 +15,7 @@ use http::{Method, Request, Response, StatusCode};
 use http_body_util::Full;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use unique_arbiter_http::ResponseBody;
-use unique_serve::RequestBody;
+use unique_listener::RequestBody;
 
 /// The path the exposition is served on.
 pub(crate) const PATH: &str = "/metrics";

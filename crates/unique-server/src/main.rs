@@ -181,7 +181,7 @@ struct Args {
     #[arg(long, env = "UNIQUE_INSECURE_NO_AUTH", conflicts_with = "auth_tokens")]
     insecure_no_auth: bool,
 
-    // Connection guards and TLS (unique-serve describes each guard).
+    // Connection guards and TLS (unique-listener describes each guard).
     /// Serve HTTPS with this PEM certificate chain (leaf first); needs --tls-key.
     #[arg(long, env = "UNIQUE_TLS_CERT", requires = "tls_key")]
     tls_cert: Option<PathBuf>,
@@ -196,27 +196,27 @@ struct Args {
     tls_client_ca: Option<PathBuf>,
 
     /// Most open connections; more are closed as soon as they are accepted (keep below `ulimit -n`).
-    #[arg(long, env = "UNIQUE_MAX_CONNECTIONS", default_value_t = unique_serve::DEFAULT_MAX_CONNECTIONS, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    #[arg(long, env = "UNIQUE_MAX_CONNECTIONS", default_value_t = unique_listener::DEFAULT_MAX_CONNECTIONS, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     max_connections: usize,
 
     /// Most open connections from one client IP address (raise it behind a proxy).
-    #[arg(long, env = "UNIQUE_MAX_CONNECTIONS_PER_IP", default_value_t = unique_serve::DEFAULT_MAX_CONNECTIONS_PER_IP, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    #[arg(long, env = "UNIQUE_MAX_CONNECTIONS_PER_IP", default_value_t = unique_listener::DEFAULT_MAX_CONNECTIONS_PER_IP, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     max_connections_per_ip: usize,
 
     /// How long a request head may take (a connection's first: from the accept, TLS included).
-    #[arg(long, env = "UNIQUE_HEADER_TIMEOUT", default_value_t = unique_serve::DEFAULT_HEADER_TIMEOUT.into(), value_parser = positive_duration)]
+    #[arg(long, env = "UNIQUE_HEADER_TIMEOUT", default_value_t = unique_listener::DEFAULT_HEADER_TIMEOUT.into(), value_parser = positive_duration)]
     header_timeout: humantime::Duration,
 
     /// How long a keep-alive connection may wait between requests before it is closed.
-    #[arg(long, env = "UNIQUE_IDLE_TIMEOUT", default_value_t = unique_serve::DEFAULT_IDLE_TIMEOUT.into(), value_parser = positive_duration)]
+    #[arg(long, env = "UNIQUE_IDLE_TIMEOUT", default_value_t = unique_listener::DEFAULT_IDLE_TIMEOUT.into(), value_parser = positive_duration)]
     idle_timeout: humantime::Duration,
 
     /// How long a request body may take after its head; a slower one is answered 408.
-    #[arg(long, env = "UNIQUE_BODY_TIMEOUT", default_value_t = unique_serve::DEFAULT_BODY_TIMEOUT.into(), value_parser = positive_duration)]
+    #[arg(long, env = "UNIQUE_BODY_TIMEOUT", default_value_t = unique_listener::DEFAULT_BODY_TIMEOUT.into(), value_parser = positive_duration)]
     body_timeout: humantime::Duration,
 
     /// Listen backlog: connections waiting to be accepted (Linux caps it at net.core.somaxconn).
-    #[arg(long, env = "UNIQUE_BACKLOG", default_value_t = unique_serve::DEFAULT_BACKLOG, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, env = "UNIQUE_BACKLOG", default_value_t = unique_listener::DEFAULT_BACKLOG, value_parser = clap::value_parser!(u32).range(1..))]
     backlog: u32,
 }
 
@@ -423,7 +423,7 @@ async fn run_on<S: Store>(
         tracing::warn!("serving without caller authentication (--insecure-no-auth)");
     }
     let shutdown = shutdown_signal()?;
-    let listener = unique_serve::bind(args.listen, args.backlog)
+    let listener = unique_listener::bind(args.listen, args.backlog)
         .map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
     let bound = listener
         .local_addr()
@@ -436,7 +436,7 @@ async fn run_on<S: Store>(
         exposition::spawn_upkeep(handle.clone());
     }
     let service = exposition::MetricsRoute::new(service, metrics);
-    unique_serve::serve(listener, service, options, shutdown).await;
+    unique_listener::serve(listener, service, options, shutdown).await;
     tracing::info!("stopped");
     Ok(())
 }

@@ -13,7 +13,7 @@ use http::{Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
-use unique_serve::{RequestBody, ServeOptions};
+use unique_listener::{RequestBody, ServeOptions};
 use unique_testsupport::net::{answer, closed_by_peer, connect_from, tls_answer};
 use unique_testsupport::pki::TestPki;
 
@@ -60,9 +60,9 @@ fn patient() -> ServeOptions {
 
 /// Must run inside the runtime: `bind` registers the socket with it.
 fn start(options: ServeOptions) -> SocketAddr {
-    let listener = unique_serve::bind((LOCAL, 0).into(), 64).unwrap();
+    let listener = unique_listener::bind((LOCAL, 0).into(), 64).unwrap();
     let addr = listener.local_addr().unwrap();
-    tokio::spawn(unique_serve::serve(
+    tokio::spawn(unique_listener::serve(
         listener,
         Echo,
         options,
