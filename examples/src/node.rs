@@ -14,7 +14,7 @@ use unique_client::{
 use unique_client_http::HttpTransport;
 use unique_core::{CurrentView, Error, Key, Owner};
 use unique_kick_signature::SigningKeys;
-use unique_kickrecv::{KickReceiver, KickService, ServeOptions};
+use unique_kickrecv::KickReceiver;
 
 use crate::events::Report;
 use crate::receiver::Observed;
@@ -38,7 +38,8 @@ pub struct NodeConfig {
     /// Heartbeat interval.
     pub heartbeat_interval: Duration,
     /// Keys its kick receiver verifies kicks with (401 for a kick not signed with one of
-    /// them); `None` accepts unsigned kicks.
+    /// them); `None` accepts unsigned kicks, and then [`kick_listen`](Self::kick_listen)
+    /// must be loopback (the receiver refuses to start elsewhere).
     pub kick_signing_keys: Option<SigningKeys>,
 }
 
@@ -85,12 +86,14 @@ impl Node {
                 }
             })
             .build();
-        let mut kicks = KickService::new(runtime.kick_handler().clone());
+        let mut receiver = KickReceiver::builder(runtime.kick_handler().clone());
         if let Some(keys) = config.kick_signing_keys {
-            kicks = kicks.signing_keys(keys);
+            receiver = receiver.signing_keys(keys);
         }
-        let observed = Observed::new(kicks, sink.clone());
-        let receiver = KickReceiver::spawn(listener, observed, ServeOptions::default())
+        // Wrapped to report every kick; the receiver checks the exposure (unsigned kicks on
+        // loopback only) before wrapping.
+        let receiver = receiver
+            .spawn_layered(listener, |kicks| Observed::new(kicks, sink.clone()))
             .map_err(cannot_listen)?;
         sink(Report::Listening { addr, endpoint });
         Ok(Self {
@@ -184,6 +187,11 @@ impl Node {
             Err(NodeLoginError::Claim(e)) => (self.sink)(Report::LoginFailed {
                 claim_id: e.claim_id.clone(),
                 error: e.to_string(),
+            }),
+            // No claim of its own to name (the node is shut down, or a later kind).
+            Err(other) => (self.sink)(Report::LoginFailed {
+                claim_id: String::new(),
+                error: other.to_string(),
             }),
         }
         result

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 mod contract;
 mod guide;
+mod node_check;
 mod publish;
 mod tidy;
 
@@ -37,6 +38,10 @@ commands:
             instead (an out-of-tree backend), built in a target directory of its own,
             target/contract-path/<dir name>-<hash of DIR's canonical path>
   loom      the loom models of the memory store's fenced write
+  node-check --url URL --signing-keys FILE [options]
+            the kick-receiver conformance check (unique-node-check) against a running
+            receiver in any language: real kicks for random uids, one line per clause,
+            failing when one fails; options pass through (`--help` lists them)
   fuzz      the property-based fuzz targets (wire contract, kick receiver) with
             PROPTEST_CASES=20000 instead of the 256 cases per property `ci` runs
   smoke     S1-S6 with the server binary and client processes over loopback HTTP
@@ -66,6 +71,12 @@ fn main() -> ExitCode {
             }
         },
         "loom" => loom(&mut run),
+        "node-check" => {
+            if let Err(e) = node_check(&mut run, &args[1..]) {
+                eprintln!("{e}\n\n{USAGE}");
+                return ExitCode::FAILURE;
+            }
+        }
         "fuzz" => fuzz(&mut run),
         "tidy" => tidy(&mut run),
         "deny" => deny(&mut run),
@@ -304,6 +315,15 @@ fn fuzz(run: &mut Run) {
         cmd.env("PROPTEST_CASES", FUZZ_CASES);
         run.step(&format!("fuzz {package} ({FUZZ_CASES} cases)"), cmd);
     }
+}
+
+/// The kick-receiver check against the receiver the arguments name (run as its binary, so
+/// xtask's own build stays small).
+fn node_check(run: &mut Run, args: &[String]) -> Result<(), String> {
+    let cwd = env::current_dir().map_err(|e| format!("no current directory: {e}"))?;
+    let cmd = node_check::command(cargo(&[]), args, &cwd);
+    run.step(&format!("node-check ({})", node_check::PACKAGE), cmd);
+    Ok(())
 }
 
 fn loom(run: &mut Run) {

@@ -11,17 +11,27 @@ use tokio::sync::watch;
 use tokio::time::{Instant, timeout};
 use unique_core::{Key, KickPayload};
 
-/// Kick handling settings. Default: `destroy_timeout` 2 s, `early_kick_memory` 60 s.
+/// Kick handling settings. Default: `destroy_timeout` 2 s, `early_kick_memory` 60 s,
+/// `max_early_kicks` 4096.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct KickOptions {
     /// How long one kick waits for `destroy` before answering
     /// [`KickAck::TimedOut`]. The destroy itself keeps running.
     pub destroy_timeout: Duration,
-    /// How long a kick that found no session here is remembered for
-    /// [`KickHandler::admit`]. Longer than a login's retry budget (25 s by default),
-    /// so a login whose answer was still on its way when the kick came is refused.
+    /// How long a kick that found no session here, while a login of its key was expected
+    /// ([`KickHandler::expect_login`]), can refuse that login's
+    /// [`admit`](PendingLogin::admit). Longer than a login's retry budget (25 s by
+    /// default), so a login whose answer was still on its way when the kick came is
+    /// refused.
     pub early_kick_memory: Duration,
+    /// How many keys at most have an early kick remembered at once (one per key: the
+    /// newest gen). Past it an early kick is not remembered, only counted
+    /// ([`KickHandler::dropped_early_kicks`]): the login it replaced then goes online and
+    /// is removed by its heartbeat instead (I5b). Only keys with a login in flight here
+    /// can hold one, so the cap matters only when that many logins are in flight and
+    /// kicked at once; 0 remembers none.
+    pub max_early_kicks: usize,
 }
 
 impl Default for KickOptions {
@@ -29,6 +39,7 @@ impl Default for KickOptions {
         Self {
             destroy_timeout: Duration::from_secs(2),
             early_kick_memory: Duration::from_mins(1),
+            max_early_kicks: 4096,
         }
     }
 }
@@ -45,6 +56,13 @@ impl KickOptions {
     #[must_use]
     pub fn early_kick_memory(mut self, memory: Duration) -> Self {
         self.early_kick_memory = memory;
+        self
+    }
+
+    /// Sets [`max_early_kicks`](Self::max_early_kicks).
+    #[must_use]
+    pub fn max_early_kicks(mut self, max: usize) -> Self {
+        self.max_early_kicks = max;
         self
     }
 }
@@ -139,13 +157,33 @@ enum Flight {
 /// each session is destroyed exactly once however many kicks race. `get_local_generation`
 /// runs under the handler's internal lock: keep it quick and never call the handler from it.
 ///
+/// # Logins: `expect_login`, then `admit`
+///
 /// **A kick can arrive before the login it targets has finished here**: the claim was
 /// written, a newer login read it and kicked, and the first login's answer is still on
 /// its way. There is no session to destroy yet, so the kick is answered
-/// [`IgnoreReason::NoSession`] (200: nothing older is online), and the handler remembers
-/// its gen for [`KickOptions::early_kick_memory`]. Bring every new session online through
-/// [`admit`](Self::admit), which refuses a session such a kick already replaced; without
-/// it the late session stays online until its heartbeat sees the newer gen (I5b).
+/// [`IgnoreReason::NoSession`] (200: nothing older is online). So that the late session
+/// never goes online beside the newer one, every login goes through two steps:
+///
+/// 1. [`expect_login(&key)`](Self::expect_login) **before its claim is sent**, which returns
+///    a [`PendingLogin`];
+/// 2. [`PendingLogin::admit`] once the claim answered, which brings the session online
+///    unless a kick for a newer gen came meanwhile (or the handler was closed).
+///
+/// A kick that finds no session is remembered only while a login of its key is expected
+/// here, for at most [`KickOptions::early_kick_memory`], and for at most
+/// [`KickOptions::max_early_kicks`] keys; it is forgotten when the key's last pending login
+/// is admitted or dropped. A kick for a key no login here expects, however many arrive, is
+/// answered and forgotten at once: the memory is bounded by this node's own logins in
+/// flight, never by what the server sends. Without these steps (a session put online
+/// directly) the late session stays online until its heartbeat sees the newer gen (I5b).
+///
+/// # Closing
+///
+/// [`close`](Self::close) (what [`Node::shutdown`](crate::Node::shutdown) does) makes
+/// every later kick answer [`IgnoreReason::NoSession`] without consulting the table, and
+/// every later [`admit`](PendingLogin::admit) refuse; [`closed`](Self::closed) resolves then,
+/// so a kick receiver can stop listening. Destroys already running finish.
 #[derive(Clone)]
 pub struct KickHandler {
     inner: Arc<Inner>,
@@ -156,26 +194,136 @@ struct Inner {
     destroy: Box<Destroy>,
     options: KickOptions,
     table: Mutex<Table>,
+    /// Set (under the table lock) when the handler closes.
+    closed: watch::Sender<bool>,
 }
+
+/// How often at most a full cap triggers a sweep of expired early kicks.
+const SWEEP_EVERY: Duration = Duration::from_secs(1);
 
 /// Everything kicks and admissions decide on, under one lock.
 #[derive(Default)]
 struct Table {
     /// Destroys in progress, by session.
     flights: HashMap<(Key, i64), watch::Receiver<Flight>>,
-    /// Kicks that found no session: the newest gen per key, and when it came.
-    early_kicks: HashMap<Key, (i64, Instant)>,
+    /// Logins in flight here, by key. An entry lives exactly as long as a
+    /// [`PendingLogin`] of its key, so this map is as large as this node's own logins
+    /// in flight, whatever kicks arrive.
+    pending: HashMap<Key, Pending>,
+    /// How many `pending` entries hold an early kick (at most `max_early_kicks`).
+    remembered: usize,
+    /// Early kicks not remembered because `remembered` was at the cap.
+    dropped: u64,
+    /// No sweep of expired early kicks before this.
+    next_sweep: Option<Instant>,
+    /// [`KickHandler::close`] ran.
+    closed: bool,
+}
+
+/// The logins of one key in flight here.
+#[derive(Default)]
+struct Pending {
+    /// How many [`PendingLogin`]s of the key are alive.
+    logins: usize,
+    /// The newest gen a kick that found no session announced while they were, and when the
+    /// kick that raised it came.
+    kick: Option<(i64, Instant)>,
 }
 
 impl Table {
-    fn remember_early_kick(&mut self, key: Key, generation: i64, memory: Duration) {
-        // Rare (a kick racing a login), so a sweep here keeps the map small.
-        self.early_kicks.retain(|_, (_, at)| at.elapsed() < memory);
-        let newest = self
-            .early_kicks
-            .get(&key)
-            .map_or(generation, |&(known, _)| known.max(generation));
-        self.early_kicks.insert(key, (newest, Instant::now()));
+    /// Remembers a kick that found no session, if a login of its key is expected here.
+    /// O(1), except that a full cap sweeps expired kicks at most once per [`SWEEP_EVERY`].
+    fn remember_early_kick(&mut self, key: &Key, generation: i64, options: &KickOptions) {
+        let Some(pending) = self.pending.get_mut(key) else {
+            // No login of this key in flight here: nothing the kick could refuse.
+            return;
+        };
+        let memory = options.early_kick_memory;
+        let now = Instant::now();
+        if let Some((known, at)) = &mut pending.kick {
+            // The newest gen wins; an expired one is replaced by whatever comes.
+            if generation >= *known || now.duration_since(*at) >= memory {
+                *known = generation;
+                *at = now;
+            }
+            return;
+        }
+        if self.remembered >= options.max_early_kicks {
+            self.sweep(now, memory);
+        }
+        if self.remembered >= options.max_early_kicks {
+            self.dropped += 1;
+            if self.dropped.is_power_of_two() {
+                tracing::warn!(
+                    %key,
+                    generation,
+                    dropped = self.dropped,
+                    max_early_kicks = options.max_early_kicks,
+                    "early kick not remembered: too many logins in flight were kicked; \
+                     the heartbeat removes the session it replaced"
+                );
+            }
+            return;
+        }
+        if let Some(pending) = self.pending.get_mut(key) {
+            pending.kick = Some((generation, now));
+            self.remembered += 1;
+        }
+    }
+
+    /// Forgets every expired early kick, at most once per [`SWEEP_EVERY`].
+    fn sweep(&mut self, now: Instant, memory: Duration) {
+        if self.next_sweep.is_some_and(|next| now < next) {
+            return;
+        }
+        self.next_sweep = Some(now + SWEEP_EVERY);
+        for pending in self.pending.values_mut() {
+            if pending
+                .kick
+                .is_some_and(|(_, at)| now.duration_since(at) >= memory)
+            {
+                pending.kick = None;
+                self.remembered -= 1;
+            }
+        }
+    }
+
+    fn expect_login(&mut self, key: &Key) {
+        match self.pending.get_mut(key) {
+            Some(pending) => pending.logins += 1,
+            None => {
+                self.pending.insert(
+                    key.clone(),
+                    Pending {
+                        logins: 1,
+                        kick: None,
+                    },
+                );
+            }
+        }
+    }
+
+    /// One login of `key` ended; the last one takes the key's early kick with it.
+    fn end_login(&mut self, key: &Key) {
+        let Some(pending) = self.pending.get_mut(key) else {
+            return;
+        };
+        pending.logins -= 1;
+        if pending.logins == 0
+            && let Some(ended) = self.pending.remove(key)
+            && ended.kick.is_some()
+        {
+            self.remembered -= 1;
+        }
+    }
+
+    /// A kick for a gen above `generation` came while `key`'s login was expected, within
+    /// `memory`.
+    fn replaced(&self, key: &Key, generation: i64, memory: Duration) -> bool {
+        self.pending
+            .get(key)
+            .and_then(|pending| pending.kick)
+            .is_some_and(|(kicked, at)| kicked > generation && at.elapsed() < memory)
     }
 }
 
@@ -194,6 +342,7 @@ impl KickHandler {
                 destroy: Box::new(move |key, generation| Box::pin(destroy(key, generation))),
                 options,
                 table: Mutex::new(Table::default()),
+                closed: watch::Sender::new(false),
             }),
         }
     }
@@ -203,27 +352,65 @@ impl KickHandler {
         &self.inner.options
     }
 
-    /// Brings a session that just logged in at `generation` online by running
-    /// `go_online` (e.g. inserting it into [`Sessions`](crate::Sessions)), unless a kick
-    /// for a newer gen of `key` already came while no session was here: then that
-    /// session has been replaced before it started, `go_online` does not run, and the
-    /// result is `false` (end the login as if it had been kicked).
+    /// Announces a login of `key`: call it **before the login's claim is sent**, and bring
+    /// the session online through the returned guard's [`admit`](PendingLogin::admit).
     ///
-    /// `go_online` runs under the same lock as the kick decision, so a kick either
-    /// comes first and is seen here, or comes after and finds the session to destroy.
-    /// Keep it quick and never call the handler from it.
-    pub fn admit(&self, key: &Key, generation: i64, go_online: impl FnOnce()) -> bool {
-        let memory = self.inner.options.early_kick_memory;
-        let mut table = self.inner.table();
-        if let Some(&(kicked, at)) = table.early_kicks.get(key) {
-            if kicked > generation && at.elapsed() < memory {
-                return false;
-            }
-            // Older or forgotten: it can never refuse this key's later, newer logins.
-            table.early_kicks.remove(key);
+    /// While the guard lives, a kick for `key` that finds no session here is remembered
+    /// (the newest gen, see [`KickOptions`]), so that `admit` can refuse the session it
+    /// replaced. Several logins of one key may be expected at once; the key's early kick is
+    /// forgotten when the last of them is admitted or dropped. Dropping the guard abandons
+    /// the login (a failed claim).
+    pub fn expect_login(&self, key: &Key) -> PendingLogin {
+        self.inner.table().expect_login(key);
+        PendingLogin {
+            inner: Arc::clone(&self.inner),
+            key: key.clone(),
+            ended: false,
         }
-        go_online();
-        true
+    }
+
+    /// How many keys have an early kick remembered now (at most
+    /// [`KickOptions::max_early_kicks`]). An expired one is counted until its key's last
+    /// login ends or a sweep drops it.
+    pub fn remembered_early_kicks(&self) -> usize {
+        self.inner.table().remembered
+    }
+
+    /// How many early kicks were not remembered because
+    /// [`KickOptions::max_early_kicks`] keys already had one.
+    pub fn dropped_early_kicks(&self) -> u64 {
+        self.inner.table().dropped
+    }
+
+    /// Closes the handler: from now on every kick answers [`IgnoreReason::NoSession`]
+    /// without consulting the session table, and every [`PendingLogin::admit`] refuses.
+    /// Destroys already running finish. Idempotent.
+    pub fn close(&self) {
+        self.close_with(|| ());
+    }
+
+    /// Closes the handler and runs `f` under the lock kicks and admissions decide under, so
+    /// no kick or admission is decided between the two (the node drains its sessions here).
+    pub(crate) fn close_with<R>(&self, f: impl FnOnce() -> R) -> R {
+        let mut table = self.inner.table();
+        table.closed = true;
+        let result = f();
+        self.inner.closed.send_replace(true);
+        drop(table);
+        result
+    }
+
+    /// [`close`](Self::close) has run.
+    pub fn is_closed(&self) -> bool {
+        *self.inner.closed.borrow()
+    }
+
+    /// Resolves once the handler is closed (at once if it already is). Cancel-safe: a kick
+    /// receiver can `select!` on it to stop listening.
+    pub async fn closed(&self) {
+        let mut closed = self.inner.closed.subscribe();
+        // The sender lives in `inner`, which `self` keeps alive: this cannot fail.
+        let _ = closed.wait_for(|closed| *closed).await;
     }
 
     /// Handles one kick. Must run inside a tokio runtime (`destroy` is spawned on it).
@@ -253,9 +440,11 @@ impl KickHandler {
     fn decide(&self, kick: &KickPayload) -> Result<(i64, watch::Receiver<Flight>), IgnoreReason> {
         let key = kick.key();
         let mut table = self.inner.table();
+        if table.closed {
+            return Err(IgnoreReason::NoSession);
+        }
         let Some(local_generation) = (self.inner.get_local_generation)(&key) else {
-            let memory = self.inner.options.early_kick_memory;
-            table.remember_early_kick(key, kick.generation, memory);
+            table.remember_early_kick(&key, kick.generation, &self.inner.options);
             return Err(IgnoreReason::NoSession);
         };
         if local_generation >= kick.generation {
@@ -279,10 +468,73 @@ impl KickHandler {
     }
 }
 
+/// A login of one key that [`KickHandler::expect_login`] announced, until it is admitted
+/// ([`admit`](Self::admit)) or abandoned (dropped).
+///
+/// While it lives, a kick for its key that finds no session here is remembered, so that
+/// `admit` refuses a session such a kick already replaced.
+#[must_use = "a login announced but never admitted only holds memory until dropped"]
+pub struct PendingLogin {
+    inner: Arc<Inner>,
+    key: Key,
+    /// [`admit`](Self::admit) ended the login already.
+    ended: bool,
+}
+
+impl PendingLogin {
+    /// The key whose login this is.
+    pub fn key(&self) -> &Key {
+        &self.key
+    }
+
+    /// Brings the session that just logged in at `generation` online by running
+    /// `go_online` (e.g. inserting it into [`Sessions`](crate::Sessions)), and ends the
+    /// login. Returns `false`, without running `go_online`, when the session must not go
+    /// online:
+    ///
+    /// - a kick for a newer gen of the key came while no session was here and the login
+    ///   was expected (within [`KickOptions::early_kick_memory`]): the session has been
+    ///   replaced before it started; end the login as if it had been kicked;
+    /// - or the handler is closed ([`KickHandler::is_closed`]).
+    ///
+    /// `go_online` runs under the same lock as the kick decision, so a kick either comes
+    /// first and is seen here, or comes after and finds the session to destroy. Keep it
+    /// quick and never call the handler from it.
+    pub fn admit(mut self, generation: i64, go_online: impl FnOnce()) -> bool {
+        let mut table = self.inner.table();
+        let memory = self.inner.options.early_kick_memory;
+        let admitted = !table.closed && !table.replaced(&self.key, generation, memory);
+        // Ended first, so that a panicking `go_online` leaves the table consistent; the
+        // lock is held throughout, so no kick sees the login ended but not yet online.
+        table.end_login(&self.key);
+        self.ended = true;
+        if admitted {
+            go_online();
+        }
+        admitted
+    }
+}
+
+impl Drop for PendingLogin {
+    fn drop(&mut self) {
+        if !self.ended {
+            self.inner.table().end_login(&self.key);
+        }
+    }
+}
+
+impl fmt::Debug for PendingLogin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PendingLogin")
+            .field("key", &self.key)
+            .finish_non_exhaustive()
+    }
+}
+
 impl Inner {
     fn table(&self) -> std::sync::MutexGuard<'_, Table> {
-        // The maps stay consistent even if a holder panicked: every update is one insert,
-        // one remove or one retain.
+        // The table stays consistent even if a holder panicked: no user code (neither
+        // `get_local_generation` nor `go_online`) runs between the steps of one update.
         self.table.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
@@ -315,9 +567,13 @@ impl Drop for Landing {
 
 impl fmt::Debug for KickHandler {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let table = self.inner.table();
         f.debug_struct("KickHandler")
             .field("options", &self.inner.options)
-            .field("in_flight", &self.inner.table().flights.len())
+            .field("in_flight", &table.flights.len())
+            .field("pending_logins", &table.pending.len())
+            .field("remembered_early_kicks", &table.remembered)
+            .field("closed", &table.closed)
             .finish_non_exhaustive()
     }
 }

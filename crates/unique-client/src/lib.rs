@@ -12,8 +12,8 @@ mod transport;
 pub use claimer::{Claimer, ClaimerOptions, Login, LoginError};
 pub use heartbeat::{Heartbeat, HeartbeatExit, HeartbeatHandle, HeartbeatOptions};
 pub use jitter::Jitter;
-pub use kick::{IgnoreReason, KickAck, KickHandler, KickOptions};
-pub use node::{Node, NodeBuilder, NodeEvent, NodeEvents, NodeLoginError};
+pub use kick::{IgnoreReason, KickAck, KickHandler, KickOptions, PendingLogin};
+pub use node::{Node, NodeBuilder, NodeEvent, NodeEvents, NodeLoginError, Shutdown};
 pub use sessions::Sessions;
 pub use transport::{ClaimRequest, ClaimResponse, Transport};
 

@@ -1,26 +1,40 @@
 //! The node runtime: one [`Node`] wires a [`Claimer`], a [`Heartbeat`] per session, the
-//! session table and a [`KickHandler`] (with its `admit` step), and reports what happens to
-//! sessions as [`NodeEvent`]s.
+//! session table and a [`KickHandler`] (with its `expect_login` / `admit` steps), and
+//! reports what happens to sessions as [`NodeEvent`]s.
 
 use std::collections::HashMap;
 use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::time::Duration;
 
 use tokio::sync::mpsc;
+use tokio::task::JoinSet;
+use tokio::time::{Instant, timeout, timeout_at};
 use unique_core::{EvictReason, Key, Owner};
 
 use crate::claimer::{Claimer, ClaimerOptions, Login, LoginError};
 use crate::heartbeat::{Heartbeat, HeartbeatHandle, HeartbeatOptions};
-use crate::kick::{KickHandler, KickOptions};
+use crate::kick::{KickHandler, KickOptions, PendingLogin};
 use crate::transport::Transport;
+
+/// The default [`NodeBuilder::event_capacity`].
+const DEFAULT_EVENT_CAPACITY: usize = 1024;
+/// The default [`NodeBuilder::shutdown_timeout`].
+const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Something that happened to one of a [`Node`]'s sessions.
 ///
 /// Every `LoggedIn` is followed by exactly one ending event for the same key and gen
-/// (`Kicked`, `Evicted` or `LoggedOut`), except when the node shuts down first, when a later
-/// login of the same key on this node replaces the session (the server skips that kick:
-/// `self-replace-skipped`), or when it repeats a session already online here (a replayed
-/// login, `replayed = true`).
+/// (`Kicked`, `Evicted` or `LoggedOut`; [`Node::shutdown`] reports `LoggedOut` for every
+/// session it ends), except when a later login of the same key on this node replaces the
+/// session (the server skips that kick: `self-replace-skipped`), or when it repeats a
+/// session already online here (a replayed login, `replayed = true`).
+///
+/// The synchronous sink ([`NodeBuilder::on_event`]) sees every event. The channel
+/// ([`NodeEvents`]) is bounded and drops an event when it is full
+/// ([`Node::dropped_events`]), so a reader that falls that far behind can miss any event,
+/// an ending one included.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum NodeEvent {
@@ -51,14 +65,15 @@ pub enum NodeEvent {
         /// What the server's record said.
         reason: EvictReason,
     },
-    /// [`Node::logout`] ended the session.
+    /// [`Node::logout`] or [`Node::shutdown`] ended the session.
     LoggedOut {
         /// The key.
         key: Key,
         /// The gen of the session that ended.
         generation: i64,
         /// The server tombstoned the record. `false` when a newer session already held
-        /// it, or when the release failed (then `logout` returned the error).
+        /// it, or when the release failed (then `logout` returned the error) or, at
+        /// shutdown, did not finish within [`NodeBuilder::shutdown_timeout`].
         released: bool,
     },
 }
@@ -85,11 +100,15 @@ impl NodeEvent {
     }
 }
 
-/// The events of a [`Node`], in the order they happened (see [`NodeBuilder::build`]).
-pub type NodeEvents = mpsc::UnboundedReceiver<NodeEvent>;
+/// The events of a [`Node`], in the order they happened: a bounded channel
+/// ([`NodeBuilder::event_capacity`], 1024 by default). When it is full a new event is
+/// dropped, never waited for, and counted in [`Node::dropped_events`]; the
+/// [`on_event`](NodeBuilder::on_event) sink still sees it. See [`NodeBuilder::build`].
+pub type NodeEvents = mpsc::Receiver<NodeEvent>;
 
 /// A login through a [`Node`] that did not bring a session online.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum NodeLoginError {
     /// The claim failed (see [`LoginError`]; it keeps the claim_id to resume with). Among
     /// the failures, `Superseded` ([`LoginError::is_superseded`]) says the login was replaced
@@ -101,6 +120,11 @@ pub enum NodeLoginError {
     /// while the claim was in flight (or a newer login of the key is already online
     /// here): the session never went online. Reported as `LoggedIn` then `Kicked`.
     Replaced(Box<Login>),
+    /// The node is shut down ([`Node::shutdown`]): nothing goes online here any more. A
+    /// login started after the shutdown sends no claim; one whose claim was in flight when
+    /// it began releases the gen it won (bounded by [`NodeBuilder::shutdown_timeout`]).
+    /// Nothing is reported.
+    ShutDown,
 }
 
 impl NodeLoginError {
@@ -112,6 +136,7 @@ impl NodeLoginError {
         match self {
             Self::Claim(e) => e.is_superseded(),
             Self::Replaced(_) => true,
+            Self::ShutDown => false,
         }
     }
 }
@@ -125,6 +150,7 @@ impl fmt::Display for NodeLoginError {
                 "session gen {} was replaced by a newer login before it went online",
                 login.generation()
             ),
+            Self::ShutDown => f.write_str("the node is shut down"),
         }
     }
 }
@@ -133,7 +159,7 @@ impl std::error::Error for NodeLoginError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             Self::Claim(e) => Some(e),
-            Self::Replaced(_) => None,
+            Self::Replaced(_) | Self::ShutDown => None,
         }
     }
 }
@@ -149,6 +175,8 @@ pub struct NodeBuilder<T> {
     heartbeat: HeartbeatOptions,
     kicks: KickOptions,
     sink: Option<Sink>,
+    event_capacity: usize,
+    shutdown_timeout: Duration,
 }
 
 impl<T: Transport + Clone> NodeBuilder<T> {
@@ -176,7 +204,7 @@ impl<T: Transport + Clone> NodeBuilder<T> {
     /// Also hands every event to `sink`, synchronously, at the moment it happens (before
     /// it is sent on the channel): a `Kicked` reaches it before the kick is answered, so
     /// closing the user's connection here keeps the old and new sessions from ever
-    /// overlapping (I5a).
+    /// overlapping (I5a). It sees every event, those the bounded channel drops included.
     ///
     /// It runs on the node's internal paths, some under a lock: keep it quick (send on a
     /// channel, cancel a token), and never block in it.
@@ -186,15 +214,39 @@ impl<T: Transport + Clone> NodeBuilder<T> {
         self
     }
 
+    /// Sets how many events the channel holds unread (default 1024; at least 1). See
+    /// [`build`](Self::build) for what happens when it is full.
+    #[must_use]
+    pub fn event_capacity(mut self, capacity: usize) -> Self {
+        self.event_capacity = capacity;
+        self
+    }
+
+    /// Sets how long [`Node::shutdown`] waits for the server to release the sessions
+    /// (default 5 s). Sessions not released by then are left to the server, where a newer
+    /// login replaces them.
+    #[must_use]
+    pub fn shutdown_timeout(mut self, timeout: Duration) -> Self {
+        self.shutdown_timeout = timeout;
+        self
+    }
+
     /// The node, and the channel its events arrive on, in the order they happened.
     ///
-    /// The channel is unbounded (events are few: at most a handful per session): read it,
-    /// or drop it and the events are discarded.
+    /// The channel is bounded ([`event_capacity`](Self::event_capacity), 1024 by default).
+    /// Events are emitted on the node's internal paths, some under a lock and one (a
+    /// `Kicked`) before a kick is answered, so emitting never waits for the reader: **when
+    /// the channel is full the event is dropped**, counted in [`Node::dropped_events`] and
+    /// logged (a warning at the first drop and at every power of two after). The
+    /// [`on_event`](Self::on_event) sink still sees every event, so an application that must
+    /// not miss one uses the sink. Drop the channel and the events are discarded (not
+    /// counted).
     pub fn build(self) -> (Node<T>, NodeEvents) {
-        let (tx, rx) = mpsc::unbounded_channel();
+        let (tx, rx) = mpsc::channel(self.event_capacity.max(1));
         let shared = Arc::new(Shared {
             live: Mutex::default(),
             report: Mutex::new(tx),
+            dropped: AtomicU64::new(0),
             sink: self.sink,
         });
         let kicks = kick_handler(&shared, self.kicks);
@@ -204,6 +256,7 @@ impl<T: Transport + Clone> NodeBuilder<T> {
             owner: self.owner,
             kicks,
             shared,
+            shutdown_timeout: self.shutdown_timeout,
         };
         (node, rx)
     }
@@ -217,14 +270,17 @@ impl<T: Transport + Clone> NodeBuilder<T> {
 /// mount `KickService` in your own server). How kicks arrive is left to the caller so that
 /// this crate stays free of any HTTP server.
 ///
-/// Dropping every clone stops the heartbeats; the kick handler (still mounted somewhere)
-/// then finds no session and answers every kick `no-session`.
+/// [`shutdown`](Self::shutdown) releases every session and closes the kick handler.
+/// Dropping every clone instead stops the heartbeats without releasing anything; the kick
+/// handler (still mounted somewhere) then finds no session and answers every kick
+/// `no-session`.
 pub struct Node<T> {
     claimer: Claimer<T>,
     heartbeat: Heartbeat<T>,
     owner: Owner,
     kicks: KickHandler,
     shared: Arc<Shared>,
+    shutdown_timeout: Duration,
 }
 
 impl<T: Clone> Clone for Node<T> {
@@ -235,6 +291,7 @@ impl<T: Clone> Clone for Node<T> {
             owner: self.owner.clone(),
             kicks: self.kicks.clone(),
             shared: Arc::clone(&self.shared),
+            shutdown_timeout: self.shutdown_timeout,
         }
     }
 }
@@ -259,6 +316,8 @@ impl<T: Transport + Clone> Node<T> {
             heartbeat: HeartbeatOptions::default(),
             kicks: KickOptions::default(),
             sink: None,
+            event_capacity: DEFAULT_EVENT_CAPACITY,
+            shutdown_timeout: DEFAULT_SHUTDOWN_TIMEOUT,
         }
     }
 
@@ -269,10 +328,14 @@ impl<T: Transport + Clone> Node<T> {
     /// at once when the server answered it `Superseded` (an earlier attempt won a gen whose
     /// answer was lost, and a newer login took the key since: nothing goes online and nothing
     /// is reported); [`NodeLoginError::Replaced`] when a newer login already kicked it (then
-    /// `LoggedIn` and `Kicked` are reported).
+    /// `LoggedIn` and `Kicked` are reported); [`NodeLoginError::ShutDown`] once
+    /// [`shutdown`](Self::shutdown) has begun.
     pub async fn login(&self, key: Key) -> Result<Login, NodeLoginError> {
+        // Announced before the claim is sent, so a kick that beats the answer is seen.
+        let pending = self.expect_login(&key)?;
         let login = self.claimer.login(key.clone(), self.owner.clone()).await;
-        self.go_online(key, login.map_err(NodeLoginError::Claim)?)
+        self.go_online(key, pending, login.map_err(NodeLoginError::Claim)?)
+            .await
     }
 
     /// Like [`login`](Self::login) with a caller-chosen claim_id: resumes a login that
@@ -283,11 +346,13 @@ impl<T: Transport + Clone> Node<T> {
         key: Key,
         claim_id: String,
     ) -> Result<Login, NodeLoginError> {
+        let pending = self.expect_login(&key)?;
         let login = self
             .claimer
             .login_with_claim_id(key.clone(), self.owner.clone(), claim_id)
             .await;
-        self.go_online(key, login.map_err(NodeLoginError::Claim)?)
+        self.go_online(key, pending, login.map_err(NodeLoginError::Claim)?)
+            .await
     }
 
     /// Ends the session of `key` here (its heartbeat stops and kicks find nothing), then
@@ -314,14 +379,86 @@ impl<T: Transport + Clone> Node<T> {
         released
     }
 
-    /// Stops every heartbeat and forgets every session, without releasing them: the
-    /// server keeps them until a newer login replaces them (its kick then finds nothing
-    /// here, or cannot connect). Log sessions out first to release them. Reports nothing.
-    pub async fn shutdown(&self) {
-        let all: Vec<Live> = self.shared.live().drain().map(|(_, live)| live).collect();
-        for live in all {
-            live.heartbeat.stop().await;
+    /// Ends every session here and releases them on the server, within
+    /// [`NodeBuilder::shutdown_timeout`] (5 s by default).
+    ///
+    /// In order: the kick handler closes ([`KickHandler::close`]: kicks now answer
+    /// `no-session`, and logins in flight return [`NodeLoginError::ShutDown`] instead of
+    /// going online) and, under the same lock, every session leaves the table; then every
+    /// heartbeat stops; then all sessions are released concurrently, each with the claimer's
+    /// retry policy, and each is reported `LoggedOut` as its release ends. Releases still
+    /// running at the timeout are abandoned and reported `LoggedOut` with
+    /// `released = false`: those records stay on the server until a newer login replaces
+    /// them (its kick finds nothing here, or cannot connect). Idempotent: a second call
+    /// finds nothing to end.
+    pub async fn shutdown(&self) -> Shutdown {
+        let deadline = Instant::now() + self.shutdown_timeout;
+        let ended: Vec<(Key, Live)> = self
+            .kicks
+            .close_with(|| self.shared.live().drain().collect());
+
+        // Local only (a heartbeat polls its stop signal first), so this cannot wait on the
+        // server; bounded all the same, and a heartbeat whose stop was abandoned still ends
+        // when its handle is dropped.
+        let mut stopping = JoinSet::new();
+        let mut unfinished = HashMap::with_capacity(ended.len());
+        for (key, live) in ended {
+            unfinished.insert(key, live.generation);
+            stopping.spawn(live.heartbeat.stop());
         }
+        let _ = timeout_at(deadline, async {
+            while stopping.join_next().await.is_some() {}
+        })
+        .await;
+        drop(stopping);
+
+        let mut releasing = JoinSet::new();
+        for (key, &generation) in &unfinished {
+            let (claimer, key) = (self.claimer.clone(), key.clone());
+            releasing.spawn(async move {
+                let released = claimer.logout(&key, generation).await;
+                (key, generation, released)
+            });
+        }
+        let mut report = Shutdown::default();
+        while let Ok(Some(done)) = timeout_at(deadline, releasing.join_next()).await {
+            // A panicking transport leaves its session in `unfinished`: unreleased.
+            let Ok((key, generation, released)) = done else {
+                continue;
+            };
+            unfinished.remove(&key);
+            let released = released.is_ok_and(|released| released);
+            report.count(released);
+            self.shared.emit(NodeEvent::LoggedOut {
+                key,
+                generation,
+                released,
+            });
+        }
+        // Aborts the releases still running: those sessions are left to the server.
+        drop(releasing);
+        if !unfinished.is_empty() {
+            tracing::warn!(
+                unreleased = unfinished.len(),
+                timeout = ?self.shutdown_timeout,
+                "shutdown: releases unfinished at the timeout, left to the server"
+            );
+        }
+        for (key, generation) in unfinished {
+            report.count(false);
+            self.shared.emit(NodeEvent::LoggedOut {
+                key,
+                generation,
+                released: false,
+            });
+        }
+        report
+    }
+
+    /// How many events the channel dropped because it was full (the
+    /// [`on_event`](NodeBuilder::on_event) sink saw them all).
+    pub fn dropped_events(&self) -> u64 {
+        self.shared.dropped.load(Ordering::Relaxed)
     }
 
     /// The gen of the session of `key` online here, if any.
@@ -350,11 +487,25 @@ impl<T: Transport + Clone> Node<T> {
         self.claimer.transport()
     }
 
-    /// Brings a successful login online through [`KickHandler::admit`].
-    fn go_online(&self, key: Key, login: Login) -> Result<Login, NodeLoginError> {
+    /// Announces a login of `key` to the kick handler, unless the node is shut down.
+    fn expect_login(&self, key: &Key) -> Result<PendingLogin, NodeLoginError> {
+        if self.kicks.is_closed() {
+            return Err(NodeLoginError::ShutDown);
+        }
+        // A shutdown from here on is caught by `admit`.
+        Ok(self.kicks.expect_login(key))
+    }
+
+    /// Brings a successful login online through [`PendingLogin::admit`].
+    async fn go_online(
+        &self,
+        key: Key,
+        pending: PendingLogin,
+        login: Login,
+    ) -> Result<Login, NodeLoginError> {
         let generation = login.generation();
         let mut online = false;
-        self.kicks.admit(&key, generation, || {
+        let admitted = pending.admit(generation, || {
             // Under the kick handler's lock: a kick for this session is decided after this,
             // so `LoggedIn` is always reported before its `Kicked`.
             online = self.shared.insert(&key, generation, || {
@@ -374,6 +525,20 @@ impl<T: Transport + Clone> Node<T> {
         });
         if online {
             return Ok(login);
+        }
+        if !admitted && self.kicks.is_closed() {
+            // Shut down while the claim was in flight: the gen it won is held by nobody
+            // here, so release it as the shutdown released the others.
+            let released =
+                timeout(self.shutdown_timeout, self.claimer.logout(&key, generation)).await;
+            if !matches!(released, Ok(Ok(_))) {
+                tracing::warn!(
+                    %key,
+                    generation,
+                    "login after shutdown: release failed, left to the server"
+                );
+            }
+            return Err(NodeLoginError::ShutDown);
         }
         self.shared.emit(NodeEvent::LoggedIn {
             key: key.clone(),
@@ -429,7 +594,9 @@ struct Live {
 struct Shared {
     live: Mutex<HashMap<Key, Live>>,
     /// Held while reporting, so that the sink and the channel see one order.
-    report: Mutex<mpsc::UnboundedSender<NodeEvent>>,
+    report: Mutex<mpsc::Sender<NodeEvent>>,
+    /// Events the channel was too full to take.
+    dropped: AtomicU64,
     sink: Option<Sink>,
 }
 
@@ -480,7 +647,43 @@ impl Shared {
         if let Some(sink) = &self.sink {
             sink(&event);
         }
-        // A dropped receiver only means nobody reads the channel.
-        let _ = tx.send(event);
+        match tx.try_send(event) {
+            // A dropped receiver only means nobody reads the channel.
+            Ok(()) | Err(mpsc::error::TrySendError::Closed(_)) => {}
+            // Never wait for the reader: this may run under a lock, or before a kick is
+            // answered.
+            Err(mpsc::error::TrySendError::Full(event)) => {
+                let dropped = self.dropped.fetch_add(1, Ordering::Relaxed) + 1;
+                if dropped.is_power_of_two() {
+                    tracing::warn!(
+                        dropped,
+                        key = %event.key(),
+                        "node event channel full: event dropped (the on_event sink saw it)"
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// What [`Node::shutdown`] came to: how many sessions it ended, by whether the server
+/// released them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Shutdown {
+    /// Sessions the server tombstoned.
+    pub released: usize,
+    /// Sessions it did not: a newer session already held the key, the release failed, or
+    /// it did not finish within [`NodeBuilder::shutdown_timeout`] (left to the server).
+    pub unreleased: usize,
+}
+
+impl Shutdown {
+    fn count(&mut self, released: bool) {
+        if released {
+            self.released += 1;
+        } else {
+            self.unreleased += 1;
+        }
     }
 }

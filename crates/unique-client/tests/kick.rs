@@ -1,7 +1,7 @@
 //! KickHandler: the gen fence, single-flight destroy under real concurrency, the timeout.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use tokio::sync::{Notify, mpsc};
@@ -300,13 +300,16 @@ async fn a_kick_before_the_login_answer_refuses_that_session() {
     let destroyed = Arc::default();
     let h = handler(&sessions, &destroyed);
 
+    // Two logins of the key in flight here: one that will get gen 7, one gen 8.
+    let (older, newer) = (h.expect_login(&key()), h.expect_login(&key()));
     assert_eq!(
         h.handle(&kick(8)).await,
         KickAck::Ignored(IgnoreReason::NoSession)
     );
     // An older kick later does not lower what was remembered.
     h.handle(&kick(6)).await;
-    let admitted = h.admit(&key(), 7, || {
+    assert_eq!(h.remembered_early_kicks(), 1);
+    let admitted = older.admit(7, || {
         sessions.insert(key(), 7);
     });
     assert!(
@@ -317,15 +320,20 @@ async fn a_kick_before_the_login_answer_refuses_that_session() {
 
     // Another tenant's key is not affected.
     let other = Key::new("game", "staging", 42);
-    assert!(h.admit(&other, 1, || {
+    assert!(h.expect_login(&other).admit(1, || {
         sessions.insert(other.clone(), 1);
     }));
 
-    // The newer session itself (gen 8) and anything after it go online.
-    assert!(h.admit(&key(), 8, || {
+    // The newer session itself (gen 8) goes online.
+    assert!(newer.admit(8, || {
         sessions.insert(key(), 8);
     }));
     assert_eq!(sessions.generation(&key()), Some(8));
+    assert_eq!(
+        h.remembered_early_kicks(),
+        0,
+        "no login of the key in flight"
+    );
     // Once a session is online, kicks go the usual way: gen 9 destroys gen 8.
     assert_eq!(
         h.handle(&kick(9)).await,
@@ -342,7 +350,7 @@ async fn admit_without_an_early_kick_goes_online() {
     let sessions = Sessions::new();
     let destroyed = Arc::default();
     let h = handler(&sessions, &destroyed);
-    assert!(h.admit(&key(), 3, || {
+    assert!(h.expect_login(&key()).admit(3, || {
         sessions.insert(key(), 3);
     }));
     assert_eq!(
@@ -365,13 +373,214 @@ async fn early_kicks_are_forgotten_after_their_memory() {
         |_, _| async {},
         KickOptions::default().early_kick_memory(Duration::from_secs(30)),
     );
+    let (first, second) = (h.expect_login(&key()), h.expect_login(&key()));
     h.handle(&kick(5)).await;
     tokio::time::advance(Duration::from_secs(29)).await;
-    assert!(!h.admit(&key(), 4, || {}), "still remembered at 29 s");
+    assert!(!first.admit(4, || {}), "still remembered at 29 s");
     tokio::time::advance(Duration::from_secs(2)).await;
-    assert!(h.admit(&key(), 4, || {}), "forgotten after 30 s");
+    assert!(second.admit(4, || {}), "forgotten after 30 s");
     assert_eq!(
         KickOptions::default().early_kick_memory,
         Duration::from_mins(1)
     );
+}
+
+/// A kick for another key than [`key`] (its own project), one per uid.
+fn unrelated_kick(uid: i64) -> KickPayload {
+    KickPayload {
+        project: "flood".into(),
+        env: "prod".into(),
+        uid,
+        generation: 2,
+    }
+}
+
+/// A flood of genuine kicks for keys no login here expects (what anyone who can make the
+/// server kick many unrelated uids can send) leaves nothing behind, and does not hold up a
+/// login and kick of another key while it runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_of_kicks_for_keys_no_login_expects_is_not_remembered() {
+    const FLOOD: i64 = 100_000;
+    let sessions = Sessions::new();
+    let destroyed = Arc::default();
+    let h = handler(&sessions, &destroyed);
+    let (started, done) = (Arc::new(Notify::new()), Arc::new(AtomicBool::new(false)));
+    let flood = {
+        let (h, started, done) = (h.clone(), Arc::clone(&started), Arc::clone(&done));
+        tokio::spawn(async move {
+            let mut uid = 0;
+            // It keeps going until the other key's login is through, so that login runs
+            // while the flood does.
+            while uid < FLOOD || !done.load(Ordering::SeqCst) {
+                uid += 1;
+                let ack = h.handle(&unrelated_kick(uid)).await;
+                assert_eq!(ack, KickAck::Ignored(IgnoreReason::NoSession));
+                if uid == 1_000 {
+                    started.notify_one();
+                }
+                if uid % 256 == 0 {
+                    tokio::task::yield_now().await;
+                }
+            }
+            uid
+        })
+    };
+    started.notified().await;
+
+    // Meanwhile a login of another key is kicked early, refused, and a newer one goes online
+    // and is kicked the usual way.
+    let replaced = h.expect_login(&key());
+    assert_eq!(
+        h.handle(&kick(8)).await,
+        KickAck::Ignored(IgnoreReason::NoSession)
+    );
+    assert_eq!(h.remembered_early_kicks(), 1, "the one login in flight");
+    assert!(!replaced.admit(7, || unreachable!("replaced by gen 8")));
+    assert!(h.expect_login(&key()).admit(8, || {
+        sessions.insert(key(), 8);
+    }));
+    assert_eq!(
+        h.handle(&kick(9)).await,
+        KickAck::Destroyed {
+            local_generation: 8
+        }
+    );
+    assert!(
+        !flood.is_finished(),
+        "the login and kicks completed while the flood ran"
+    );
+    done.store(true, Ordering::SeqCst);
+
+    let kicks = flood.await.unwrap();
+    assert!(kicks >= FLOOD, "{kicks} kicks");
+    assert_eq!(h.remembered_early_kicks(), 0);
+    assert_eq!(h.dropped_early_kicks(), 0, "none was even a candidate");
+}
+
+/// Several logins of one key in flight: the key's early kick is kept until the last of them
+/// ends, whichever ends first, and forgotten then.
+#[tokio::test]
+async fn an_early_kick_is_kept_while_any_login_of_its_key_is_in_flight() {
+    let h = KickHandler::new(|_: &Key| None, |_, _| async {}, KickOptions::default());
+    let (abandoned, late) = (h.expect_login(&key()), h.expect_login(&key()));
+    // One login gives up (its claim failed): the other is still expected.
+    drop(abandoned);
+    h.handle(&kick(8)).await;
+    assert_eq!(h.remembered_early_kicks(), 1);
+    assert!(
+        !late.admit(7, || {}),
+        "the remaining login was replaced by gen 8"
+    );
+    assert_eq!(
+        h.remembered_early_kicks(),
+        0,
+        "forgotten with the last login"
+    );
+
+    // With no login in flight a kick is not kept, so it refuses no later login.
+    h.handle(&kick(9)).await;
+    assert_eq!(h.remembered_early_kicks(), 0);
+    assert!(h.expect_login(&key()).admit(7, || {}));
+}
+
+/// At most `max_early_kicks` keys hold an early kick; past the cap a kick is counted, not
+/// kept, and the login it replaced goes online (its heartbeat removes it, I5b).
+#[tokio::test]
+async fn the_early_kick_cap_holds() {
+    const CAP: usize = 8;
+    let h = KickHandler::new(
+        |_: &Key| None,
+        |_, _| async {},
+        KickOptions::default().max_early_kicks(CAP),
+    );
+    assert_eq!(KickOptions::default().max_early_kicks, 4096);
+    let keys: Vec<Key> = (0..10).map(|uid| Key::new("game", "prod", uid)).collect();
+    let logins: Vec<_> = keys.iter().map(|k| h.expect_login(k)).collect();
+    for k in &keys {
+        let kick = KickPayload {
+            uid: k.uid,
+            ..kick(5)
+        };
+        assert_eq!(
+            h.handle(&kick).await,
+            KickAck::Ignored(IgnoreReason::NoSession)
+        );
+    }
+    assert_eq!(h.remembered_early_kicks(), CAP);
+    assert_eq!(h.dropped_early_kicks(), 2);
+    let admitted: Vec<bool> = logins.into_iter().map(|l| l.admit(4, || {})).collect();
+    assert_eq!(admitted, [[false; CAP].as_slice(), &[true; 2]].concat());
+    assert_eq!(h.remembered_early_kicks(), 0);
+}
+
+/// A full cap makes room by sweeping the expired early kicks (those of logins still in
+/// flight past `early_kick_memory`).
+#[tokio::test(start_paused = true)]
+async fn a_full_cap_sweeps_expired_early_kicks() {
+    let h = KickHandler::new(
+        |_: &Key| None,
+        |_, _| async {},
+        KickOptions::default()
+            .max_early_kicks(2)
+            .early_kick_memory(Duration::from_secs(10)),
+    );
+    let uid_kick = |uid| KickPayload { uid, ..kick(5) };
+    let stale: Vec<_> = (1..=2)
+        .map(|uid| h.expect_login(&Key::new("game", "prod", uid)))
+        .collect();
+    for uid in 1..=2 {
+        h.handle(&uid_kick(uid)).await;
+    }
+    assert_eq!(h.remembered_early_kicks(), 2);
+
+    tokio::time::advance(Duration::from_secs(11)).await;
+    let fresh = h.expect_login(&Key::new("game", "prod", 3));
+    h.handle(&uid_kick(3)).await;
+    assert_eq!(h.dropped_early_kicks(), 0, "the sweep made room");
+    assert_eq!(
+        h.remembered_early_kicks(),
+        1,
+        "the two expired ones are gone"
+    );
+    assert!(!fresh.admit(4, || {}), "the new early kick is kept");
+    for login in stale {
+        assert!(login.admit(4, || {}), "expired: forgotten");
+    }
+    assert_eq!(h.remembered_early_kicks(), 0);
+}
+
+/// A closed handler destroys nothing (every kick is `no-session`), admits no login, and
+/// `closed` resolves for whoever waits on it.
+#[tokio::test(start_paused = true)]
+async fn a_closed_handler_finds_no_session_and_admits_nothing() {
+    let sessions = Sessions::new();
+    let destroyed = Arc::default();
+    let h = handler(&sessions, &destroyed);
+    sessions.insert(key(), 1);
+    let pending = h.expect_login(&Key::new("game", "prod", 7));
+    let waiter = {
+        let h = h.clone();
+        tokio::spawn(async move { h.closed().await })
+    };
+    // A wait given up before the close is harmless (cancel-safe).
+    assert!(
+        tokio::time::timeout(Duration::from_secs(1), h.closed())
+            .await
+            .is_err()
+    );
+    assert!(!h.is_closed());
+
+    h.close();
+    assert!(h.is_closed());
+    waiter.await.unwrap();
+    h.closed().await;
+    assert_eq!(
+        h.handle(&kick(2)).await,
+        KickAck::Ignored(IgnoreReason::NoSession)
+    );
+    assert!(destroyed.lock().unwrap().is_empty());
+    assert!(!pending.admit(1, || unreachable!("closed")));
+    assert!(!h.expect_login(&key()).admit(5, || unreachable!("closed")));
+    h.close();
+    assert!(h.is_closed(), "idempotent");
 }

@@ -1,4 +1,5 @@
-//! Options for [`HttpKicker`]: pool, user agent, response cap, TLS trust, endpoint policy.
+//! Options for [`HttpKicker`]: pool, kicks in flight, user agent, response cap, TLS trust,
+//! endpoint policy.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -9,10 +10,11 @@ use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
 
 use crate::accepted::AcceptedEndpoints;
-use crate::kicker::{HttpKicker, Inner};
+use crate::kicker::{HttpKicker, InFlight, Inner};
 use crate::policy::EndpointPolicy;
-use crate::pool::Pool;
+use crate::pool::{Limits, Pool};
 use crate::resolve::PolicyResolver;
+use crate::telemetry::KickerMetrics;
 use unique_kick_signature::SigningKeys;
 
 /// How long an idle pooled connection is kept by default: below the 60–75 s idle
@@ -22,6 +24,15 @@ pub const DEFAULT_POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Idle connections kept per `scheme://host:port` by default.
 pub const DEFAULT_MAX_IDLE_PER_HOST: usize = 32;
+
+/// Idle connections kept across all hosts by default. Claimants choose the hosts
+/// (any port, any name under an allowed wildcard), so the per-host cap alone does not
+/// bound the sockets a kicker keeps open.
+pub const DEFAULT_MAX_IDLE: usize = 256;
+
+/// Kicks one kicker sends at once by default; each holds a socket until it is
+/// answered or its deadline passes. A kick past the cap is not sent.
+pub const DEFAULT_MAX_KICKS_IN_FLIGHT: usize = 1024;
 
 /// How many response body bytes a kick reads (and discards) by default. A kick
 /// receiver's answer is a few bytes; past the cap the status alone decides and the
@@ -45,6 +56,9 @@ pub enum BuildError {
     /// rustls refused the protocol configuration.
     #[error("tls configuration: {0}")]
     Tls(#[source] rustls::Error),
+    /// [`HttpKickerBuilder::max_kicks_in_flight`] was 0: no kick could ever be sent.
+    #[error("max kicks in flight must be at least 1")]
+    ZeroKicksInFlight,
 }
 
 /// Builds an [`HttpKicker`]; start with [`HttpKicker::builder`].
@@ -56,6 +70,8 @@ pub enum BuildError {
 /// let kicker = HttpKicker::builder()
 ///     .pool_idle_timeout(Duration::from_secs(10))
 ///     .pool_max_idle_per_host(4)
+///     .pool_max_idle(64)
+///     .max_kicks_in_flight(256)
 ///     .user_agent("my-login-service/1.0")
 ///     .build()
 ///     .expect("valid options");
@@ -66,6 +82,8 @@ pub enum BuildError {
 pub struct HttpKickerBuilder {
     pool_idle_timeout: Option<Duration>,
     pool_max_idle_per_host: usize,
+    pool_max_idle: usize,
+    max_kicks_in_flight: usize,
     user_agent: String,
     max_response_body: usize,
     tls: TlsOptions,
@@ -78,6 +96,8 @@ impl Default for HttpKickerBuilder {
         Self {
             pool_idle_timeout: Some(DEFAULT_POOL_IDLE_TIMEOUT),
             pool_max_idle_per_host: DEFAULT_MAX_IDLE_PER_HOST,
+            pool_max_idle: DEFAULT_MAX_IDLE,
+            max_kicks_in_flight: DEFAULT_MAX_KICKS_IN_FLIGHT,
             user_agent: concat!("unique-kick-http/", env!("CARGO_PKG_VERSION")).to_owned(),
             max_response_body: DEFAULT_MAX_RESPONSE_BODY,
             tls: TlsOptions::default(),
@@ -89,8 +109,9 @@ impl Default for HttpKickerBuilder {
 
 impl HttpKickerBuilder {
     /// An idle pooled connection older than this is never reused (it is closed at
-    /// the next kick through this kicker); `None` keeps idle connections until the
-    /// peer closes them. Default [`DEFAULT_POOL_IDLE_TIMEOUT`].
+    /// the next kick through this kicker, whichever host that kick goes to); `None`
+    /// keeps idle connections until the peer closes them or a cap evicts them.
+    /// Default [`DEFAULT_POOL_IDLE_TIMEOUT`].
     pub fn pool_idle_timeout(mut self, timeout: impl Into<Option<Duration>>) -> Self {
         self.pool_idle_timeout = timeout.into();
         self
@@ -100,6 +121,24 @@ impl HttpKickerBuilder {
     /// 0 turns connection reuse off. Default [`DEFAULT_MAX_IDLE_PER_HOST`].
     pub fn pool_max_idle_per_host(mut self, max: usize) -> Self {
         self.pool_max_idle_per_host = max;
+        self
+    }
+
+    /// At most this many idle connections are kept across all hosts together;
+    /// past it the least recently used one is closed, whichever host it is for. 0
+    /// turns connection reuse off. Default [`DEFAULT_MAX_IDLE`].
+    pub fn pool_max_idle(mut self, max: usize) -> Self {
+        self.pool_max_idle = max;
+        self
+    }
+
+    /// At most this many kicks are sent at once through this kicker and its clones.
+    /// A kick past the cap is not attempted: it is `Failed(connect-error)` at once,
+    /// with no connection made, and counted in `unique_kicks_shed_total`
+    /// ([`KICKS_SHED_TOTAL`](crate::KICKS_SHED_TOTAL)). [`build`](Self::build) refuses
+    /// 0. Default [`DEFAULT_MAX_KICKS_IN_FLIGHT`].
+    pub fn max_kicks_in_flight(mut self, max: usize) -> Self {
+        self.max_kicks_in_flight = max;
         self
     }
 
@@ -142,7 +181,7 @@ impl HttpKickerBuilder {
 
     /// Which endpoints kicks may reach (see [`EndpointPolicy`]). Default
     /// [`EndpointPolicy::new`]: everything but unspecified, link-local, multicast and
-    /// broadcast addresses.
+    /// broadcast addresses and the fixed cloud metadata addresses.
     pub fn endpoint_policy(mut self, policy: EndpointPolicy) -> Self {
         self.endpoint_policy = policy;
         self
@@ -157,7 +196,12 @@ impl HttpKickerBuilder {
     }
 
     /// Builds the kicker. Needs no runtime; kicks must run inside a tokio runtime.
+    /// Its metrics are registered with the `metrics` recorder in force now, so install
+    /// the recorder first.
     pub fn build(self) -> Result<HttpKicker, BuildError> {
+        if self.max_kicks_in_flight == 0 {
+            return Err(BuildError::ZeroKicksInFlight);
+        }
         let user_agent =
             HeaderValue::try_from(self.user_agent).map_err(|_| BuildError::InvalidUserAgent)?;
         let tls_config = self.tls.into_client_config()?;
@@ -166,12 +210,18 @@ impl HttpKickerBuilder {
         let resolver = PolicyResolver::new(Arc::clone(&policy));
         let connector = unique_tls::connector_with_resolver(tls_config, None, resolver);
 
-        let pool = Pool::new(self.pool_idle_timeout, self.pool_max_idle_per_host);
+        let pool = Pool::new(Limits {
+            idle_timeout: self.pool_idle_timeout,
+            max_idle_per_host: self.pool_max_idle_per_host,
+            max_idle: self.pool_max_idle,
+        });
 
         Ok(HttpKicker::from_inner(Inner {
             connector,
             policy,
             pool,
+            in_flight: InFlight::new(self.max_kicks_in_flight),
+            metrics: KickerMetrics::new(),
             user_agent,
             max_response_body: self.max_response_body,
             signing_keys: self.signing_keys,

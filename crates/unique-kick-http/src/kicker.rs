@@ -4,6 +4,7 @@ use std::error::Error as StdError;
 use std::fmt;
 use std::future::poll_fn;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
@@ -23,6 +24,7 @@ use crate::classify::status_outcome;
 use crate::policy::EndpointPolicy;
 use crate::pool::{Pool, PoolKey, Sender};
 use crate::resolve::PolicyResolver;
+use crate::telemetry::KickerMetrics;
 
 /// The TLS connector over the policy's resolver.
 pub(crate) type Connector = unique_tls::ConnectorWith<PolicyResolver>;
@@ -35,7 +37,8 @@ pub(crate) type Connector = unique_tls::ConnectorWith<PolicyResolver>;
 ///   The deadline covers the whole exchange: DNS, connect, TLS, request, response.
 /// - Any failure before a complete answer (invalid URI, a scheme other than
 ///   `http`/`https`, DNS, refused, reset, TLS, garbled response, a body cut short)
-///   → `Failed(ConnectError)`.
+///   → `Failed(ConnectError)`; so is a kick past the cap on kicks in flight
+///   ([`HttpKickerBuilder::max_kicks_in_flight`]), which is not attempted at all.
 ///
 /// Kicks reach only the endpoints its [`EndpointPolicy`] allows: the policy decides
 /// an IP-literal host before connecting and every address a host name resolves to
@@ -46,8 +49,10 @@ pub(crate) type Connector = unique_tls::ConnectorWith<PolicyResolver>;
 ///
 /// Connections are HTTP/1.1 with keep-alive and pooled per `scheme://host:port`; a
 /// kick hands its connection back to the pool before it returns, so the next kick
-/// to the same host reuses it. Cloning is cheap and clones share the pool. Kicks
-/// must run inside a tokio runtime (each connection is driven by a spawned task).
+/// to the same host reuses it. The pool is capped per host and across all hosts
+/// (least recently used out first). Cloning is cheap and clones share the pool and
+/// the cap on kicks in flight. Kicks must run inside a tokio runtime (each
+/// connection is driven by a spawned task).
 #[derive(Clone)]
 pub struct HttpKicker {
     inner: Arc<Inner>,
@@ -58,6 +63,8 @@ pub(crate) struct Inner {
     pub(crate) connector: Connector,
     pub(crate) policy: Arc<EndpointPolicy>,
     pub(crate) pool: Pool,
+    pub(crate) in_flight: InFlight,
+    pub(crate) metrics: KickerMetrics,
     pub(crate) user_agent: HeaderValue,
     pub(crate) max_response_body: usize,
     pub(crate) signing_keys: Option<SigningKeys>,
@@ -101,6 +108,7 @@ impl fmt::Debug for HttpKicker {
         f.debug_struct("HttpKicker")
             .field("user_agent", &self.inner.user_agent)
             .field("max_response_body", &self.inner.max_response_body)
+            .field("max_kicks_in_flight", &self.inner.in_flight.max)
             .field("endpoint_policy", &self.inner.policy)
             .field("signing_keys", &self.inner.signing_keys)
             .finish_non_exhaustive()
@@ -114,6 +122,13 @@ impl Kicker for HttpKicker {
         let target = match Target::parse(endpoint) {
             Ok(target) => target,
             Err(failure) => return failed(endpoint, &failure),
+        };
+        // Held until the kick returns, its connection back in the pool; a kick
+        // dropped midway (its caller gave up) releases it too.
+        let Some(_slot) = self.inner.in_flight.enter() else {
+            self.inner.metrics.shed_in_flight();
+            let reason = "the kicks in flight reached max_kicks_in_flight; not attempted";
+            return failed(endpoint, &Failure::message("in-flight cap", reason));
         };
         match timeout_at(deadline, self.inner.exchange(&target, payload)).await {
             Ok(Ok(answer)) => {
@@ -155,6 +170,42 @@ impl Kicker for HttpKicker {
             .map_err(|refusal| refusal.to_string())?;
         self.inner.accepted.remember(endpoint);
         Ok(())
+    }
+}
+
+/// The cap on kicks in flight, shared by a kicker's clones.
+pub(crate) struct InFlight {
+    count: AtomicUsize,
+    max: usize,
+}
+
+impl InFlight {
+    pub(crate) fn new(max: usize) -> Self {
+        Self {
+            count: AtomicUsize::new(0),
+            max,
+        }
+    }
+
+    /// A slot for one more kick, or `None` when `max` are in flight. Never counts
+    /// past `max`, even for a moment, so a kick is shed only when `max` others
+    /// really hold a slot.
+    fn enter(&self) -> Option<Slot<'_>> {
+        self.count
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < self.max).then_some(n + 1)
+            })
+            .ok()
+            .map(|_| Slot(&self.count))
+    }
+}
+
+/// One kick in flight; leaving frees its slot.
+struct Slot<'a>(&'a AtomicUsize);
+
+impl Drop for Slot<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -471,10 +522,17 @@ mod tests {
             "http://[::ffff:169.254.169.254]/latest?token=s3cr3t",
             "http://0.0.0.0:9/kick",
             "http://[fe80::1]/kick",
+            "http://[fd00:ec2::254]/latest?token=s3cr3t",
+            "http://100.100.100.200/latest?token=s3cr3t",
+            "http://168.63.129.16/machine?token=s3cr3t",
         ] {
             let reason = kicker.check_endpoint(refused).unwrap_err();
             assert!(
                 !reason.contains("s3cr3t") && !reason.contains("169.254"),
+                "{reason}"
+            );
+            assert!(
+                !reason.contains("ec2") && !reason.contains("168.63"),
                 "{reason}"
             );
         }

@@ -19,11 +19,14 @@ use std::str::FromStr;
 ///    containing the address → refused ([`Refusal::Denied`]).
 /// 2. **Default refusals**: an unspecified (`0.0.0.0/8`, `::`), link-local
 ///    (`169.254.0.0/16`, `fe80::/10`), multicast (`224.0.0.0/4`, `ff00::/8`) or
-///    broadcast (`255.255.255.255`) address is refused ([`Refusal::Reserved`])
-///    unless an allow CIDR rule *inside* that range contains it: allowing
-///    `169.254.10.0/24` opens that part of the link-local range on purpose, while a
-///    wide rule such as `0.0.0.0/0` opens nothing reserved, and a host rule never
-///    does (a name's records can change under you).
+///    broadcast (`255.255.255.255`) address, or one of the fixed cloud metadata
+///    addresses outside those ranges ([`ReservedRange::CloudMetadata`]), is refused
+///    ([`Refusal::Reserved`]) unless an allow CIDR rule *inside* that range contains
+///    it: allowing `169.254.10.0/24` opens that part of the link-local range on
+///    purpose, and only a rule naming a metadata address itself (`168.63.129.16`)
+///    opens that address, while a wide rule such as `0.0.0.0/0` or `100.64.0.0/10`
+///    opens nothing reserved, and a host rule never does (a name's records can
+///    change under you).
 /// 3. **Allow list**: when it is empty every other address is allowed; when it is
 ///    not, only a matching host rule or CIDR rule allows ([`Refusal::NotAllowed`]
 ///    otherwise).
@@ -44,6 +47,7 @@ use std::str::FromStr;
 /// assert!(policy.check_host("10.1.3.4").is_err()); // denied
 /// assert!(policy.check_host("192.0.2.1").is_err()); // not on the allow list
 /// assert!(policy.check_host("[::ffff:169.254.169.254]").is_err()); // link-local
+/// assert!(policy.check_host("[fd00:ec2::254]").is_err()); // AWS metadata over IPv6
 /// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[must_use]
@@ -158,6 +162,16 @@ pub enum ReservedRange {
     Multicast,
     /// `255.255.255.255`.
     Broadcast,
+    /// A fixed address where a cloud provider serves instance metadata or
+    /// credentials, outside the link-local range (which holds most of them,
+    /// `169.254.169.254` first): `100.100.100.200` (Alibaba Cloud), `168.63.129.16`
+    /// (Azure WireServer), and on IPv6 `fd00:ec2::254` and `fd00:ec2::23` (AWS
+    /// instance metadata, EKS Pod Identity Agent), `fd20:ce::254` (Google Cloud),
+    /// `fd00:c1::a9fe:a9fe` (Oracle Cloud), `fd00:100::100:200` (Alibaba Cloud),
+    /// `fd00:42::42` (Scaleway) and `fd00:a9fe:a9fe::1` (Akamai / Linode). Each is
+    /// one address: its neighbours (the rest of `100.64.0.0/10`, of `fd00::/8`) are
+    /// not refused by default.
+    CloudMetadata,
 }
 
 impl fmt::Display for ReservedRange {
@@ -167,6 +181,7 @@ impl fmt::Display for ReservedRange {
             Self::LinkLocal => "a link-local",
             Self::Multicast => "a multicast",
             Self::Broadcast => "a broadcast",
+            Self::CloudMetadata => "a cloud metadata",
         })
     }
 }
@@ -349,6 +364,16 @@ impl Cidr {
         }
     }
 
+    /// One IPv6 address, a `/128`.
+    const fn v6_host(s: [u16; 8]) -> Self {
+        Self {
+            network: IpAddr::V6(Ipv6Addr::new(
+                s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7],
+            )),
+            prefix: 128,
+        }
+    }
+
     /// `address`, or `address/prefix`; a bare address is a single-address block.
     fn parse(text: &str) -> Result<Self, RuleReason> {
         let (address, prefix) = match text.split_once('/') {
@@ -429,7 +454,9 @@ struct Reserved {
     kind: ReservedRange,
 }
 
-const RESERVED: [Reserved; 7] = [
+/// Checked in order; no two blocks overlap. The cloud metadata addresses are those
+/// documented as fixed by their provider (SECURITY.md lists each with its source).
+const RESERVED: [Reserved; 16] = [
     Reserved {
         block: Cidr::v4(0, 0, 0, 0, 8),
         kind: ReservedRange::Unspecified,
@@ -458,7 +485,33 @@ const RESERVED: [Reserved; 7] = [
         block: Cidr::v6(0xff00, 8),
         kind: ReservedRange::Multicast,
     },
+    // Alibaba Cloud ECS instance metadata, inside the shared address space
+    // 100.64.0.0/10, the rest of which stays allowed.
+    metadata(Cidr::v4(100, 100, 100, 200, 32)),
+    // Azure WireServer (a Microsoft public address every Azure VM reaches).
+    metadata(Cidr::v4(168, 63, 129, 16, 32)),
+    // AWS instance metadata (IMDS) on Nitro instances.
+    metadata(Cidr::v6_host([0xfd00, 0xec2, 0, 0, 0, 0, 0, 0x254])),
+    // AWS EKS Pod Identity Agent (hands out IAM credentials).
+    metadata(Cidr::v6_host([0xfd00, 0xec2, 0, 0, 0, 0, 0, 0x23])),
+    // Google Cloud metadata server for IPv6-only instances.
+    metadata(Cidr::v6_host([0xfd20, 0xce, 0, 0, 0, 0, 0, 0x254])),
+    // Oracle Cloud instance metadata (IMDS).
+    metadata(Cidr::v6_host([0xfd00, 0xc1, 0, 0, 0, 0, 0xa9fe, 0xa9fe])),
+    // Alibaba Cloud ECS instance metadata.
+    metadata(Cidr::v6_host([0xfd00, 0x100, 0, 0, 0, 0, 0x100, 0x200])),
+    // Scaleway instance metadata.
+    metadata(Cidr::v6_host([0xfd00, 0x42, 0, 0, 0, 0, 0, 0x42])),
+    // Akamai Cloud (Linode) metadata service.
+    metadata(Cidr::v6_host([0xfd00, 0xa9fe, 0xa9fe, 0, 0, 0, 0, 1])),
 ];
+
+const fn metadata(block: Cidr) -> Reserved {
+    Reserved {
+        block,
+        kind: ReservedRange::CloudMetadata,
+    }
+}
 
 /// IPv4-mapped (`::ffff:a.b.c.d`) and IPv4-compatible (`::a.b.c.d`) addresses as
 /// their IPv4 address; `::` and `::1` stay IPv6 (unspecified and loopback).
@@ -586,6 +639,145 @@ mod tests {
                 "fd00::1",
                 "2001:db8::1",
             ],
+        );
+    }
+
+    /// Every fixed metadata address is refused, in every spelling the classifier
+    /// reads as that address; the addresses next to each are not.
+    #[test]
+    fn the_default_refuses_each_cloud_metadata_address_and_nothing_next_to_it() {
+        use ReservedRange::CloudMetadata;
+        assert_defaults(
+            &[
+                // Alibaba Cloud, then Azure WireServer, with their IPv4-mapped (dotted
+                // and hex) and IPv4-compatible forms.
+                ("100.100.100.200", CloudMetadata),
+                ("::ffff:100.100.100.200", CloudMetadata),
+                ("::ffff:6464:64c8", CloudMetadata),
+                ("::100.100.100.200", CloudMetadata),
+                ("168.63.129.16", CloudMetadata),
+                ("::ffff:168.63.129.16", CloudMetadata),
+                ("::ffff:a83f:8110", CloudMetadata),
+                ("::168.63.129.16", CloudMetadata),
+                // AWS IMDS and EKS Pod Identity, long, upper-case and dotted-tail forms.
+                ("fd00:ec2::254", CloudMetadata),
+                ("FD00:EC2::254", CloudMetadata),
+                ("fd00:0ec2:0000:0000:0000:0000:0000:0254", CloudMetadata),
+                ("fd00:ec2::0.0.2.84", CloudMetadata),
+                ("fd00:ec2::23", CloudMetadata),
+                ("fd20:ce::254", CloudMetadata),
+                ("fd20:ce:0:0:0:0:0:254", CloudMetadata),
+                ("fd00:c1::a9fe:a9fe", CloudMetadata),
+                ("fd00:c1::169.254.169.254", CloudMetadata),
+                ("fd00:100::100:200", CloudMetadata),
+                ("fd00:42::42", CloudMetadata),
+                ("fd00:a9fe:a9fe::1", CloudMetadata),
+            ],
+            &[
+                // The rest of the shared address space (100.64.0.0/10) stays allowed.
+                "100.64.0.1",
+                "100.100.100.100",
+                "100.100.100.199",
+                "100.100.100.201",
+                "168.63.129.15",
+                "168.63.129.17",
+                "::ffff:168.63.129.17",
+                // AWS's IPv6 DNS resolver and NTP server are not HTTP services.
+                "fd00:ec2::253",
+                "fd00:ec2::123",
+                "fd00:ec2::22",
+                "fd00:ec2::24",
+                "fd00:ec2::255",
+                "fd00:ec2:0:1::254",
+                "fd20:ce::253",
+                "fd20:ce::255",
+                "fd00:c1::a9fe:a9fd",
+                "fd00:100::100:201",
+                "fd00:42::43",
+                "fd00:a9fe:a9fe::2",
+            ],
+        );
+    }
+
+    #[test]
+    fn check_host_refuses_every_spelling_of_a_metadata_host() {
+        let policy = EndpointPolicy::new();
+        let metadata = Err(Refusal::Reserved(ReservedRange::CloudMetadata));
+        for host in [
+            "100.100.100.200",
+            "[::ffff:100.100.100.200]",
+            "[::ffff:6464:64c8]",
+            "[::100.100.100.200]",
+            "168.63.129.16",
+            "[::ffff:168.63.129.16]",
+            "[fd00:ec2::254]",
+            "[FD00:EC2::254]",
+            "[fd00:ec2::0.0.2.84]",
+            "[fd00:ec2::23]",
+            "[fd20:ce::254]",
+            "[fd00:c1::a9fe:a9fe]",
+            "[fd00:100::100:200]",
+            "[fd00:42::42]",
+            "[fd00:a9fe:a9fe::1]",
+        ] {
+            assert_eq!(policy.check_host(host), metadata, "{host}");
+        }
+        // Decimal, hex, octal and short (`a.b.c`, `a.b`) forms, as `inet_aton` reads
+        // them: refused before any lookup, like every numeric host.
+        for host in [
+            "1684301000",
+            "0x646464c8",
+            "0144.0144.0144.0310",
+            "0x64.0x64.0x64.0xc8",
+            "100.100.25800",
+            "100.6579400",
+            "2822734096",
+            "0xa83f8110",
+            "0250.077.0201.020",
+            "168.63.33040",
+            "168.4161808",
+        ] {
+            assert_eq!(policy.check_host(host), Err(Refusal::NumericHost), "{host}");
+        }
+    }
+
+    /// Only an allow rule naming a metadata address itself opens it; a wider block
+    /// holding it, the whole address space or a host rule does not, and a deny rule
+    /// still wins.
+    #[test]
+    fn only_an_allow_rule_for_the_metadata_address_itself_opens_it() {
+        let metadata = Err(Refusal::Reserved(ReservedRange::CloudMetadata));
+        let wide = EndpointPolicy::new().allow(rules(&[
+            "100.64.0.0/10",
+            "168.63.0.0/16",
+            "fd00::/8",
+            "0.0.0.0/0",
+            "::/0",
+            "metadata.internal",
+        ]));
+        for address in ["100.100.100.200", "168.63.129.16", "fd00:ec2::254"] {
+            assert_eq!(wide.check_address(None, ip(address)), metadata, "{address}");
+        }
+        assert_eq!(
+            wide.check_address(Some("metadata.internal"), ip("fd20:ce::254")),
+            metadata
+        );
+        assert_eq!(wide.check_address(None, ip("100.100.100.201")), Ok(()));
+
+        let exact = EndpointPolicy::new().allow(rules(&["168.63.129.16", "[fd00:ec2::254]"]));
+        assert_eq!(exact.check_address(None, ip("168.63.129.16")), Ok(()));
+        assert_eq!(
+            exact.check_address(None, ip("::ffff:168.63.129.16")),
+            Ok(())
+        );
+        assert_eq!(exact.check_address(None, ip("fd00:ec2::254")), Ok(()));
+        assert_eq!(exact.check_address(None, ip("fd00:ec2::23")), metadata);
+        assert_eq!(exact.check_address(None, ip("100.100.100.200")), metadata);
+
+        let denied = exact.deny(rules(&["168.63.129.16"]));
+        assert_eq!(
+            denied.check_address(None, ip("168.63.129.16")),
+            Err(Refusal::Denied)
         );
     }
 
@@ -911,6 +1103,10 @@ mod tests {
         assert_eq!(
             Refusal::Reserved(ReservedRange::LinkLocal).to_string(),
             "a link-local address, refused by default"
+        );
+        assert_eq!(
+            Refusal::Reserved(ReservedRange::CloudMetadata).to_string(),
+            "a cloud metadata address, refused by default"
         );
         assert_eq!(
             Refusal::Denied.to_string(),

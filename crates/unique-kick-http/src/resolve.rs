@@ -168,7 +168,16 @@ mod tests {
 
     #[tokio::test]
     async fn refused_addresses_are_dropped_and_the_rest_kept() {
-        let fixed = Fixed::new(&["169.254.169.254", "10.0.0.1", "::ffff:10.0.0.2", "fe80::1"]);
+        let fixed = Fixed::new(&[
+            "169.254.169.254",
+            "10.0.0.1",
+            "::ffff:10.0.0.2",
+            "fe80::1",
+            // A name resolving to a cloud metadata address (a lookup that is faked
+            // here: nothing is sent anywhere).
+            "fd00:ec2::254",
+            "100.100.100.200",
+        ]);
         let kept = resolve(policy(&["10.0.0.2"]), &fixed, "node.internal").await;
         assert_eq!(kept, Ok(vec!["10.0.0.1:0".parse().expect("addr")]));
     }

@@ -6,7 +6,7 @@ mod serve;
 mod service;
 mod telemetry;
 
-pub use receiver::KickReceiver;
+pub use receiver::{KickReceiver, KickReceiverBuilder};
 pub use serve::{DEFAULT_HEADER_READ_TIMEOUT, serve, serve_with};
 pub use service::{KickService, MAX_BODY_BYTES};
 pub use telemetry::KICK_SIGNATURE_REJECTIONS_TOTAL;

@@ -7,14 +7,24 @@ use http::{Request, Response};
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
+use unique_client::KickHandler;
 use unique_core::BoxError;
+use unique_kick_signature::SigningKeys;
 use unique_listener::{RequestBody, ServeOptions};
+
+use crate::service::KickService;
 
 /// A kick receiver serving on its own tokio task: what a node runs next to its
 /// `unique_client::Node`, in one call (the crate docs' "A node" shows the whole wiring).
 ///
+/// Start one with [`builder`](Self::builder): it refuses a listener on an address that is
+/// not loopback unless the service verifies signatures (or was told
+/// [`insecure_unsigned_kicks`](KickReceiverBuilder::insecure_unsigned_kicks)).
+///
 /// It serves exactly as [`serve_with`](crate::serve_with) does until [`close`](Self::close)
-/// is called or the receiver is dropped (which stops it without waiting).
+/// is called, the receiver is dropped (which stops it without waiting), or, for one started
+/// by the [`builder`](Self::builder), its `KickHandler` is closed (`Node::shutdown` closes
+/// it): then it stops accepting and drains as `close` does.
 #[derive(Debug)]
 #[must_use = "dropping the receiver stops it"]
 pub struct KickReceiver {
@@ -24,11 +34,26 @@ pub struct KickReceiver {
 }
 
 impl KickReceiver {
-    /// Serves `service` on `listener` on a new task. `service` is a
-    /// [`KickService`](crate::KickService), or one wrapped in tower layers of your own
-    /// (tracing, metrics): any service `unique-listener` accepts.
+    /// A receiver for `service`: a [`KickService`], or a `KickHandler` (which becomes
+    /// `KickService::new(handler)`).
+    pub fn builder(service: impl Into<KickService>) -> KickReceiverBuilder {
+        KickReceiverBuilder {
+            service: service.into(),
+            options: ServeOptions::default(),
+        }
+    }
+
+    /// Serves any `service` on a loopback `listener`, on a new task: a
+    /// [`KickService`] wrapped in a type of your own, on a test's or a sidecar's
+    /// loopback port.
     ///
-    /// Must be called within a tokio runtime. Errors: the listener's address cannot be read.
+    /// A wrapper does not say whether it verifies signatures, so a listener on an address
+    /// that is not loopback is refused: use [`builder`](Self::builder) and
+    /// [`spawn_layered`](KickReceiverBuilder::spawn_layered) there, which checks the
+    /// [`KickService`] before wrapping it.
+    ///
+    /// Must be called within a tokio runtime. Errors: the listener's address cannot be
+    /// read, or it is not loopback ([`io::ErrorKind::InvalidInput`]).
     pub fn spawn<S, B>(listener: TcpListener, service: S, options: ServeOptions) -> io::Result<Self>
     where
         S: tower_service::Service<Request<RequestBody>, Response = Response<B>>
@@ -42,12 +67,53 @@ impl KickReceiver {
         B::Error: Into<BoxError>,
     {
         let addr = listener.local_addr()?;
+        if !addr.ip().to_canonical().is_loopback() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "refusing to serve kicks on {addr}: KickReceiver::spawn cannot tell whether \
+                     the service verifies signatures, so it serves loopback only; use \
+                     KickReceiver::builder(kicks) with signing_keys, or with \
+                     insecure_unsigned_kicks() if every host that can reach it is trusted, and \
+                     spawn_layered(listener, wrap)"
+                ),
+            ));
+        }
+        Ok(Self::start(listener, addr, service, options, None))
+    }
+
+    fn start<S, B>(
+        listener: TcpListener,
+        addr: SocketAddr,
+        service: S,
+        options: ServeOptions,
+        handler: Option<KickHandler>,
+    ) -> Self
+    where
+        S: tower_service::Service<Request<RequestBody>, Response = Response<B>>
+            + Clone
+            + Send
+            + 'static,
+        S::Future: Send + 'static,
+        S::Error: Into<BoxError>,
+        B: http_body::Body + Default + Send + 'static,
+        B::Data: Send,
+        B::Error: Into<BoxError>,
+    {
         let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(unique_listener::serve(listener, service, options, async {
-            // A stop signal or a dropped handle.
-            let _ = stopped.await;
+        let task = tokio::spawn(unique_listener::serve(listener, service, options, async move {
+            let Some(handler) = handler else {
+                // A stop signal or a dropped handle.
+                let _ = stopped.await;
+                return;
+            };
+            // Or the handler closed: its node shut down, and every kick would find nothing.
+            tokio::select! {
+                _ = stopped => {}
+                () = handler.closed() => {}
+            }
         }));
-        Ok(Self { addr, stop, task })
+        Self { addr, stop, task }
     }
 
     /// The address it listens on.
@@ -61,5 +127,80 @@ impl KickReceiver {
         let _ = self.stop.send(());
         // Only a runtime shutting down cancels the task: nothing is served any more.
         let _ = self.task.await;
+    }
+}
+
+/// How a [`KickReceiver`] will serve: its [`KickService`] and its [`ServeOptions`]. From
+/// [`KickReceiver::builder`].
+#[derive(Debug, Clone)]
+#[must_use = "a builder does nothing until spawned"]
+pub struct KickReceiverBuilder {
+    service: KickService,
+    options: ServeOptions,
+}
+
+impl KickReceiverBuilder {
+    /// Verifies every kick against `keys` ([`KickService::signing_keys`]): a kick without a
+    /// valid signature gets 401 and destroys nothing. With keys the receiver may listen on
+    /// any address.
+    pub fn signing_keys(mut self, keys: SigningKeys) -> Self {
+        self.service = self.service.signing_keys(keys);
+        self
+    }
+
+    /// Serves unsigned kicks on any address ([`KickService::insecure_unsigned_kicks`]):
+    /// only for a network where every host that can reach the receiver is trusted.
+    pub fn insecure_unsigned_kicks(mut self) -> Self {
+        self.service = self.service.insecure_unsigned_kicks();
+        self
+    }
+
+    /// The listener's guards (connection caps, timeouts, TLS); default
+    /// `ServeOptions::default()`.
+    pub fn options(mut self, options: ServeOptions) -> Self {
+        self.options = options;
+        self
+    }
+
+    /// Serves the service on `listener`, on a new task.
+    ///
+    /// Must be called within a tokio runtime. Errors: the listener's address cannot be
+    /// read, or [`KickService::check_exposure`] refuses it (unsigned kicks on an address
+    /// that is not loopback, [`io::ErrorKind::InvalidInput`]); nothing is served then.
+    pub fn spawn(self, listener: TcpListener) -> io::Result<KickReceiver> {
+        self.spawn_layered(listener, |service| service)
+    }
+
+    /// Serves `wrap(service)` on `listener`, on a new task: the [`KickService`] inside tower
+    /// layers or a type of your own (tracing, metrics). The exposure check is made on the
+    /// [`KickService`] before it is wrapped.
+    ///
+    /// Must be called within a tokio runtime. Errors: as [`spawn`](Self::spawn).
+    pub fn spawn_layered<S, B>(
+        self,
+        listener: TcpListener,
+        wrap: impl FnOnce(KickService) -> S,
+    ) -> io::Result<KickReceiver>
+    where
+        S: tower_service::Service<Request<RequestBody>, Response = Response<B>>
+            + Clone
+            + Send
+            + 'static,
+        S::Future: Send + 'static,
+        S::Error: Into<BoxError>,
+        B: http_body::Body + Default + Send + 'static,
+        B::Data: Send,
+        B::Error: Into<BoxError>,
+    {
+        let addr = listener.local_addr()?;
+        self.service.check_exposure(addr)?;
+        let handler = self.service.handler().clone();
+        Ok(KickReceiver::start(
+            listener,
+            addr,
+            wrap(self.service),
+            self.options,
+            Some(handler),
+        ))
     }
 }

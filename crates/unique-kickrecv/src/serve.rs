@@ -14,7 +14,10 @@ use crate::service::KickService;
 /// [`ServeOptions::header_timeout`].
 pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = unique_listener::DEFAULT_HEADER_TIMEOUT;
 
-/// [`serve_with`] the default [`ServeOptions`].
+/// [`serve_with`] the default [`ServeOptions`]. The kicks are not verified, so `listener`
+/// must be loopback (otherwise [`io::ErrorKind::InvalidInput`] at once, see
+/// [`KickService::check_exposure`]); elsewhere pass a [`KickService`] with signing keys to
+/// [`serve_with`].
 pub async fn serve<F>(listener: TcpListener, handler: KickHandler, shutdown: F) -> io::Result<()>
 where
     F: Future<Output = ()>,
@@ -32,12 +35,18 @@ where
 /// and with [`validation_limits`](KickService::validation_limits) to accept the longer
 /// names a server with raised limits accepts.
 ///
+/// Before serving, [`KickService::check_exposure`] checks the listener's address: unsigned
+/// kicks are served on loopback only, unless the service was built with
+/// [`insecure_unsigned_kicks`](KickService::insecure_unsigned_kicks).
+///
 /// Every connection speaks HTTP/1.1 with keep-alive (the arbiter's kicker pools
 /// connections), with the connection caps, header, idle and body timeouts and optional TLS of
 /// `options` (see `unique-listener`). For a custom stack (routing, other limits), mount
-/// [`KickService`] yourself instead. Accept failures (e.g. out of file descriptors) are logged
-/// and retried after a short pause, so today it always returns `Ok(())`; the `io::Result` leaves
-/// room for listener errors that cannot be retried.
+/// [`KickService`] yourself instead (the exposure check is then yours). Accept failures (e.g.
+/// out of file descriptors) are logged and retried after a short pause.
+///
+/// Errors, before anything is served: the listener's address cannot be read, or
+/// [`KickService::check_exposure`] refuses it ([`io::ErrorKind::InvalidInput`]).
 pub async fn serve_with<F>(
     listener: TcpListener,
     service: impl Into<KickService>,
@@ -47,6 +56,8 @@ pub async fn serve_with<F>(
 where
     F: Future<Output = ()>,
 {
-    unique_listener::serve(listener, service.into(), options, shutdown).await;
+    let service = service.into();
+    service.check_exposure(listener.local_addr()?)?;
+    unique_listener::serve(listener, service, options, shutdown).await;
     Ok(())
 }

@@ -2,6 +2,8 @@
 
 use std::convert::Infallible;
 use std::future::Future;
+use std::io;
+use std::net::SocketAddr;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::{Duration, SystemTime};
@@ -44,12 +46,23 @@ pub use unique_wire::MAX_KICK_BODY_BYTES as MAX_BODY_BYTES;
 /// [`tower_service::Service`] over any request body type: mount it with axum's
 /// `route_service` or in any tower stack, or on a bare hyper connection through
 /// `hyper_util::service::TowerToHyperService`.
+///
+/// # Exposure
+///
+/// A service without signing keys lets anyone who can reach it log this node's users out.
+/// This crate's listeners ([`KickReceiver`](crate::KickReceiver),
+/// [`serve_with`](crate::serve_with)) therefore refuse to serve one on an address that is not
+/// loopback unless it was built with [`insecure_unsigned_kicks`](Self::insecure_unsigned_kicks)
+/// ([`check_exposure`](Self::check_exposure) is that check). Mounted in a server of your own,
+/// the check is yours: call [`check_exposure`](Self::check_exposure) with the address you
+/// listen on before you serve.
 #[derive(Debug, Clone)]
 pub struct KickService {
     handler: KickHandler,
     limits: ValidationLimits,
     signing_keys: Option<SigningKeys>,
     signature_window: Duration,
+    insecure_unsigned: bool,
 }
 
 impl From<KickHandler> for KickService {
@@ -66,6 +79,7 @@ impl KickService {
             limits: ValidationLimits::default(),
             signing_keys: None,
             signature_window: DEFAULT_WINDOW,
+            insecure_unsigned: false,
         }
     }
 
@@ -78,7 +92,9 @@ impl KickService {
 
     /// Verifies every kick against `keys` (any of them) before anything else looks at its
     /// body: a kick without a valid `Unique-Signature` over its exact bytes gets 401 and
-    /// destroys nothing. Without keys (the default) kicks are not checked.
+    /// destroys nothing. Without keys (the default) kicks are not checked, and this crate's
+    /// listeners serve the service on loopback only (see
+    /// [`check_exposure`](Self::check_exposure)).
     ///
     /// Refused kicks are counted in `unique_kick_signature_rejections_total{reason}` through
     /// the `metrics` facade, with handles registered here: install a recorder before calling
@@ -96,6 +112,51 @@ impl KickService {
     pub fn signature_window(mut self, window: Duration) -> Self {
         self.signature_window = window;
         self
+    }
+
+    /// Declares that unsigned kicks may be served on any address: every host that can reach
+    /// the receiver is trusted (a private network, a sidecar's socket behind mutual TLS).
+    /// Without it, a service without [signing keys](Self::signing_keys) is refused on an
+    /// address that is not loopback ([`check_exposure`](Self::check_exposure)). It changes
+    /// nothing else: kicks are still verified when the service has keys.
+    #[must_use]
+    pub fn insecure_unsigned_kicks(mut self) -> Self {
+        self.insecure_unsigned = true;
+        self
+    }
+
+    /// Whether kicks are verified: the service has [signing keys](Self::signing_keys).
+    pub fn verifies_signatures(&self) -> bool {
+        self.signing_keys.is_some()
+    }
+
+    /// Whether this service may be served on `addr`: yes when it
+    /// [verifies signatures](Self::verifies_signatures), when `addr` is loopback
+    /// (`127.0.0.0/8`, `::1`, and `::ffff:127.0.0.0/104`; the unspecified `0.0.0.0` and `::`
+    /// are not loopback: they listen on every interface), or when it was built with
+    /// [`insecure_unsigned_kicks`](Self::insecure_unsigned_kicks) (then a warning is
+    /// logged). [`KickReceiver`](crate::KickReceiver) and [`serve_with`](crate::serve_with)
+    /// call it with their listener's address; call it yourself when you mount the service
+    /// in your own server.
+    ///
+    /// Errors: [`io::ErrorKind::InvalidInput`], naming `addr` and both ways out.
+    pub fn check_exposure(&self, addr: SocketAddr) -> io::Result<()> {
+        if self.verifies_signatures() || addr.ip().to_canonical().is_loopback() {
+            return Ok(());
+        }
+        if self.insecure_unsigned {
+            tracing::warn!(%addr, "serving unsigned kicks (insecure_unsigned_kicks)");
+            return Ok(());
+        }
+        Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "refusing to serve unsigned kicks on {addr}: any host that reaches it could log \
+                 this node's users out; give the receiver the arbiter's signing keys \
+                 (signing_keys), or call insecure_unsigned_kicks() if every host that can reach \
+                 it is trusted"
+            ),
+        ))
     }
 
     /// The handler it applies kicks with.

@@ -11,7 +11,7 @@ use unique_client::{HeartbeatOptions, Node, NodeEvent, NodeEvents, NodeLoginErro
 use unique_client_http::HttpTransport;
 use unique_core::{Arbiter, EvictReason, Key, KickDetail, Owner};
 use unique_kick_http::HttpKicker;
-use unique_kickrecv::{KickReceiver, KickService, ServeOptions};
+use unique_kickrecv::KickReceiver;
 use unique_store_memory::MemoryStore;
 
 const HEARTBEAT: Duration = Duration::from_millis(50);
@@ -45,8 +45,9 @@ async fn node(server: &str, name: &str) -> (Node<HttpTransport>, NodeEvents, Kic
     )
     .heartbeat_options(HeartbeatOptions::default().interval(HEARTBEAT))
     .build();
-    let service = KickService::new(node.kick_handler().clone());
-    let receiver = KickReceiver::spawn(listener, service, ServeOptions::default()).unwrap();
+    let receiver = KickReceiver::builder(node.kick_handler().clone())
+        .spawn(listener)
+        .unwrap();
     (node, events, receiver)
 }
 
@@ -190,7 +191,9 @@ async fn logout_releases_and_reports_once() {
 async fn a_login_already_replaced_by_a_kick_never_goes_online() {
     let url = server().await;
     let (a, mut events, _receiver) = node(&url, "a").await;
-    // A newer login's kick reached this node before its own login's answer did.
+    // A login of the key is in flight here (an early kick is remembered only then), and a
+    // newer login's kick reached this node before that login's answer did.
+    let in_flight = a.kick_handler().expect_login(&key());
     let early = unique_core::KickPayload {
         project: "game".into(),
         env: "prod".into(),
@@ -202,6 +205,7 @@ async fn a_login_already_replaced_by_a_kick_never_goes_online() {
     let Err(NodeLoginError::Replaced(login)) = a.login(key()).await else {
         panic!("the login must be refused");
     };
+    drop(in_flight);
 
     assert_eq!(login.generation(), 1);
     assert!(matches!(
@@ -216,4 +220,30 @@ async fn a_login_already_replaced_by_a_kick_never_goes_online() {
         }
     );
     assert_eq!(a.generation(&key()), None);
+}
+
+/// `Node::shutdown` releases the node's sessions on the server and stops its receiver: the
+/// next kick cannot connect, and the server's record no longer names this node.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_releases_the_sessions_and_stops_the_receiver() {
+    let url = server().await;
+    let (a, _events, receiver) = node(&url, "a").await;
+    let addr = receiver.local_addr();
+    a.login(key()).await.unwrap();
+    assert!(tokio::net::TcpStream::connect(addr).await.is_ok());
+
+    let report = a.shutdown().await;
+
+    assert_eq!((report.released, report.unreleased), (1, 0));
+    let view = a.transport().current(&key()).await.unwrap();
+    assert_eq!((view.exists, view.owner), (true, None), "tombstoned");
+    // The receiver stops accepting once the handler is closed; `close` then finds it done.
+    timeout(WAIT, async {
+        while tokio::net::TcpStream::connect(addr).await.is_ok() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("the receiver stops listening");
+    receiver.close().await;
 }

@@ -51,8 +51,8 @@ struct Args {
     /// Heartbeat interval (e.g. 500ms).
     #[arg(long, default_value = "500ms", value_parser = humantime::parse_duration)]
     heartbeat: Duration,
-    /// Key file (one key per line) the kick receiver verifies kicks with; unsigned kicks
-    /// are accepted without it.
+    /// Key file (one key per line) the kick receiver verifies kicks with; without it
+    /// unsigned kicks are accepted, on a loopback --kick-listen only.
     #[arg(long, value_name = "PATH")]
     kick_signing_keys: Option<PathBuf>,
 }

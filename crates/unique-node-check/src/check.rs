@@ -1,0 +1,275 @@
+//! [`NodeCheck`]: the probes of each clause, sent to one receiver.
+
+use std::time::{Duration, SystemTime};
+
+use bytes::Bytes;
+use http::Method;
+use unique_core::KickPayload;
+use unique_kick_signature::{DEFAULT_WINDOW, MIN_KEY_BYTES, SigningKeys};
+use unique_wire::MAX_KICK_BODY_BYTES;
+
+use crate::clause::Clause;
+use crate::report::{ClauseResult, Report};
+use crate::send::{Framing, Probe, Target, UrlError, send};
+
+/// The project and env of every kick the check sends, unless told others.
+pub const DEFAULT_PROJECT: &str = "node-check";
+
+/// How long one request may take, connect to last byte, by default.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How far beyond the window the stale and future timestamps are: the clocks of the check
+/// and of the node may differ by up to this much without changing a verdict.
+pub const CLOCK_MARGIN: Duration = Duration::from_mins(1);
+
+/// The gen of every kick: a receiver destroys only a session older than the kick's gen, and
+/// gens start at 1, so a kick at gen 1 can never destroy one.
+pub const GENERATION: i64 = 1;
+
+/// The largest uid drawn: 2^53 - 1, which a receiver holding JSON numbers as doubles
+/// still reads exactly.
+const MAX_UID: i64 = (1 << 53) - 1;
+
+/// A conformance check of one kick receiver, given its URL and the keys the arbiter signs
+/// kicks with.
+///
+/// [`run`](Self::run) sends each [`Clause`]'s kicks, one request at a time, each on a new
+/// connection, and reports what came back. Every kick names the project and env
+/// [`DEFAULT_PROJECT`] (unless [`project`](Self::project) and [`env`](Self::env) say
+/// otherwise) and a uid drawn at random for it from 1 to 2^53 − 1, at gen [`GENERATION`]: a
+/// receiver keeping the contract destroys nothing (it holds no session for that key, and a
+/// gen of 1 is older than no session), and even a receiver that ignores the gen has no
+/// session for a random uid of a project of its own. Nothing but the given URL is contacted.
+#[derive(Debug, Clone)]
+pub struct NodeCheck {
+    target: Target,
+    keys: SigningKeys,
+    project: String,
+    env: String,
+    window: Duration,
+    timeout: Duration,
+}
+
+impl NodeCheck {
+    /// A check of the receiver at `url` (an `http://` URL: the node's owner endpoint), whose
+    /// kicks are signed with `keys` (the first key signs, as the arbiter's kicker does).
+    ///
+    /// Errors: `url` is not an absolute `http` URL with a host.
+    pub fn new(url: &str, keys: SigningKeys) -> Result<Self, UrlError> {
+        Ok(Self {
+            target: Target::parse(url)?,
+            keys,
+            project: DEFAULT_PROJECT.to_owned(),
+            env: DEFAULT_PROJECT.to_owned(),
+            window: DEFAULT_WINDOW,
+            timeout: DEFAULT_TIMEOUT,
+        })
+    }
+
+    /// The project of every kick (default [`DEFAULT_PROJECT`]), for a receiver that only
+    /// accepts its own.
+    #[must_use]
+    pub fn project(mut self, project: impl Into<String>) -> Self {
+        self.project = project.into();
+        self
+    }
+
+    /// The env of every kick (default [`DEFAULT_PROJECT`]).
+    #[must_use]
+    pub fn env(mut self, env: impl Into<String>) -> Self {
+        self.env = env.into();
+        self
+    }
+
+    /// The receiver's signature window (default [`DEFAULT_WINDOW`], 5 minutes): the stale
+    /// and future timestamps lie [`CLOCK_MARGIN`] beyond it.
+    #[must_use]
+    pub fn window(mut self, window: Duration) -> Self {
+        self.window = window;
+        self
+    }
+
+    /// How long one request may take (default [`DEFAULT_TIMEOUT`]); past it the clause
+    /// fails with no answer.
+    #[must_use]
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// Checks every clause, in the order of [`Clause::ALL`].
+    pub async fn run(&self) -> Report {
+        let mut results = Vec::with_capacity(Clause::ALL.len());
+        for clause in Clause::ALL {
+            results.push(self.check(clause).await);
+        }
+        Report::new(results)
+    }
+
+    /// Checks one clause.
+    pub async fn check(&self, clause: Clause) -> ClauseResult {
+        let mut answers = Vec::new();
+        for (variant, probe) in self.probes(clause) {
+            answers.push((variant, send(&self.target, probe, self.timeout).await));
+        }
+        ClauseResult::new(clause, answers)
+    }
+
+    /// The requests of `clause`, each named for the report (the name of a clause's only
+    /// request is empty).
+    fn probes(&self, clause: Clause) -> Vec<(&'static str, Probe)> {
+        let now = SystemTime::now();
+        let one = |probe| vec![("", probe)];
+        match clause {
+            Clause::SignedKick => one(self.signed(self.kick())),
+            Clause::UnknownFieldsIgnored => {
+                let mut kick = self.kick_value();
+                kick["node_check"] = "an unknown field".into();
+                kick["reason"] = serde_json::json!({ "nested": [1, 2, 3] });
+                one(self.signed(kick.to_string().into_bytes()))
+            }
+            Clause::BodyAtLimit => one(self.signed(padded(self.kick(), MAX_KICK_BODY_BYTES))),
+            Clause::Unsigned => one(unsigned(self.kick())),
+            Clause::Forged => {
+                let body = self.kick();
+                let signature = other_key().sign(&body, now);
+                one(with_signature(signature, body))
+            }
+            Clause::TamperedBody => {
+                let body = self.kick();
+                let signature = self.keys.sign(&body, now);
+                let mut spaced = body.clone();
+                spaced.push(b' ');
+                vec![
+                    ("other-uid", with_signature(signature.clone(), self.kick())),
+                    ("trailing-space", with_signature(signature, spaced)),
+                ]
+            }
+            Clause::StaleTimestamp => {
+                let body = self.kick();
+                let at = now - self.window - CLOCK_MARGIN;
+                one(with_signature(self.keys.sign(&body, at), body))
+            }
+            Clause::FutureTimestamp => {
+                let body = self.kick();
+                let at = now + self.window + CLOCK_MARGIN;
+                one(with_signature(self.keys.sign(&body, at), body))
+            }
+            Clause::MalformedSignature => {
+                let body = self.kick();
+                let genuine = self.keys.sign(&body, now);
+                let (t, v1) = genuine.split_once(',').expect("t=…,v1=…");
+                let hex = v1.strip_prefix("v1=").expect("v1=…");
+                vec![
+                    ("garbage", with_signature("garbage".into(), body.clone())),
+                    ("no-v1", with_signature(t.to_owned(), body.clone())),
+                    ("no-t", with_signature(v1.to_owned(), body.clone())),
+                    (
+                        "short-v1",
+                        with_signature(format!("{t},v1={}", &hex[2..]), body.clone()),
+                    ),
+                    ("semicolons", with_signature(format!("{t};{v1}"), body)),
+                ]
+            }
+            Clause::MalformedPayload => {
+                let mut mistyped = self.kick_value();
+                mistyped["uid"] = mistyped["uid"].to_string().into();
+                vec![
+                    ("not-json", self.signed(b"kick".to_vec())),
+                    ("cut-short", self.signed(b"{\"project\":".to_vec())),
+                    ("array", self.signed(b"[]".to_vec())),
+                    (
+                        "uid-as-string",
+                        self.signed(mistyped.to_string().into_bytes()),
+                    ),
+                ]
+            }
+            Clause::IncompletePayload => ["project", "env", "uid", "gen"]
+                .into_iter()
+                .map(|field| {
+                    let mut kick = self.kick_value();
+                    kick.as_object_mut().expect("an object").remove(field);
+                    let variant = match field {
+                        "project" => "no-project",
+                        "env" => "no-env",
+                        "uid" => "no-uid",
+                        _ => "no-gen",
+                    };
+                    (variant, self.signed(kick.to_string().into_bytes()))
+                })
+                .collect(),
+            Clause::OtherMethod => [Method::GET, Method::PUT]
+                .into_iter()
+                .map(|method| {
+                    let variant = if method == Method::GET { "GET" } else { "PUT" };
+                    let mut probe = self.signed(self.kick());
+                    probe.method = method;
+                    (variant, probe)
+                })
+                .collect(),
+            Clause::OversizedBody => one(self.signed(padded(self.kick(), MAX_KICK_BODY_BYTES + 1))),
+            Clause::OversizedChunkedBody => {
+                let mut probe = self.signed(padded(self.kick(), MAX_KICK_BODY_BYTES + 1));
+                probe.framing = Framing::Chunked;
+                one(probe)
+            }
+        }
+    }
+
+    /// A kick payload for a fresh random uid.
+    fn payload(&self) -> KickPayload {
+        KickPayload {
+            project: self.project.clone(),
+            env: self.env.clone(),
+            uid: fastrand::i64(1..=MAX_UID),
+            generation: GENERATION,
+        }
+    }
+
+    /// A kick payload for a fresh random uid, as JSON to change.
+    fn kick_value(&self) -> serde_json::Value {
+        serde_json::to_value(self.payload()).expect("a payload serialises")
+    }
+
+    /// A kick payload for a fresh random uid, in the bytes the arbiter's kicker sends.
+    fn kick(&self) -> Vec<u8> {
+        serde_json::to_vec(&self.payload()).expect("a payload serialises")
+    }
+
+    /// A POST of `body` signed with the node's key, now.
+    fn signed(&self, body: Vec<u8>) -> Probe {
+        let signature = self.keys.sign(&body, SystemTime::now());
+        with_signature(signature, body)
+    }
+}
+
+fn unsigned(body: Vec<u8>) -> Probe {
+    Probe {
+        method: Method::POST,
+        signature: None,
+        body: Bytes::from(body),
+        framing: Framing::Sized,
+    }
+}
+
+fn with_signature(signature: String, body: Vec<u8>) -> Probe {
+    Probe {
+        signature: Some(signature),
+        ..unsigned(body)
+    }
+}
+
+/// `body` with spaces after it up to `len` bytes: still the same JSON payload.
+fn padded(mut body: Vec<u8>, len: usize) -> Vec<u8> {
+    body.resize(len.max(body.len()), b' ');
+    body
+}
+
+/// A key no node holds: 64 random hex digits, drawn for this probe.
+fn other_key() -> SigningKeys {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let key: String = (0..2 * MIN_KEY_BYTES)
+        .map(|_| char::from(HEX[fastrand::usize(..HEX.len())]))
+        .collect();
+    SigningKeys::new([key]).expect("a key of 64 bytes")
+}
