@@ -7,6 +7,7 @@
 
 use std::fmt;
 use std::path::Path;
+use std::sync::{Arc, PoisonError, RwLock};
 
 use http::HeaderMap;
 use http::header::AUTHORIZATION;
@@ -249,6 +250,98 @@ impl Tokens {
     }
 }
 
+impl Tokens {
+    /// What changed from `self` to `newer`, by token name: a token of `newer` that `self`
+    /// lacks (another secret, or the same secret with another name or scope) is `added`, one
+    /// of `self` that `newer` lacks is `removed`; a token whose secret or scope changed
+    /// under the same name is both. For logging a reload; names only, never a secret.
+    ///
+    /// Not constant-time: it compares the operator's own files, not a caller's input.
+    pub fn diff(&self, newer: &Tokens) -> TokensDiff {
+        let missing_from = |from: &Tokens, of: &Tokens| -> Vec<String> {
+            of.entries
+                .iter()
+                .filter(|entry| !from.entries.iter().any(|other| other == *entry))
+                .map(|entry| entry.grant.name.clone())
+                .collect()
+        };
+        TokensDiff {
+            added: missing_from(self, newer),
+            removed: missing_from(newer, self),
+        }
+    }
+}
+
+impl PartialEq for Entry {
+    fn eq(&self, other: &Self) -> bool {
+        self.secret == other.secret && self.grant == other.grant
+    }
+}
+
+/// The names of the tokens one set has and another has not ([`Tokens::diff`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct TokensDiff {
+    /// Names of the tokens only the newer set has, in its order.
+    pub added: Vec<String>,
+    /// Names of the tokens only the older set has, in its order.
+    pub removed: Vec<String>,
+}
+
+impl TokensDiff {
+    /// Whether the two sets hold the same tokens with the same names and scopes.
+    pub fn is_empty(&self) -> bool {
+        self.added.is_empty() && self.removed.is_empty()
+    }
+}
+
+/// The tokens a running service checks, replaceable while it serves: what
+/// [`ArbiterService::with_tokens`](crate::ArbiterService::with_tokens) holds, so a server
+/// can reload its tokens file without a restart.
+///
+/// Clones share the set. [`replace`](Self::replace) swaps the whole set at once: each
+/// request is checked against the set in force when it arrived, all of the old set or all
+/// of the new one, never a mix, and a request in flight keeps the set it started with.
+/// Connections are not touched. `Debug` shows the current token names and scopes.
+#[derive(Clone)]
+pub struct SharedTokens {
+    current: Arc<RwLock<Arc<Tokens>>>,
+}
+
+impl SharedTokens {
+    /// A shared set holding `tokens`.
+    pub fn new(tokens: Tokens) -> Self {
+        Self {
+            current: Arc::new(RwLock::new(Arc::new(tokens))),
+        }
+    }
+
+    /// The set in force now.
+    pub fn get(&self) -> Arc<Tokens> {
+        // A panic while holding the lock cannot leave a half-written set: the write is
+        // one pointer swap. So a poisoned lock still holds a whole set.
+        Arc::clone(&self.current.read().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    /// Puts `tokens` in force for every request from now on; returns the set it replaced.
+    pub fn replace(&self, tokens: Tokens) -> Arc<Tokens> {
+        let mut current = self.current.write().unwrap_or_else(PoisonError::into_inner);
+        std::mem::replace(&mut *current, Arc::new(tokens))
+    }
+}
+
+impl From<Tokens> for SharedTokens {
+    fn from(tokens: Tokens) -> Self {
+        Self::new(tokens)
+    }
+}
+
+impl fmt::Debug for SharedTokens {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("SharedTokens").field(&*self.get()).finish()
+    }
+}
+
 /// The token of an `Authorization: Bearer <token>` value (the scheme is case-insensitive).
 fn bearer(value: &[u8]) -> Option<&[u8]> {
     let (scheme, token) = value.split_at_checked(7)?;
@@ -374,6 +467,87 @@ mod tests {
                 "{message:?} echoes a token"
             );
         }
+    }
+
+    const NEW_GAME: &str = "game-token-rotated-0123";
+
+    fn tokens_of(list: &[(&str, &str, &str)]) -> Tokens {
+        let mut tokens = Tokens::new();
+        for (name, token, project) in list {
+            tokens
+                .add(token, Grant::new(*name, vec![(*project).to_owned()], None))
+                .unwrap();
+        }
+        tokens
+    }
+
+    #[test]
+    fn diff_names_added_and_removed_tokens_by_secret_and_scope() {
+        let old = tokens_of(&[("game", GAME, "game"), ("ops", OPS, "ops")]);
+        assert!(
+            old.diff(&tokens_of(&[("ops", OPS, "ops"), ("game", GAME, "game")]))
+                .is_empty()
+        );
+        let rotated = tokens_of(&[
+            ("game", GAME, "game"),
+            ("ops", OPS, "ops"),
+            ("game-2", NEW_GAME, "game"),
+        ]);
+        let diff = old.diff(&rotated);
+        assert_eq!(diff.added, ["game-2"]);
+        assert!(diff.removed.is_empty());
+        let dropped = tokens_of(&[("game-2", NEW_GAME, "game"), ("ops", OPS, "ops")]);
+        assert_eq!(rotated.diff(&dropped).removed, ["game"]);
+        assert!(rotated.diff(&dropped).added.is_empty());
+        // The same name with another secret, or another scope, is both removed and added.
+        let resecret = tokens_of(&[("game", NEW_GAME, "game"), ("ops", OPS, "ops")]);
+        let diff = old.diff(&resecret);
+        assert_eq!(
+            (diff.added.as_slice(), diff.removed.as_slice()),
+            (&["game".to_owned()][..], &["game".to_owned()][..])
+        );
+        let rescoped = tokens_of(&[("game", GAME, "chat"), ("ops", OPS, "ops")]);
+        assert_eq!(old.diff(&rescoped).added, ["game"]);
+        let shown = format!("{:?}", old.diff(&resecret));
+        assert!(
+            !shown.contains(GAME) && !shown.contains(NEW_GAME),
+            "{shown}"
+        );
+    }
+
+    #[test]
+    fn shared_tokens_swap_the_whole_set_for_every_clone() {
+        let shared = SharedTokens::from(tokens_of(&[("game", GAME, "game")]));
+        let clone = shared.clone();
+        let before = clone.get();
+        let old = shared.replace(tokens_of(&[("game-2", NEW_GAME, "game")]));
+        assert_eq!(old.len(), 1);
+        assert!(
+            old.authenticate(&headers(&format!("Bearer {GAME}")))
+                .is_ok()
+        );
+        // A holder of the old set (a request in flight) keeps it whole.
+        assert!(
+            before
+                .authenticate(&headers(&format!("Bearer {GAME}")))
+                .is_ok()
+        );
+        let now = clone.get();
+        assert_eq!(
+            now.authenticate(&headers(&format!("Bearer {GAME}"))),
+            Err(Unauthenticated::Unknown)
+        );
+        assert_eq!(
+            now.authenticate(&headers(&format!("Bearer {NEW_GAME}")))
+                .unwrap()
+                .name(),
+            "game-2"
+        );
+        let shown = format!("{shared:?}");
+        assert!(
+            shown.contains("game-2") && !shown.contains(NEW_GAME),
+            "{shown}"
+        );
     }
 
     #[test]

@@ -7,7 +7,9 @@ mod serve;
 mod service;
 mod telemetry;
 
-pub use auth::{Grant, MIN_TOKEN_BYTES, Tokens, TokensError, Unauthenticated};
+pub use auth::{
+    Grant, MIN_TOKEN_BYTES, SharedTokens, Tokens, TokensDiff, TokensError, Unauthenticated,
+};
 pub use serve::{DRAIN_TIMEOUT, serve, serve_with};
 pub use service::{ArbiterService, DEFAULT_READY_TIMEOUT, MAX_BODY_BYTES, ResponseBody};
 pub use telemetry::AUTH_REJECTIONS_TOTAL;

@@ -4,12 +4,11 @@ use std::cell::RefCell;
 use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use crate::answer::write_claim_outcome;
-use crate::auth::{Grant, Tokens, Unauthenticated};
+use crate::auth::{Grant, SharedTokens, Unauthenticated};
 use crate::request_id::RequestId;
 use crate::telemetry::{self, Refusal};
 use bytes::Bytes;
@@ -43,7 +42,7 @@ pub const DEFAULT_READY_TIMEOUT: Duration = Duration::from_secs(2);
 pub struct ArbiterService<S> {
     arbiter: Arbiter<S>,
     /// `None`: every caller may act on every key (a network where every host is trusted).
-    tokens: Option<Arc<Tokens>>,
+    tokens: Option<SharedTokens>,
     ready_timeout: Duration,
 }
 
@@ -68,16 +67,19 @@ impl<S: Store> ArbiterService<S> {
         }
     }
 
-    /// Requires a bearer token from [`Tokens`] on every `/v1/*` request: a missing or
-    /// unknown token gets 401 `unauthenticated`, a key outside the token's scope 403
-    /// `forbidden`, both before the arbiter is called. `/healthz` and `/readyz` stay open.
+    /// Requires a bearer token from [`Tokens`](crate::Tokens) on every `/v1/*` request: a
+    /// missing or unknown token gets 401 `unauthenticated`, a key outside the token's scope
+    /// 403 `forbidden`, both before the arbiter is called. `/healthz` and `/readyz` stay open.
+    ///
+    /// Pass a [`SharedTokens`] (and keep a clone) to replace the set later while the service
+    /// runs ([`SharedTokens::replace`]); a plain `Tokens` is fixed for the service's life.
     ///
     /// Refusals are counted in `unique_auth_rejections_total{reason}` through the `metrics`
     /// facade, with handles registered here: install a recorder before calling this.
     #[must_use]
-    pub fn with_tokens(mut self, tokens: Tokens) -> Self {
+    pub fn with_tokens(mut self, tokens: impl Into<SharedTokens>) -> Self {
         telemetry::rejections();
-        self.tokens = Some(Arc::new(tokens));
+        self.tokens = Some(tokens.into());
         self
     }
 
@@ -109,11 +111,9 @@ impl<S: Store> ArbiterService<S> {
         };
         let request_id = RequestId::of(req.headers());
         // Authenticated before the body is read: a refused caller costs no more than this.
-        let grant = match self
-            .tokens
-            .as_deref()
-            .map(|t| t.authenticate(req.headers()))
-        {
+        // The request keeps the set in force now, even if it is replaced meanwhile.
+        let tokens = self.tokens.as_ref().map(SharedTokens::get);
+        let grant = match tokens.as_deref().map(|t| t.authenticate(req.headers())) {
             None => None,
             Some(Ok(grant)) => Some(grant),
             Some(Err(why)) => return unauthenticated(why),

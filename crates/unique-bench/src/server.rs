@@ -114,7 +114,7 @@ impl UniqueServer {
         if guarded {
             let write = |name: &str, text: String| {
                 let path = dir.path().join(name);
-                std::fs::write(&path, text)
+                unique_testsupport::write_secret(&path, &text)
                     .map(|()| path)
                     .map_err(|e| format!("cannot write {name}: {e}"))
             };

@@ -266,7 +266,7 @@ impl<T: Transport + Clone> NodeBuilder<T> {
 /// when a kick or the heartbeat says so, and logs them out. Cheap to clone (shared).
 ///
 /// Kicks reach it through [`kick_handler`](Self::kick_handler): serve that handler at the
-/// owner's endpoint (`unique-kickrecv`'s `KickReceiver::spawn` does it in one call, or
+/// owner's endpoint (`unique-kickrecv`'s `KickReceiver::builder` does it in one call, or
 /// mount `KickService` in your own server). How kicks arrive is left to the caller so that
 /// this crate stays free of any HTTP server.
 ///

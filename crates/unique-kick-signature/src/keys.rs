@@ -1,4 +1,5 @@
-//! [`SigningKeys`]: loading keys, signing with the first, verifying with any.
+//! [`SigningKeys`]: loading keys, signing with the first, verifying with any; [`KeyId`]: a
+//! key's name for logs.
 
 use std::fmt;
 use std::io;
@@ -43,6 +44,40 @@ pub enum KeyError {
         /// Its position in the list, from 1.
         position: usize,
     },
+}
+
+/// A key's public name, for logs and for telling two key files apart: the first 8 bytes of
+/// HMAC-SHA256 of the fixed label `unique-kick-signature key id` under the key, shown as 16
+/// lower-case hex digits.
+///
+/// It is a signature like any signed kick's, over a label no kick carries, so it tells
+/// nothing about the key that one captured kick does not; two sides holding the same key
+/// log the same id. Two different keys get the same id with a chance of about 2^-64.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct KeyId([u8; 8]);
+
+/// What a key id is the HMAC of.
+const KEY_ID_LABEL: &[u8] = b"unique-kick-signature key id";
+
+impl KeyId {
+    fn of(key: &hmac::Key) -> Self {
+        let tag = hmac::sign(key, KEY_ID_LABEL);
+        let mut id = [0; 8];
+        id.copy_from_slice(&tag.as_ref()[..8]);
+        Self(id)
+    }
+}
+
+impl fmt::Display for KeyId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.iter().try_for_each(|byte| write!(f, "{byte:02x}"))
+    }
+}
+
+impl fmt::Debug for KeyId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "KeyId({self})")
+    }
 }
 
 /// One or more HMAC-SHA256 keys: [`sign`](Self::sign) uses the first,
@@ -122,6 +157,28 @@ impl SigningKeys {
             return Err(KeyError::Empty);
         }
         Ok(Self { keys })
+    }
+
+    /// The id of every key, in the order of the file or list: the first is the signing
+    /// key's ([`signing_id`](Self::signing_id)).
+    pub fn ids(&self) -> Vec<KeyId> {
+        self.keys.iter().map(KeyId::of).collect()
+    }
+
+    /// The id of the key [`sign`](Self::sign) signs with (the first).
+    pub fn signing_id(&self) -> KeyId {
+        KeyId::of(&self.keys[0])
+    }
+
+    /// How many keys there are (at least one).
+    pub fn len(&self) -> usize {
+        self.keys.len()
+    }
+
+    /// Always `false`: a `SigningKeys` holds at least one key (the constructors refuse
+    /// none). Here for symmetry with [`len`](Self::len).
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty()
     }
 
     /// The `Unique-Signature` header value for `body` sent at `now`:
@@ -426,6 +483,35 @@ mod tests {
             !shown.contains("new-key") && !shown.contains("old-key"),
             "{shown}"
         );
+    }
+
+    #[test]
+    fn key_ids_name_each_key_without_showing_it() {
+        let k = keys(&[NEW, OLD]);
+        let ids = k.ids();
+        assert_eq!(ids.len(), 2);
+        assert_eq!(k.len(), 2);
+        assert!(!k.is_empty());
+        assert_eq!(k.signing_id(), ids[0]);
+        assert_ne!(ids[0], ids[1]);
+        // The same key gives the same id wherever it is loaded, in any position.
+        assert_eq!(keys(&[OLD]).signing_id(), ids[1]);
+        // The id is the first 8 bytes of the HMAC of the label, in hex.
+        let tag = hmac::sign(
+            &hmac::Key::new(hmac::HMAC_SHA256, NEW.as_bytes()),
+            KEY_ID_LABEL,
+        );
+        let expected = tag.as_ref()[..8]
+            .iter()
+            .fold(String::new(), |hex, b| hex + &format!("{b:02x}"));
+        let shown = ids[0].to_string();
+        assert_eq!(shown, expected);
+        assert_eq!(shown.len(), 16);
+        assert_eq!(format!("{:?}", ids[0]), format!("KeyId({expected})"));
+        for id in &ids {
+            let shown = format!("{id} {id:?}");
+            assert!(!shown.contains("key-0123"), "{shown}");
+        }
     }
 
     #[test]

@@ -5,7 +5,7 @@ mod keys;
 
 use std::time::Duration;
 
-pub use keys::{KeyError, MIN_KEY_BYTES, SigningKeys};
+pub use keys::{KeyError, KeyId, MIN_KEY_BYTES, SigningKeys};
 
 /// The header a signed kick carries, `Unique-Signature` (header names are
 /// case-insensitive; this is the lower-case spelling `http::HeaderName` wants).

@@ -101,18 +101,23 @@ impl KickReceiver {
         B::Error: Into<BoxError>,
     {
         let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(unique_listener::serve(listener, service, options, async move {
-            let Some(handler) = handler else {
-                // A stop signal or a dropped handle.
-                let _ = stopped.await;
-                return;
-            };
-            // Or the handler closed: its node shut down, and every kick would find nothing.
-            tokio::select! {
-                _ = stopped => {}
-                () = handler.closed() => {}
-            }
-        }));
+        let task = tokio::spawn(unique_listener::serve(
+            listener,
+            service,
+            options,
+            async move {
+                let Some(handler) = handler else {
+                    // A stop signal or a dropped handle.
+                    let _ = stopped.await;
+                    return;
+                };
+                // Or the handler closed: its node shut down, and every kick would find nothing.
+                tokio::select! {
+                    _ = stopped => {}
+                    () = handler.closed() => {}
+                }
+            },
+        ));
         Self { addr, stop, task }
     }
 

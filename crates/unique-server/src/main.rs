@@ -9,12 +9,20 @@ use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
 use metrics_exporter_prometheus::PrometheusHandle;
-use unique_arbiter_http::{ArbiterService, ServeOptions, Tokens};
+use unique_arbiter_http::{ArbiterService, ServeOptions, SharedTokens};
 use unique_core::{Arbiter, Observer, Store, TracingObserver};
-use unique_kick_http::{EndpointPolicy, EndpointRule, HttpKicker, SigningKeys};
+use unique_kick_http::{EndpointRule, SigningKeys};
 use unique_metrics::{MeteredStore, MetricsObserver};
 
+use crate::exposure::{Auth, Kicks};
+use crate::kicker::{KickerConfig, SigningKicker};
+use crate::reload::Reloader;
+
 mod exposition;
+mod exposure;
+mod kicker;
+mod reload;
+mod secrets;
 
 // mimalloc: about 40 % of the instructions of glibc's malloc and free on the claim
 // path, which allocates a few times per request (see BENCHMARKS.md).
@@ -27,6 +35,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 /// Every flag can also be set with the UNIQUE_* environment variable named in its help.
 #[derive(Debug, Parser)]
 #[command(name = "unique-server", version, about, long_about = None)]
+#[allow(clippy::struct_excessive_bools)] // one bool per on/off flag, as clap parses them
 struct Args {
     /// Address to listen on (use port 0 for any free port; the bound address is printed).
     #[arg(long, env = "UNIQUE_LISTEN", default_value = "127.0.0.1:7420")]
@@ -113,6 +122,16 @@ struct Args {
     #[arg(long, env = "UNIQUE_KICK_TIMEOUT", default_value = "3s", value_parser = humantime::parse_duration)]
     kick_timeout: Duration,
 
+    /// Most idle kick connections kept across all nodes (the least recently used closes
+    /// first; 0: no reuse). Each node keeps at most 32 of them.
+    #[arg(long, env = "UNIQUE_KICK_POOL_MAX_IDLE", default_value_t = unique_kick_http::DEFAULT_MAX_IDLE)]
+    kick_pool_max_idle: usize,
+
+    /// Most kicks in flight at once; a kick over it is not attempted and the claim sees
+    /// connect-error (counted by unique_kicks_shed_total).
+    #[arg(long, env = "UNIQUE_MAX_KICKS_IN_FLIGHT", default_value_t = unique_kick_http::DEFAULT_MAX_KICKS_IN_FLIGHT, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    max_kicks_in_flight: usize,
+
     /// Kick-endpoint allow list: comma-separated CIDR blocks (10.0.0.0/8, fd00::/8,
     /// 127.0.0.2) and host names (node.internal, or *.nodes.internal for the names below
     /// it); repeatable. When given, kicks reach only what it matches. An allow CIDR inside
@@ -139,8 +158,18 @@ struct Args {
     /// Signs every kick with the first key of this file (HMAC-SHA256, `Unique-Signature`
     /// header), for kick receivers that verify: one key per line, at least 32 bytes each
     /// (`openssl rand -hex 32`), blank lines and `#` comments skipped. Unsigned without it.
+    /// Owner-only (chmod 600) or refused; reread on SIGHUP.
     #[arg(long, env = "UNIQUE_KICK_SIGNING_KEYS", value_name = "PATH")]
     kick_signing_keys: Option<PathBuf>,
+
+    /// Send unsigned kicks from a non-loopback address with --auth-tokens (refused
+    /// otherwise). Only where no untrusted host can reach the nodes' kick receivers.
+    #[arg(
+        long,
+        env = "UNIQUE_INSECURE_UNSIGNED_KICKS",
+        conflicts_with = "kick_signing_keys"
+    )]
+    insecure_unsigned_kicks: bool,
 
     /// Compare-and-set attempts per claim before failing closed (values below 1 mean 1).
     #[arg(long, env = "UNIQUE_MAX_CLAIM_ATTEMPTS", default_value_t = 3)]
@@ -173,6 +202,7 @@ struct Args {
     // Caller authentication.
     /// Bearer tokens callers must present on /v1/*, each scoped to projects (and
     /// optionally envs): a JSON file `{"tokens": [{"name", "token", "projects", "envs"}]}`.
+    /// Owner-only (chmod 600) or refused; reread on SIGHUP.
     #[arg(long, env = "UNIQUE_AUTH_TOKENS")]
     auth_tokens: Option<PathBuf>,
 
@@ -332,11 +362,34 @@ fn main() -> ExitCode {
 
 async fn run(args: Args, metrics: Option<PrometheusHandle>) -> Result<(), String> {
     // Configuration mistakes stop startup before the store is opened.
-    let tokens = load_tokens(&args)?;
-    check_exposure(args.listen, tokens.is_some(), args.insecure_no_auth)?;
+    let warnings = exposure::check(
+        args.listen,
+        Auth::of(args.auth_tokens.is_some(), args.insecure_no_auth),
+        Kicks::of(
+            args.kick_signing_keys.is_some(),
+            args.insecure_unsigned_kicks,
+        ),
+    )?;
+    let tokens = args
+        .auth_tokens
+        .as_deref()
+        .map(secrets::load_tokens)
+        .transpose()?;
+    if let Some(tokens) = &tokens {
+        tracing::info!(tokens = tokens.len(), "caller authentication on");
+    }
+    let keys = args
+        .kick_signing_keys
+        .as_deref()
+        .map(secrets::load_signing_keys)
+        .transpose()?;
+    for warning in warnings {
+        tracing::warn!("{warning}");
+    }
     let options = args.serve_options()?;
     let served = Served {
-        tokens,
+        tokens: tokens.map(SharedTokens::new),
+        keys,
         options,
         metrics,
     };
@@ -352,7 +405,8 @@ async fn run(args: Args, metrics: Option<PrometheusHandle>) -> Result<(), String
 
 /// What every store is served with.
 struct Served {
-    tokens: Option<Tokens>,
+    tokens: Option<SharedTokens>,
+    keys: Option<SigningKeys>,
     options: ServeOptions,
     /// `None` with `--no-metrics`.
     metrics: Option<PrometheusHandle>,
@@ -371,32 +425,6 @@ impl Served {
     }
 }
 
-/// Where the API may listen without tokens: loopback always; elsewhere only with
-/// `--insecure-no-auth`. Checked before the socket is bound.
-fn check_exposure(
-    listen: SocketAddr,
-    has_tokens: bool,
-    insecure_no_auth: bool,
-) -> Result<(), String> {
-    if has_tokens || insecure_no_auth || listen.ip().is_loopback() {
-        return Ok(());
-    }
-    Err(format!(
-        "refusing to serve an unauthenticated API on {listen}: pass --auth-tokens FILE, \
-         or --insecure-no-auth if every host that can reach it is trusted"
-    ))
-}
-
-/// The callers' tokens, when `--auth-tokens` names a file.
-fn load_tokens(args: &Args) -> Result<Option<Tokens>, String> {
-    let Some(path) = &args.auth_tokens else {
-        return Ok(None);
-    };
-    let tokens = Tokens::from_file(path).map_err(|e| format!("--auth-tokens: {e}"))?;
-    tracing::info!(tokens = tokens.len(), "caller authentication on");
-    Ok(Some(tokens))
-}
-
 async fn run_on<S: Store>(
     store: S,
     observer: impl Observer,
@@ -405,11 +433,34 @@ async fn run_on<S: Store>(
 ) -> Result<(), String> {
     let Served {
         tokens,
+        keys,
         options,
         metrics,
     } = served;
-    let arbiter = Arbiter::builder(store)
-        .kicker(kicker(args)?)
+    let config = KickerConfig {
+        allow: args.kick_allow.clone(),
+        deny: args.kick_deny.clone(),
+        pool_max_idle: args.kick_pool_max_idle,
+        max_kicks_in_flight: args.max_kicks_in_flight,
+    };
+    config.log();
+    let mut reloader = Reloader::default();
+    let builder = Arbiter::builder(store);
+    let builder = match (keys, &args.kick_signing_keys) {
+        (Some(keys), Some(path)) => {
+            tracing::info!(
+                path = %path.display(),
+                signing = %keys.signing_id(),
+                keys = %reload::ids(&keys),
+                "kicks are signed"
+            );
+            let kicker = SigningKicker::new(config, keys)?;
+            reloader = reloader.keys(path.clone(), kicker.clone());
+            builder.kicker(kicker)
+        }
+        _ => builder.kicker(config.build(None)?),
+    };
+    let arbiter = builder
         .observer(observer)
         .kick_timeout(args.kick_timeout)
         .max_claim_attempts(args.max_claim_attempts)
@@ -417,12 +468,12 @@ async fn run_on<S: Store>(
         .claim_timeout(args.claim_timeout.into())
         .build();
     let mut service = ArbiterService::new(arbiter).ready_timeout(args.ready_timeout.into());
-    if let Some(tokens) = tokens {
+    if let (Some(tokens), Some(path)) = (tokens, &args.auth_tokens) {
+        reloader = reloader.tokens(path.clone(), tokens.clone());
         service = service.with_tokens(tokens);
-    } else if !args.listen.ip().is_loopback() {
-        tracing::warn!("serving without caller authentication (--insecure-no-auth)");
     }
     let shutdown = shutdown_signal()?;
+    let reloads = reload::on_sighup(reloader)?;
     let listener = unique_listener::bind(args.listen, args.backlog)
         .map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
     let bound = listener
@@ -435,39 +486,11 @@ async fn run_on<S: Store>(
     if let Some(handle) = &metrics {
         exposition::spawn_upkeep(handle.clone());
     }
+    tokio::spawn(reloads);
     let service = exposition::MetricsRoute::new(service, metrics);
     unique_listener::serve(listener, service, options, shutdown).await;
     tracing::info!("stopped");
     Ok(())
-}
-
-/// The kicker, under the `--kick-allow` / `--kick-deny` endpoint policy, signing with
-/// `--kick-signing-keys` when given.
-fn kicker(args: &Args) -> Result<HttpKicker, String> {
-    let policy = EndpointPolicy::new()
-        .allow(args.kick_allow.iter().cloned())
-        .deny(args.kick_deny.iter().cloned());
-    let list = |rules: &[EndpointRule]| {
-        rules
-            .iter()
-            .map(ToString::to_string)
-            .collect::<Vec<_>>()
-            .join(",")
-    };
-    tracing::info!(
-        allow = %list(&args.kick_allow),
-        deny = %list(&args.kick_deny),
-        "kick-endpoint policy"
-    );
-    let mut builder = HttpKicker::builder().endpoint_policy(policy);
-    if let Some(path) = &args.kick_signing_keys {
-        let keys = SigningKeys::from_file(path).map_err(|e| format!("--kick-signing-keys: {e}"))?;
-        tracing::info!(path = %path.display(), ?keys, "kicks are signed");
-        builder = builder.signing_keys(keys);
-    }
-    builder
-        .build()
-        .map_err(|e| format!("cannot build the kicker: {e}"))
 }
 
 /// The store chosen by `--store`, opened and checked.
@@ -641,33 +664,5 @@ fn shutdown_signal() -> Result<impl std::future::Future<Output = ()>, String> {
             let _ = tokio::signal::ctrl_c().await;
             tracing::info!("shutdown requested");
         })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn without_tokens_only_loopback_is_served_unless_insecure() {
-        let at = |addr: &str| addr.parse::<SocketAddr>().unwrap();
-        for loopback in ["127.0.0.1:7420", "127.0.0.2:1", "[::1]:7420"] {
-            assert!(
-                check_exposure(at(loopback), false, false).is_ok(),
-                "{loopback}"
-            );
-        }
-        for exposed in ["0.0.0.0:7420", "10.0.0.5:7420", "[::]:7420", "192.0.2.1:80"] {
-            let refused = check_exposure(at(exposed), false, false).unwrap_err();
-            assert!(refused.contains("--auth-tokens"), "{refused}");
-            assert!(
-                check_exposure(at(exposed), true, false).is_ok(),
-                "{exposed}"
-            );
-            assert!(
-                check_exposure(at(exposed), false, true).is_ok(),
-                "{exposed}"
-            );
-        }
     }
 }

@@ -4,7 +4,7 @@ mod common;
 
 use std::process::{Command, Stdio};
 
-use common::{BIN, announced_addr, exchange, stop_with_sigterm};
+use common::{BIN, announced_addr, exchange, stop_with_sigterm, write_secret};
 
 #[test]
 fn help_explains_every_flag_and_its_env_var() {
@@ -30,6 +30,10 @@ fn help_explains_every_flag_and_its_env_var() {
         "UNIQUE_AUTH_TOKENS",
         "--insecure-no-auth",
         "UNIQUE_INSECURE_NO_AUTH",
+        "--insecure-unsigned-kicks",
+        "UNIQUE_INSECURE_UNSIGNED_KICKS",
+        "--kick-signing-keys",
+        "UNIQUE_KICK_SIGNING_KEYS",
         "--store-connect-timeout",
         "UNIQUE_STORE_CONNECT_TIMEOUT",
         "--store-attempt-timeout",
@@ -118,11 +122,10 @@ fn current_request(authorization: Option<&str>) -> String {
 fn auth_tokens_file_guards_the_api() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("tokens.json");
-    std::fs::write(
+    write_secret(
         &file,
         r#"{"tokens": [{"name": "game", "token": "bin-test-token-0123456789", "projects": ["game"]}]}"#,
-    )
-    .unwrap();
+    );
     let mut child = Command::new(BIN)
         .args([
             "--listen",
@@ -160,11 +163,10 @@ fn auth_tokens_file_guards_the_api() {
 fn a_bad_tokens_file_stops_startup_without_echoing_a_token() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("tokens.json");
-    std::fs::write(
+    write_secret(
         &file,
         r#"{"tokens": [{"name": "weak", "token": "tiny-secret", "projects": ["game"]}]}"#,
-    )
-    .unwrap();
+    );
     let out = Command::new(BIN)
         .args([
             "--listen",

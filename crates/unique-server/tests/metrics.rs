@@ -69,11 +69,10 @@ fn samples(exposition: &str) -> BTreeMap<&str, f64> {
 fn start_server(extra: &[&str]) -> (String, ChildGuard, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let tokens = dir.path().join("tokens.json");
-    std::fs::write(
+    common::write_secret(
         &tokens,
-        format!(r#"{{"tokens": [{{"name": "game", "token": "{TOKEN}", "projects": ["game"]}}]}}"#),
-    )
-    .unwrap();
+        &format!(r#"{{"tokens": [{{"name": "game", "token": "{TOKEN}", "projects": ["game"]}}]}}"#),
+    );
     let mut child = Command::new(BIN)
         .args(["--listen", "127.0.0.1:0", "--store", "memory"])
         .args(["--kick-timeout", "5s", "--auth-tokens"])

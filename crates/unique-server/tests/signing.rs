@@ -5,7 +5,7 @@ mod common;
 
 use std::process::{Command, Stdio};
 
-use common::{BIN, announced_addr};
+use common::{BIN, announced_addr, write_secret};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use unique_kick_contract::{Behaviour, Peer};
@@ -35,11 +35,10 @@ async fn claim(addr: &str, endpoint: &str, claim_id: &str) -> String {
 async fn kicks_are_signed_with_the_first_key_of_the_file() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("kick.keys");
-    std::fs::write(
+    write_secret(
         &file,
-        format!("# signs\n{NEW}\n\n# still accepted\n{OLD}\n"),
-    )
-    .unwrap();
+        &format!("# signs\n{NEW}\n\n# still accepted\n{OLD}\n"),
+    );
     let mut child = Command::new(BIN)
         .args(["--listen", "127.0.0.1:0", "--store", "memory"])
         .arg("--kick-signing-keys")
@@ -75,9 +74,9 @@ async fn kicks_are_signed_with_the_first_key_of_the_file() {
 fn a_bad_key_file_stops_the_server_with_a_message_and_no_key() {
     let dir = tempfile::tempdir().unwrap();
     let short = dir.path().join("short.keys");
-    std::fs::write(&short, format!("{NEW}\ntoo-short-secret\n")).unwrap();
+    write_secret(&short, &format!("{NEW}\ntoo-short-secret\n"));
     let empty = dir.path().join("empty.keys");
-    std::fs::write(&empty, "# nothing yet\n").unwrap();
+    write_secret(&empty, "# nothing yet\n");
     let missing = dir.path().join("missing.keys");
     for (file, needle) in [
         (&short, "signing key on line 2 is shorter than 32 bytes"),

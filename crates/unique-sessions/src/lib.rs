@@ -26,11 +26,12 @@ pub use unique_core::{
 pub mod node {
     pub use unique_client::{
         Claimer, ClaimerOptions, HeartbeatOptions, KickAck, KickHandler, KickOptions, Login,
-        LoginError, Node, NodeBuilder, NodeEvent, NodeEvents, NodeLoginError, Transport,
+        LoginError, Node, NodeBuilder, NodeEvent, NodeEvents, NodeLoginError, PendingLogin,
+        Shutdown, Transport,
     };
     pub use unique_client_http::{HttpTransport, HttpTransportBuilder};
     pub use unique_kick_signature::SigningKeys;
-    pub use unique_kickrecv::{KickReceiver, KickService, ServeOptions};
+    pub use unique_kickrecv::{KickReceiver, KickReceiverBuilder, KickService, ServeOptions};
 
     /// The client crate whole (`unique-client`).
     pub use unique_client as client;

@@ -159,3 +159,6 @@ pub mod postgres;
 pub mod promtool;
 pub mod proxy;
 pub mod redis;
+mod secret;
+
+pub use secret::write_secret;

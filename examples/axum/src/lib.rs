@@ -56,9 +56,11 @@ pub fn arbiter_router<S: Store>(service: ArbiterService<S>, request_timeout: Dur
 
 /// An application router with a node's kick receiver at [`KICK_PATH`].
 ///
-/// `kicks` is `KickService::new(node.kick_handler().clone())`, with
-/// [`signing_keys`](KickService::signing_keys) when the arbiter signs its kicks (a kick
-/// without a valid signature then gets 401 and ends nothing).
+/// `kicks` is `KickService::new(node.kick_handler().clone())` with
+/// [`signing_keys`](KickService::signing_keys), the keys the arbiter signs its kicks with (a
+/// kick without a valid signature then gets 401 and ends nothing). Mounted in your own server,
+/// the exposure check is yours: call [`KickService::check_exposure`] with the address you
+/// bind, which refuses unsigned kicks off loopback as `KickReceiver::builder` does.
 pub fn node_router(kicks: KickService) -> Router {
     Router::new()
         .route("/", get(|| async { APP_GREETING }))

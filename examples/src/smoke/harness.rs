@@ -46,7 +46,7 @@ impl Harness {
             .tempdir()
             .map_err(|e| format!("cannot create a scratch directory: {e}"))?;
         let keys = dir.path().join(KICK_KEYS_FILE);
-        std::fs::write(&keys, format!("# smoke run\n{KICK_KEY}\n"))
+        unique_testsupport::write_secret(&keys, &format!("# smoke run\n{KICK_KEY}\n"))
             .map_err(|e| format!("cannot write the kick key file: {e}"))?;
         let mut command = Command::new(options.bin_dir.join("unique-server"));
         command.arg("--kick-signing-keys").arg(&keys);

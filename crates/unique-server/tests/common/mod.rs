@@ -98,6 +98,12 @@ pub(crate) fn http(addr: &str, path: &str, body: &str) -> String {
     request(addr, "POST", path, body)
 }
 
+/// Writes a secret file (tokens, signing keys) owner-only, as the server accepts it.
+pub(crate) fn write_secret(path: &std::path::Path, text: &str) {
+    unique_testsupport::write_secret(path, text)
+        .unwrap_or_else(|e| panic!("cannot write {}: {e}", path.display()));
+}
+
 /// Sends SIGTERM, asserts a clean exit, and returns what the server wrote to stderr.
 pub(crate) fn stop_with_sigterm(mut child: Child) -> String {
     let pid = child.id().to_string();

@@ -1,0 +1,160 @@
+//! The secret files: `--auth-tokens` and `--kick-signing-keys`, read the same way at
+//! startup and on every reload.
+//!
+//! On Unix a secret file that its group or other users may read or write is refused, as ssh
+//! refuses such a private key: whoever else can read it can call as any of its tokens or
+//! forge kicks, and whoever else can write it can add their own. Only the mode is checked
+//! (`mode & 0o077` must be 0: `0600` or `0400`), on the file that was opened, so a symbolic
+//! link is judged by its target and a file swapped between the check and the read cannot
+//! slip in. On other platforms the mode is not checked.
+
+use std::fs::File;
+use std::io::Read;
+use std::path::Path;
+
+use unique_arbiter_http::Tokens;
+use unique_kick_http::SigningKeys;
+
+/// The `--auth-tokens` file, checked and parsed; the error starts with the flag's name.
+pub(crate) fn load_tokens(path: &Path) -> Result<Tokens, String> {
+    let text = read_secret(path, "tokens").map_err(|e| format!("--auth-tokens: {e}"))?;
+    Tokens::parse(&text).map_err(|e| format!("--auth-tokens: {e}"))
+}
+
+/// The `--kick-signing-keys` file, checked and parsed; the error starts with the flag's name.
+pub(crate) fn load_signing_keys(path: &Path) -> Result<SigningKeys, String> {
+    let text =
+        read_secret(path, "signing keys").map_err(|e| format!("--kick-signing-keys: {e}"))?;
+    SigningKeys::parse(&text).map_err(|e| format!("--kick-signing-keys: {e}"))
+}
+
+/// The text of the secret file at `path` (holding `what`), once its mode shows no one but
+/// its owner may read or write it.
+fn read_secret(path: &Path, what: &str) -> Result<String, String> {
+    let unreadable = |e: std::io::Error| format!("cannot read {what} from {}: {e}", path.display());
+    let mut file = File::open(path).map_err(unreadable)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = file.metadata().map_err(unreadable)?.permissions().mode();
+        owner_only(path, mode)?;
+    }
+    let mut text = String::new();
+    file.read_to_string(&mut text).map_err(unreadable)?;
+    Ok(text)
+}
+
+/// Refuses a mode that lets the group or others read, write or execute the file.
+#[cfg(unix)]
+fn owner_only(path: &Path, mode: u32) -> Result<(), String> {
+    let open_to_others = mode & 0o077 != 0;
+    if !open_to_others {
+        return Ok(());
+    }
+    let path = path.display();
+    Err(format!(
+        "refusing {path}: its mode {:04o} lets group or others read or write it; \
+         run `chmod 600 {path}`",
+        mode & 0o7777
+    ))
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
+    use super::*;
+
+    const TOKENS: &str = r#"{"tokens": [{"name": "game", "token": "secret-token-0123456789", "projects": ["game"]}]}"#;
+    const KEY: &str = "secret-key-0123456789abcdef0123456789abcdef";
+
+    fn write(dir: &Path, name: &str, text: &str, mode: u32) -> std::path::PathBuf {
+        let path = dir.join(name);
+        std::fs::write(&path, text).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+        path
+    }
+
+    #[test]
+    fn only_owner_only_modes_pass() {
+        let path = Path::new("/etc/unique/tokens.json");
+        for mode in [0o600, 0o400, 0o200, 0o700, 0o100_600, 0o104_600] {
+            assert_eq!(owner_only(path, mode), Ok(()), "{mode:o}");
+        }
+        for mode in [
+            0o644, 0o640, 0o604, 0o660, 0o602, 0o620, 0o601, 0o610, 0o666, 0o100_640,
+        ] {
+            let refused = owner_only(path, mode).unwrap_err();
+            let shown = format!("{:04o}", mode & 0o7777);
+            assert!(refused.contains(&shown), "{refused}");
+            assert!(
+                refused.contains("chmod 600 /etc/unique/tokens.json"),
+                "{refused}"
+            );
+            assert!(
+                refused.starts_with("refusing /etc/unique/tokens.json"),
+                "{refused}"
+            );
+        }
+    }
+
+    #[test]
+    fn both_files_are_refused_when_open_to_others_and_read_when_owner_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let tokens = write(dir.path(), "tokens.json", TOKENS, 0o644);
+        let keys = write(dir.path(), "kick.keys", KEY, 0o640);
+        let refused = load_tokens(&tokens).unwrap_err();
+        assert!(refused.starts_with("--auth-tokens: refusing "), "{refused}");
+        assert!(
+            refused.contains("mode 0644") && refused.contains("chmod 600"),
+            "{refused}"
+        );
+        let refused = load_signing_keys(&keys).unwrap_err();
+        assert!(
+            refused.starts_with("--kick-signing-keys: refusing "),
+            "{refused}"
+        );
+        assert!(refused.contains("mode 0640"), "{refused}");
+        assert!(!refused.contains(KEY), "{refused}");
+
+        std::fs::set_permissions(&tokens, std::fs::Permissions::from_mode(0o600)).unwrap();
+        std::fs::set_permissions(&keys, std::fs::Permissions::from_mode(0o400)).unwrap();
+        assert_eq!(load_tokens(&tokens).unwrap().len(), 1);
+        assert_eq!(load_signing_keys(&keys).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn a_link_is_judged_by_its_target() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = write(dir.path(), "kick.keys", KEY, 0o644);
+        let link = dir.path().join("current.keys");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        assert!(load_signing_keys(&link).unwrap_err().contains("mode 0644"));
+        std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o600)).unwrap();
+        assert!(load_signing_keys(&link).is_ok());
+    }
+
+    #[test]
+    fn unreadable_and_invalid_files_name_the_flag_and_never_a_secret() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("missing.json");
+        let refused = load_tokens(&missing).unwrap_err();
+        assert!(
+            refused.starts_with("--auth-tokens: cannot read tokens from "),
+            "{refused}"
+        );
+        let refused = load_signing_keys(&missing).unwrap_err();
+        assert!(
+            refused.starts_with("--kick-signing-keys: cannot read signing keys from "),
+            "{refused}"
+        );
+        let bad = write(dir.path(), "bad.json", "{\"tokens\": [", 0o600);
+        assert!(load_tokens(&bad).unwrap_err().contains("not valid"));
+        let short = write(dir.path(), "short.keys", "short-secret\n", 0o600);
+        let refused = load_signing_keys(&short).unwrap_err();
+        assert!(
+            refused.contains("line 1") && !refused.contains("short-secret"),
+            "{refused}"
+        );
+    }
+}
