@@ -2,8 +2,9 @@
 //!
 //! A request to `/v1/*` must carry `Authorization: Bearer <token>` naming one of the
 //! configured tokens (401 `unauthenticated` otherwise), and the key it acts on must be
-//! inside that token's scope (403 `forbidden` otherwise). Both are decided before the
-//! arbiter is called, so a refused request reads and writes nothing.
+//! inside that token's scope (403 `forbidden` otherwise); an admin logout also needs the
+//! token to hold the [`Role::Admin`] role (403 `forbidden` otherwise). All are decided
+//! before the arbiter is called, so a refused request reads and writes nothing.
 
 use std::fmt;
 use std::path::Path;
@@ -34,12 +35,48 @@ struct Entry {
     grant: Grant,
 }
 
-/// What one token may act on.
+/// What one token may act on, and the roles it holds.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Grant {
     name: String,
     projects: Scope,
     envs: Scope,
+    /// Few (one role exists): a list, searched in order.
+    roles: Vec<Role>,
+}
+
+/// What a token may do beyond claiming, reading and releasing the keys of its scope: the
+/// `roles` of a tokens-file entry. A role never widens the scope: it acts on the keys of
+/// its token's projects and envs only.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Role {
+    /// `admin`: may log users out (`POST /v1/logout`), which tombstones a session and
+    /// kicks its node. Give it to operator tools, not to the nodes' own tokens.
+    Admin,
+}
+
+impl Role {
+    /// Every role.
+    pub const ALL: [Role; 1] = [Self::Admin];
+
+    /// The name in a tokens file: `admin`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Admin => "admin",
+        }
+    }
+
+    /// The role named `name` (exact, lower case), if any.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|role| role.as_str() == name)
+    }
+}
+
+impl fmt::Display for Role {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// A set of names, or every name.
@@ -69,12 +106,28 @@ impl Scope {
 impl Grant {
     /// A grant named `name` (for logs; never the token) on `projects` (`"*"`: every
     /// project) and, when `envs` is given, only those envs of them (`"*"`: every env).
+    /// The grant holds no role; add them with [`with_role`](Self::with_role).
     pub fn new(name: impl Into<String>, projects: Vec<String>, envs: Option<Vec<String>>) -> Self {
         Self {
             name: name.into(),
             projects: Scope::new(projects),
             envs: envs.map_or(Scope::Any, Scope::new),
+            roles: Vec::new(),
         }
+    }
+
+    /// The same grant, also holding `role` (adding one it holds changes nothing).
+    #[must_use]
+    pub fn with_role(mut self, role: Role) -> Self {
+        if !self.roles.contains(&role) {
+            self.roles.push(role);
+        }
+        self
+    }
+
+    /// Whether the grant holds `role`.
+    pub fn has_role(&self, role: Role) -> bool {
+        self.roles.contains(&role)
     }
 
     /// The token's name, for logs.
@@ -158,16 +211,19 @@ impl Tokens {
     /// ```json
     /// {"tokens": [
     ///   {"name": "game-backend", "token": "…", "projects": ["game"], "envs": ["prod"]},
-    ///   {"name": "ops", "token": "…", "projects": ["*"]}
+    ///   {"name": "ops", "token": "…", "projects": ["*"], "roles": ["admin"]}
     /// ]}
     /// ```
     ///
     /// `envs` may be omitted (every env of the projects); `"*"` means every project or
-    /// env. Unknown fields are refused, so a typo cannot widen or drop a scope.
+    /// env. `roles` may be omitted (no role); the one role is `"admin"` ([`Role::Admin`]:
+    /// admin logouts, inside the token's scope). Unknown fields and unknown roles are
+    /// refused, so a typo cannot widen or drop a scope or silently drop a role.
     ///
     /// # Errors
     ///
-    /// Malformed JSON, no tokens, or any token refused by [`Tokens::add`].
+    /// Malformed JSON, no tokens, an unknown role (the message names the token, never the
+    /// role as written), or any token refused by [`Tokens::add`].
     pub fn parse(text: &str) -> Result<Self, TokensError> {
         #[derive(Deserialize)]
         #[serde(deny_unknown_fields)]
@@ -182,6 +238,8 @@ impl Tokens {
             projects: Vec<String>,
             #[serde(default)]
             envs: Option<Vec<String>>,
+            #[serde(default)]
+            roles: Vec<String>,
         }
         let file: File = serde_json::from_str(text).map_err(|e| {
             // serde quotes a mistyped value ("invalid type: string \"…\""), which could be
@@ -190,7 +248,7 @@ impl Tokens {
             let detail = if message.starts_with("unknown field") || message.starts_with("missing field") {
                 message
             } else {
-                format!("expected {{\"tokens\": [{{\"name\", \"token\", \"projects\", \"envs\"}}]}} at line {} column {}", e.line(), e.column())
+                format!("expected {{\"tokens\": [{{\"name\", \"token\", \"projects\", \"envs\", \"roles\"}}]}} at line {} column {}", e.line(), e.column())
             };
             TokensError(format!("tokens file is not valid: {detail}"))
         })?;
@@ -199,7 +257,20 @@ impl Tokens {
         }
         let mut tokens = Self::new();
         for t in file.tokens {
-            tokens.add(&t.token, Grant::new(t.name, t.projects, t.envs))?;
+            let mut grant = Grant::new(t.name, t.projects, t.envs);
+            for name in &t.roles {
+                // Not echoed: a value pasted into the wrong field could be a token.
+                let role = Role::from_name(name).ok_or_else(|| {
+                    let known: Vec<&str> = Role::ALL.iter().map(|r| r.as_str()).collect();
+                    TokensError(format!(
+                        "token {:?} has an unknown role (known: {})",
+                        grant.name,
+                        known.join(", ")
+                    ))
+                })?;
+                grant = grant.with_role(role);
+            }
+            tokens.add(&t.token, grant)?;
         }
         Ok(tokens)
     }
@@ -373,7 +444,7 @@ mod tests {
         Tokens::parse(&format!(
             r#"{{"tokens": [
                 {{"name": "game", "token": "{GAME}", "projects": ["game"], "envs": ["prod"]}},
-                {{"name": "ops", "token": "{OPS}", "projects": ["*"]}}
+                {{"name": "ops", "token": "{OPS}", "projects": ["*"], "roles": ["admin"]}}
             ]}}"#
         ))
         .unwrap()
@@ -399,6 +470,57 @@ mod tests {
             .authenticate(&headers(&format!("bearer  {OPS} ")))
             .unwrap();
         assert!(ops.permits(&Key::new("anything", "at-all", 7)));
+        assert!(ops.has_role(Role::Admin) && !game.has_role(Role::Admin));
+    }
+
+    #[test]
+    fn roles_are_read_from_the_file_and_only_known_ones_are_accepted() {
+        let file = |roles: &str| {
+            format!(
+                r#"{{"tokens": [{{"name": "t", "token": "{OPS}", "projects": ["p"]{roles}}}]}}"#
+            )
+        };
+        let grant_of = |tokens: &Tokens| {
+            tokens
+                .authenticate(&headers(&format!("Bearer {OPS}")))
+                .unwrap()
+                .clone()
+        };
+        for (roles, admin) in [
+            ("", false),
+            (r#", "roles": []"#, false),
+            (r#", "roles": ["admin"]"#, true),
+            (r#", "roles": ["admin", "admin"]"#, true),
+        ] {
+            let tokens = Tokens::parse(&file(roles)).unwrap();
+            assert_eq!(grant_of(&tokens).has_role(Role::Admin), admin, "{roles}");
+        }
+        for (roles, needle) in [
+            (r#", "roles": ["Admin"]"#, "unknown role (known: admin)"),
+            (r#", "roles": ["admin", "root"]"#, "unknown role"),
+            (r#", "roles": ["admn-secret-like-value"]"#, "unknown role"),
+            (r#", "roles": "admin""#, "line 1"),
+            (r#", "role": ["admin"]"#, "unknown field"),
+        ] {
+            let message = Tokens::parse(&file(roles)).unwrap_err().to_string();
+            assert!(message.contains(needle), "{message:?} for {roles}");
+            assert!(
+                !message.contains("secret-like") && !message.contains(OPS),
+                "{message:?}"
+            );
+        }
+        // In code: adding a role twice holds it once; a role never widens the scope.
+        let grant = Grant::new("g", vec!["game".into()], None)
+            .with_role(Role::Admin)
+            .with_role(Role::Admin);
+        assert_eq!(
+            grant,
+            Grant::new("g", vec!["game".into()], None).with_role(Role::Admin)
+        );
+        assert!(!grant.permits(&Key::new("chat", "prod", 1)));
+        assert_eq!(Role::from_name("admin"), Some(Role::Admin));
+        assert_eq!(Role::Admin.to_string(), "admin");
+        assert_eq!(Role::from_name("ADMIN"), None);
     }
 
     #[test]
@@ -479,6 +601,24 @@ mod tests {
                 .unwrap();
         }
         tokens
+    }
+
+    #[test]
+    fn a_role_granted_or_taken_shows_in_the_diff() {
+        let plain = tokens_of(&[("ops", OPS, "ops")]);
+        let mut admin = Tokens::new();
+        admin
+            .add(
+                OPS,
+                Grant::new("ops", vec!["ops".into()], None).with_role(Role::Admin),
+            )
+            .unwrap();
+        let diff = plain.diff(&admin);
+        assert_eq!(
+            (diff.added, diff.removed),
+            (vec!["ops".to_owned()], vec!["ops".to_owned()])
+        );
+        assert!(format!("{admin:?}").contains("Admin"));
     }
 
     #[test]

@@ -1,14 +1,18 @@
 #![doc = include_str!("../README.md")]
 
 mod answer;
+mod audit;
 mod auth;
 mod request_id;
 mod serve;
 mod service;
 mod telemetry;
 
+pub use audit::{
+    AUDIT_UNAVAILABLE, AUDIT_WRITE_ERRORS_TOTAL, AuditEvent, AuditRecord, AuditSink, RefusalReason,
+};
 pub use auth::{
-    Grant, MIN_TOKEN_BYTES, SharedTokens, Tokens, TokensDiff, TokensError, Unauthenticated,
+    Grant, MIN_TOKEN_BYTES, Role, SharedTokens, Tokens, TokensDiff, TokensError, Unauthenticated,
 };
 pub use serve::{DRAIN_TIMEOUT, serve, serve_with};
 pub use service::{ArbiterService, DEFAULT_READY_TIMEOUT, MAX_BODY_BYTES, ResponseBody};

@@ -8,7 +8,8 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use crate::answer::write_claim_outcome;
-use crate::auth::{Grant, SharedTokens, Unauthenticated};
+use crate::audit::{AuditEvent, AuditSink, Auditor, RefusalReason};
+use crate::auth::{Grant, Role, SharedTokens, Unauthenticated};
 use crate::request_id::RequestId;
 use crate::telemetry::{self, Refusal};
 use bytes::Bytes;
@@ -18,10 +19,10 @@ use http_body::Body;
 use http_body_util::Full;
 use serde::Serialize;
 use tracing::Instrument;
-use unique_core::{Arbiter, ClaimInput, Error, Key, Store};
+use unique_core::{Arbiter, ClaimInput, Error, Key, LogoutInput, Store};
 use unique_wire::{
-    BatchAnswer, BatchBody, BatchView, BodyError, ErrorBody, ErrorCode, KeyBody, ReleaseAnswer,
-    ReleaseBody, Route, parse, parse_claim, read_body,
+    BatchAnswer, BatchBody, BatchView, BodyError, ErrorBody, ErrorCode, KeyBody, LogoutBody,
+    ReleaseAnswer, ReleaseBody, Route, parse, parse_claim, read_body,
 };
 
 /// Largest request body accepted; larger bodies get 413.
@@ -43,6 +44,8 @@ pub struct ArbiterService<S> {
     arbiter: Arbiter<S>,
     /// `None`: every caller may act on every key (a network where every host is trusted).
     tokens: Option<SharedTokens>,
+    /// `None`: no audit log; a session event costs this check only.
+    audit: Option<Auditor>,
     ready_timeout: Duration,
 }
 
@@ -51,6 +54,7 @@ impl<S> Clone for ArbiterService<S> {
         Self {
             arbiter: self.arbiter.clone(),
             tokens: self.tokens.clone(),
+            audit: self.audit.clone(),
             ready_timeout: self.ready_timeout,
         }
     }
@@ -63,6 +67,7 @@ impl<S: Store> ArbiterService<S> {
         Self {
             arbiter,
             tokens: None,
+            audit: None,
             ready_timeout: DEFAULT_READY_TIMEOUT,
         }
     }
@@ -91,6 +96,26 @@ impl<S: Store> ArbiterService<S> {
         self
     }
 
+    /// Records every session event in `sink` before its answer is sent: first logins,
+    /// takeovers, replays and superseded retries of claims, releases, admin logouts, and
+    /// callers refused with 401 or 403 (reads and probes are not recorded). See
+    /// [`AuditRecord`](crate::AuditRecord) for the line format.
+    ///
+    /// Fails closed: when `sink` cannot record a session event, the request is answered 503
+    /// `unavailable` ([`AUDIT_UNAVAILABLE`](crate::AUDIT_UNAVAILABLE)) although the event
+    /// already took effect in the store (the claim was written, the session released), so no
+    /// caller hears of an event the log does not hold. A claimer retries with the same
+    /// claim_id and is answered by the replay, which is recorded once the sink works again;
+    /// a release retried with the same gen is `released` again. A refused caller is refused
+    /// whether or not its record is written. Failures are logged with the record and counted
+    /// in [`unique_audit_write_errors_total`](crate::AUDIT_WRITE_ERRORS_TOTAL) (handle
+    /// registered here: install a recorder first).
+    #[must_use]
+    pub fn with_audit(mut self, sink: impl AuditSink) -> Self {
+        self.audit = Some(Auditor::new(sink));
+        self
+    }
+
     /// Answers one request. Never fails: every problem is an HTTP answer.
     pub async fn handle<B>(&self, req: Request<B>) -> Response<ResponseBody>
     where
@@ -116,7 +141,10 @@ impl<S: Store> ArbiterService<S> {
         let grant = match tokens.as_deref().map(|t| t.authenticate(req.headers())) {
             None => None,
             Some(Ok(grant)) => Some(grant),
-            Some(Err(why)) => return unauthenticated(why),
+            Some(Err(why)) => {
+                self.refused(why.into(), route, None, None, &request_id);
+                return unauthenticated(why);
+            }
         };
         let body = match read_body(req.into_body(), MAX_BODY_BYTES).await {
             Ok(body) => body,
@@ -136,6 +164,7 @@ impl<S: Store> ArbiterService<S> {
             Route::Current => self.current(&body, grant, &request_id).await,
             Route::CurrentBatch => self.current_batch(&body, grant, &request_id).await,
             Route::Release => self.release(&body, grant, &request_id).await,
+            Route::Logout => self.logout(&body, grant, &request_id).await,
             // Answered above, before authentication and without reading a body.
             Route::Health => return text(StatusCode::OK, "ok"),
             Route::Ready => return self.ready().await,
@@ -171,11 +200,33 @@ impl<S: Store> ArbiterService<S> {
         request_id: &RequestId,
     ) -> Result<Response<ResponseBody>, Error> {
         let input: ClaimInput = parse_claim(body)?.into();
-        if let Some(refused) = forbidden(grant, &input.key) {
+        if let Some(refused) = self.scope(Route::Claim, grant, &input.key, request_id) {
             return Ok(refused);
         }
         let span = request_id.span("claim", &input.key);
-        let outcome = self.arbiter.claim(&input).instrument(span).await?;
+        let outcome = match self.arbiter.claim(&input).instrument(span).await {
+            Ok(outcome) => outcome,
+            Err(e) => {
+                if let Error::Superseded {
+                    generation,
+                    current,
+                } = e
+                {
+                    let event = AuditEvent::Superseded {
+                        generation,
+                        current_generation: current,
+                    };
+                    self.audit(event, &input.key, grant, request_id)?;
+                }
+                return Err(e);
+            }
+        };
+        self.audit(
+            AuditEvent::of_claim(&outcome),
+            &input.key,
+            grant,
+            request_id,
+        )?;
         Ok(answer(StatusCode::OK, |out| {
             write_claim_outcome(out, &outcome);
         }))
@@ -188,7 +239,7 @@ impl<S: Store> ArbiterService<S> {
         request_id: &RequestId,
     ) -> Result<Response<ResponseBody>, Error> {
         let key: Key = parse::<KeyBody>(body)?.into();
-        if let Some(refused) = forbidden(grant, &key) {
+        if let Some(refused) = self.scope(Route::Current, grant, &key, request_id) {
             return Ok(refused);
         }
         let span = request_id.span("current", &key);
@@ -204,7 +255,10 @@ impl<S: Store> ArbiterService<S> {
         request_id: &RequestId,
     ) -> Result<Response<ResponseBody>, Error> {
         let keys = parse::<BatchBody>(body)?.into_keys()?;
-        if let Some(refused) = keys.iter().find_map(|key| forbidden(grant, key)) {
+        let refused = keys
+            .iter()
+            .find_map(|key| self.scope(Route::CurrentBatch, grant, key, request_id));
+        if let Some(refused) = refused {
             return Ok(refused);
         }
         let span = request_id.batch_span("current_batch", keys.len());
@@ -222,7 +276,7 @@ impl<S: Store> ArbiterService<S> {
         request_id: &RequestId,
     ) -> Result<Response<ResponseBody>, Error> {
         let (key, generation) = parse::<ReleaseBody>(body)?.into_parts();
-        if let Some(refused) = forbidden(grant, &key) {
+        if let Some(refused) = self.scope(Route::Release, grant, &key, request_id) {
             return Ok(refused);
         }
         let span = request_id.span("release", &key);
@@ -231,7 +285,91 @@ impl<S: Store> ArbiterService<S> {
             .release(&key, generation)
             .instrument(span)
             .await?;
+        let event = AuditEvent::Release {
+            generation,
+            released,
+        };
+        self.audit(event, &key, grant, request_id)?;
         Ok(json(StatusCode::OK, &ReleaseAnswer { released }))
+    }
+
+    /// An admin logout: the token must hold the admin role and cover the key (both 403
+    /// `forbidden`, decided after the body is parsed, before the arbiter is called).
+    async fn logout(
+        &self,
+        body: &[u8],
+        grant: Option<&Grant>,
+        request_id: &RequestId,
+    ) -> Result<Response<ResponseBody>, Error> {
+        let input: LogoutInput = parse::<LogoutBody>(body)?.into();
+        if let Some(refused) = lacks_role(grant, Role::Admin) {
+            let reason = RefusalReason::MissingRole;
+            self.refused(reason, Route::Logout, Some(&input.key), grant, request_id);
+            return Ok(refused);
+        }
+        if let Some(refused) = self.scope(Route::Logout, grant, &input.key, request_id) {
+            return Ok(refused);
+        }
+        let span = request_id.span("logout", &input.key);
+        let outcome = self.arbiter.logout(&input).instrument(span).await?;
+        self.audit(
+            AuditEvent::of_logout(&outcome),
+            &input.key,
+            grant,
+            request_id,
+        )?;
+        Ok(json(StatusCode::OK, &outcome))
+    }
+
+    /// Records a session event in the audit log, when there is one, before its answer:
+    /// `Unavailable` (503) when it cannot be written, though the event took effect (see
+    /// [`with_audit`](Self::with_audit)). Without an audit log, one `Option` check.
+    #[inline]
+    fn audit(
+        &self,
+        event: AuditEvent,
+        key: &Key,
+        grant: Option<&Grant>,
+        request_id: &RequestId,
+    ) -> Result<(), Error> {
+        match &self.audit {
+            None => Ok(()),
+            Some(audit) => audit.session(event, key, grant, request_id),
+        }
+    }
+
+    /// Records a caller refused with 401 or 403 on `route`, when there is an audit log; a
+    /// record that cannot be written is logged, and the caller refused all the same.
+    fn refused(
+        &self,
+        reason: RefusalReason,
+        route: Route,
+        key: Option<&Key>,
+        grant: Option<&Grant>,
+        request_id: &RequestId,
+    ) {
+        if let Some(audit) = &self.audit {
+            audit.refused(reason, route.path(), key, grant, request_id);
+        }
+    }
+
+    /// [`forbidden`], recorded in the audit log.
+    fn scope(
+        &self,
+        route: Route,
+        grant: Option<&Grant>,
+        key: &Key,
+        request_id: &RequestId,
+    ) -> Option<Response<ResponseBody>> {
+        let refused = forbidden(grant, key)?;
+        self.refused(
+            RefusalReason::Forbidden,
+            route,
+            Some(key),
+            grant,
+            request_id,
+        );
+        Some(refused)
     }
 }
 
@@ -257,6 +395,22 @@ fn forbidden(grant: Option<&Grant>, key: &Key) -> Option<Response<ResponseBody>>
         grant.name(),
         key.project,
         key.env
+    );
+    Some(error(ErrorCode::Forbidden, &message))
+}
+
+/// 403 when the caller's token does not hold `role` (`None`: no authentication configured,
+/// every caller trusted).
+fn lacks_role(grant: Option<&Grant>, role: Role) -> Option<Response<ResponseBody>> {
+    let grant = grant?;
+    if grant.has_role(role) {
+        return None;
+    }
+    telemetry::count(Refusal::Forbidden);
+    let message = format!(
+        "token {:?} may not log users out: it lacks the {role:?} role",
+        grant.name(),
+        role = role.as_str()
     );
     Some(error(ErrorCode::Forbidden, &message))
 }

@@ -94,11 +94,12 @@ fn release(project: &str, env: &str) -> Value {
 }
 
 /// Every route, with the body each takes, for `project` / `env`.
-fn every_route(project: &str, env: &str) -> [(&'static str, Value); 3] {
+fn every_route(project: &str, env: &str) -> [(&'static str, Value); 4] {
     [
         ("/v1/claim", claim(project, env)),
         ("/v1/current", key(project, env)),
         ("/v1/release", release(project, env)),
+        ("/v1/logout", key(project, env)),
     ]
 }
 

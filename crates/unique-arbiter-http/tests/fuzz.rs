@@ -21,7 +21,7 @@ mod common;
 use common::CountingStore;
 use unique_testsupport::fuzz::{Vocabulary, apply, config, mangled, mangling};
 
-const PATHS: &[&str] = &["/v1/claim", "/v1/current", "/v1/release"];
+const PATHS: &[&str] = &["/v1/claim", "/v1/current", "/v1/release", "/v1/logout"];
 
 /// Mostly `POST` on a real route; sometimes another method or an unknown path.
 fn target() -> impl Strategy<Value = (Method, &'static str)> {
@@ -38,10 +38,11 @@ fn target() -> impl Strategy<Value = (Method, &'static str)> {
     (method, path)
 }
 
-/// The claim, current and release contract's words.
+/// The claim, current, release and logout contract's words.
 const WIRE: Vocabulary = Vocabulary {
     fields: &[
         "project", "env", "uid", "owner", "claim_id", "gen", "region", "cluster", "endpoint",
+        "reason",
     ],
     strings: &["game", "prod"],
     numbers: &[7],
@@ -86,10 +87,19 @@ fn valid_body() -> impl Strategy<Value = Value> {
         });
     let current = (tenant(), tenant(), uid.clone())
         .prop_map(|(project, env, uid)| json!({"project": project, "env": env, "uid": uid}));
-    let release = (tenant(), tenant(), uid, any::<i64>()).prop_map(
+    let release = (tenant(), tenant(), uid.clone(), any::<i64>()).prop_map(
         |(project, env, uid, g)| json!({"project": project, "env": env, "uid": uid, "gen": g}),
     );
-    prop_oneof![2 => claim, 1 => current, 1 => release]
+    let logout = (tenant(), tenant(), uid, prop::option::of("\\PC{1,64}")).prop_map(
+        |(project, env, uid, reason)| {
+            let mut body = json!({"project": project, "env": env, "uid": uid});
+            if let Some(reason) = reason {
+                body["reason"] = reason.into();
+            }
+            body
+        },
+    );
+    prop_oneof![2 => claim, 1 => current, 1 => release, 1 => logout]
 }
 
 /// Whether `bytes` is a claim the contract accepts: exactly the claim's fields with the

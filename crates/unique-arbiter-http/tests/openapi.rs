@@ -22,7 +22,7 @@ use hyper_util::rt::TokioIo;
 use jsonschema::{Registry, Validator};
 use serde_json::{Value, json};
 use tokio::net::TcpStream;
-use unique_arbiter_http::{ArbiterService, Grant, ServeOptions, Tokens, serve_with};
+use unique_arbiter_http::{ArbiterService, Grant, Role, ServeOptions, Tokens, serve_with};
 use unique_core::{
     Arbiter, CasOutcome, CurrentView, Error, Key, Owner, OwnerState, Store, async_trait,
 };
@@ -31,7 +31,9 @@ use unique_wire::Route;
 
 /// The base URI the document is registered under, so `$ref`s resolve inside it.
 const BASE: &str = "https://unique.invalid/openapi.json";
+/// Every project, and the admin role (so every route answers it).
 const TOKEN: &str = "openapi-test-token-all-projects";
+/// Project `other` only, no role.
 const NARROW: &str = "openapi-test-token-other-only";
 /// Short, so the 408 cases take a second; full bodies are sent with their head and never wait.
 const BODY_TIMEOUT: Duration = Duration::from_secs(1);
@@ -283,7 +285,10 @@ impl Server {
     async fn start() -> Self {
         let mut tokens = Tokens::new();
         tokens
-            .add(TOKEN, Grant::new("all", vec!["*".into()], None))
+            .add(
+                TOKEN,
+                Grant::new("all", vec!["*".into()], None).with_role(Role::Admin),
+            )
             .unwrap()
             .add(NARROW, Grant::new("narrow", vec!["other".into()], None))
             .unwrap();
@@ -411,12 +416,20 @@ fn release(project: &str, env: &str, uid: i64, generation: i64) -> Value {
     json!({"project": project, "env": env, "uid": uid, "gen": generation})
 }
 
+fn logout(project: &str, env: &str, uid: i64, reason: Option<&str>) -> Value {
+    let mut body = json!({"project": project, "env": env, "uid": uid});
+    if let Some(reason) = reason {
+        body["reason"] = json!(reason);
+    }
+    body
+}
+
 fn batch(keys: &[Value]) -> Value {
     json!({"keys": keys})
 }
 
 /// One valid body per `/v1/*` route, on the key `project/env/1`.
-fn every_operation(project: &str, env: &str) -> [(&'static str, Value); 4] {
+fn every_operation(project: &str, env: &str) -> [(&'static str, Value); 5] {
     [
         (
             Route::CurrentBatch.path(),
@@ -428,6 +441,7 @@ fn every_operation(project: &str, env: &str) -> [(&'static str, Value); 4] {
         ),
         (Route::Current.path(), key(project, env, 1)),
         (Route::Release.path(), release(project, env, 1, 1)),
+        (Route::Logout.path(), logout(project, env, 1, Some("r"))),
     ]
 }
 
@@ -510,12 +524,65 @@ async fn successes(s: &Server) {
         .await;
 }
 
+/// Every shape of a logout's answer, and its 403 for a token without the admin role.
+async fn logout_successes(s: &Server) {
+    // Admin logouts: an online session (released and kicked: this server has no kicker),
+    // a corrupt one (released, `no-endpoint`), none (a tombstone, no record); with and
+    // without a reason, and a null one.
+    let online = claim("game", "prod", 20, "http://127.0.0.1:9/a", "l1");
+    s.post("/v1/claim", Some(TOKEN), &online, 200).await;
+    let done = s
+        .post(
+            "/v1/logout",
+            Some(TOKEN),
+            &logout("game", "prod", 20, Some("abuse")),
+            200,
+        )
+        .await;
+    let body: Value = serde_json::from_slice(&done.body).unwrap();
+    assert_eq!(
+        body,
+        json!({"released": true, "gen": 1, "kicked": true, "kick_detail": null})
+    );
+    s.post(
+        "/v1/logout",
+        Some(TOKEN),
+        &logout("game", "prod", 20, None),
+        200,
+    )
+    .await;
+    s.store
+        .inner
+        .put_raw(&Key::new("game", "prod", 21), 5, Some("{"), Some("x"), None);
+    let corrupt = s
+        .post(
+            "/v1/logout",
+            Some(TOKEN),
+            &logout("game", "prod", 21, None),
+            200,
+        )
+        .await;
+    let body: Value = serde_json::from_slice(&corrupt.body).unwrap();
+    assert_eq!(body["kick_detail"], "no-endpoint", "{body}");
+    let null = json!({"project": "game", "env": "prod", "uid": 22, "reason": null});
+    s.post("/v1/logout", Some(TOKEN), &null, 200).await;
+    // Inside its scope but without the admin role: 403.
+    s.post(
+        "/v1/logout",
+        Some(NARROW),
+        &logout("other", "prod", 1, None),
+        403,
+    )
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_answer_of_the_server_matches_the_document() {
     let server = Server::start().await;
     let s = &server;
 
     successes(s).await;
+    logout_successes(s).await;
 
     for (path, body) in every_operation("game", "prod") {
         // 400: a bad value, a wrong type, and a body that is not JSON.
@@ -655,4 +722,37 @@ fn the_schemas_reject_what_the_server_rejects() {
     // The plain error shape has no room for the gens.
     let plain = "/components/schemas/Error";
     assert!(!doc.validator(plain).is_valid(&answer));
+    // A logout names a key and maybe a reason, nothing else (a later `slot` is not yet
+    // accepted); its answer always carries all four fields.
+    let logout_request = "/components/schemas/LogoutRequest";
+    for valid in [
+        logout("p", "e", 1, None),
+        logout("p", "e", 1, Some("r")),
+        json!({"project": "p", "env": "e", "uid": 1, "reason": null}),
+    ] {
+        assert!(doc.validator(logout_request).is_valid(&valid), "{valid}");
+    }
+    for invalid in [
+        json!({"project": "p", "env": "e", "uid": 1, "slot": "a"}),
+        json!({"project": "p", "env": "e", "uid": 1, "reason": ""}),
+        json!({"project": "p", "env": "e", "uid": 1, "reason": 5}),
+        json!({"project": "p", "env": "e"}),
+    ] {
+        assert!(
+            !doc.validator(logout_request).is_valid(&invalid),
+            "{invalid}"
+        );
+    }
+    let logout_answer = "/components/schemas/LogoutAnswer";
+    let released = json!({"released": true, "gen": 3, "kicked": false, "kick_detail": "timeout"});
+    assert!(doc.validator(logout_answer).is_valid(&released));
+    let mut self_replace = released.clone();
+    self_replace["kick_detail"] = json!("self-replace-skipped");
+    assert!(
+        !doc.validator(logout_answer).is_valid(&self_replace),
+        "a logout replaces no one"
+    );
+    let mut partial = released;
+    partial.as_object_mut().unwrap().remove("kick_detail");
+    assert!(!doc.validator(logout_answer).is_valid(&partial));
 }

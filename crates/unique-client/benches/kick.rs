@@ -19,6 +19,8 @@ fn kick(uid: i64) -> KickPayload {
         env: "prod".into(),
         uid,
         generation: 2,
+        reason: unique_core::KickReason::LoginElsewhere,
+        message: None,
     }
 }
 

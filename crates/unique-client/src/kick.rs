@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 use tokio::time::{Instant, timeout};
-use unique_core::{Key, KickPayload};
+use unique_core::{Key, KickPayload, KickReason, MAX_LOGOUT_REASON_BYTES};
 
 /// Kick handling settings. Default: `destroy_timeout` 2 s, `early_kick_memory` 60 s,
 /// `max_early_kicks` 4096.
@@ -127,8 +127,78 @@ impl fmt::Display for KickAck {
     }
 }
 
+/// Why a kick destroyed a session: the kick's `reason` and `message`
+/// ([`KickPayload::reason`], [`KickPayload::message`]), what
+/// [`KickHandler::with_cause`]'s `destroy` and [`Admission::Replaced`] are given.
+///
+/// A node keeps at most [`MAX_CAUSE_BYTES`] bytes of the message and of an unknown reason's
+/// name, cut at a character boundary: what the server sends fits (an admin's reason is at
+/// most that long), and a forged or garbled kick cannot make a node hold more.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub struct KickCause {
+    /// Why the kick was sent: [`KickReason::LoginElsewhere`] for a takeover (and for a kick
+    /// from a server older than the field), [`KickReason::Admin`] for an admin logout.
+    pub reason: KickReason,
+    /// Text for the user (an admin logout's reason), if the kick carried one.
+    pub message: Option<String>,
+}
+
+/// The most bytes of a kick's message (and of an unknown reason's name) a node keeps: the
+/// server's own limit on an admin logout's reason
+/// ([`MAX_LOGOUT_REASON_BYTES`]).
+pub const MAX_CAUSE_BYTES: usize = MAX_LOGOUT_REASON_BYTES;
+
+impl KickCause {
+    /// A cause with `reason` and no message.
+    pub fn new(reason: KickReason) -> Self {
+        Self {
+            reason,
+            message: None,
+        }
+    }
+
+    /// The same cause, with `message`.
+    #[must_use]
+    pub fn with_message(mut self, message: impl Into<String>) -> Self {
+        self.message = Some(message.into());
+        self
+    }
+
+    /// The cause `kick` names, each text cut to [`MAX_CAUSE_BYTES`].
+    pub fn of(kick: &KickPayload) -> Self {
+        let reason = match &kick.reason {
+            KickReason::Other(name) => KickReason::Other(bounded(name).to_owned()),
+            known => known.clone(),
+        };
+        Self {
+            reason,
+            message: kick.message.as_deref().map(|m| bounded(m).to_owned()),
+        }
+    }
+}
+
+impl From<&KickPayload> for KickCause {
+    fn from(kick: &KickPayload) -> Self {
+        Self::of(kick)
+    }
+}
+
+/// `text`, cut to at most [`MAX_CAUSE_BYTES`] at a character boundary.
+fn bounded(text: &str) -> &str {
+    if text.len() <= MAX_CAUSE_BYTES {
+        return text;
+    }
+    let mut end = MAX_CAUSE_BYTES;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
 type GetGeneration = dyn Fn(&Key) -> Option<i64> + Send + Sync;
-type Destroy = dyn Fn(Key, i64) -> Pin<Box<dyn Future<Output = ()> + Send>> + Send + Sync;
+type Destroy =
+    dyn Fn(Key, i64, KickCause) -> Pin<Box<dyn Future<Output = ()> + Send>> + Send + Sync;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Flight {
@@ -139,8 +209,9 @@ enum Flight {
 
 /// Applies kicks to this node's sessions, fenced by gen and single-flight per session.
 ///
-/// A kick `{project, env, uid, gen}` announces that a session with that gen is taking the
-/// key. The handler asks `get_local_generation(&key)`:
+/// A kick `{project, env, uid, gen, reason, message?}` announces that a session with that gen
+/// is taking the key, or (an admin logout, reason `admin`) that the session before that gen
+/// was logged out. The handler asks `get_local_generation(&key)`:
 ///
 /// - `None` → [`IgnoreReason::NoSession`];
 /// - `Some(local) if local >= gen` → [`IgnoreReason::NotOlder`]: a newer session is never
@@ -148,7 +219,8 @@ enum Flight {
 /// - otherwise it runs `destroy(key, local)` and waits for it, at most `destroy_timeout`.
 ///
 /// Concurrent kicks for the same session (same key and local gen) share one `destroy`
-/// call: later ones wait for the running one's result (single-flight). `destroy` runs on
+/// call: later ones wait for the running one's result (single-flight), and the session
+/// ends with the first kick's [`KickCause`]. `destroy` runs on
 /// its own tokio task, so it completes even if the kick that started it is dropped or times
 /// out, and a later kick joins it rather than starting a second one.
 ///
@@ -225,26 +297,38 @@ struct Table {
 struct Pending {
     /// How many [`PendingLogin`]s of the key are alive.
     logins: usize,
-    /// The newest gen a kick that found no session announced while they were, and when the
-    /// kick that raised it came.
-    kick: Option<(i64, Instant)>,
+    /// The newest gen a kick that found no session announced while they were.
+    kick: Option<EarlyKick>,
+}
+
+/// A kick that found no session while a login of its key was expected here.
+struct EarlyKick {
+    generation: i64,
+    /// When the kick that raised `generation` came.
+    at: Instant,
+    /// Why it was sent, for the login it refuses.
+    cause: KickCause,
 }
 
 impl Table {
     /// Remembers a kick that found no session, if a login of its key is expected here.
     /// O(1), except that a full cap sweeps expired kicks at most once per [`SWEEP_EVERY`].
-    fn remember_early_kick(&mut self, key: &Key, generation: i64, options: &KickOptions) {
+    fn remember_early_kick(&mut self, key: &Key, kick: &KickPayload, options: &KickOptions) {
+        let generation = kick.generation;
         let Some(pending) = self.pending.get_mut(key) else {
             // No login of this key in flight here: nothing the kick could refuse.
             return;
         };
         let memory = options.early_kick_memory;
         let now = Instant::now();
-        if let Some((known, at)) = &mut pending.kick {
+        if let Some(known) = &mut pending.kick {
             // The newest gen wins; an expired one is replaced by whatever comes.
-            if generation >= *known || now.duration_since(*at) >= memory {
-                *known = generation;
-                *at = now;
+            if generation >= known.generation || now.duration_since(known.at) >= memory {
+                *known = EarlyKick {
+                    generation,
+                    at: now,
+                    cause: KickCause::of(kick),
+                };
             }
             return;
         }
@@ -266,7 +350,11 @@ impl Table {
             return;
         }
         if let Some(pending) = self.pending.get_mut(key) {
-            pending.kick = Some((generation, now));
+            pending.kick = Some(EarlyKick {
+                generation,
+                at: now,
+                cause: KickCause::of(kick),
+            });
             self.remembered += 1;
         }
     }
@@ -280,7 +368,8 @@ impl Table {
         for pending in self.pending.values_mut() {
             if pending
                 .kick
-                .is_some_and(|(_, at)| now.duration_since(at) >= memory)
+                .as_ref()
+                .is_some_and(|kick| now.duration_since(kick.at) >= memory)
             {
                 pending.kick = None;
                 self.remembered -= 1;
@@ -317,29 +406,49 @@ impl Table {
         }
     }
 
-    /// A kick for a gen above `generation` came while `key`'s login was expected, within
-    /// `memory`.
-    fn replaced(&self, key: &Key, generation: i64, memory: Duration) -> bool {
+    /// The cause of a kick for a gen above `generation` that came while `key`'s login was
+    /// expected, within `memory`.
+    fn replaced(&self, key: &Key, generation: i64, memory: Duration) -> Option<&KickCause> {
         self.pending
             .get(key)
-            .and_then(|pending| pending.kick)
-            .is_some_and(|(kicked, at)| kicked > generation && at.elapsed() < memory)
+            .and_then(|pending| pending.kick.as_ref())
+            .filter(|kick| kick.generation > generation && kick.at.elapsed() < memory)
+            .map(|kick| &kick.cause)
     }
 }
 
 impl KickHandler {
     /// A handler over this node's session table (`get_local_generation`) and its way to end
-    /// a session (`destroy`).
+    /// a session (`destroy`). To tell the user why the session ended (a takeover or an admin
+    /// logout, and the admin's message), use [`with_cause`](Self::with_cause).
     pub fn new<G, D, Fut>(get_local_generation: G, destroy: D, options: KickOptions) -> Self
     where
         G: Fn(&Key) -> Option<i64> + Send + Sync + 'static,
         D: Fn(Key, i64) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = ()> + Send + 'static,
     {
+        Self::with_cause(
+            get_local_generation,
+            move |key, generation, _: KickCause| destroy(key, generation),
+            options,
+        )
+    }
+
+    /// Like [`new`](Self::new), with a `destroy` that is also told why the session ends:
+    /// the [`KickCause`] of the kick that started the destroy (the first one, when several
+    /// kicks for one session race).
+    pub fn with_cause<G, D, Fut>(get_local_generation: G, destroy: D, options: KickOptions) -> Self
+    where
+        G: Fn(&Key) -> Option<i64> + Send + Sync + 'static,
+        D: Fn(Key, i64, KickCause) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
         Self {
             inner: Arc::new(Inner {
                 get_local_generation: Box::new(get_local_generation),
-                destroy: Box::new(move |key, generation| Box::pin(destroy(key, generation))),
+                destroy: Box::new(move |key, generation, cause| {
+                    Box::pin(destroy(key, generation, cause))
+                }),
                 options,
                 table: Mutex::new(Table::default()),
                 closed: watch::Sender::new(false),
@@ -444,7 +553,7 @@ impl KickHandler {
             return Err(IgnoreReason::NoSession);
         }
         let Some(local_generation) = (self.inner.get_local_generation)(&key) else {
-            table.remember_early_kick(&key, kick.generation, &self.inner.options);
+            table.remember_early_kick(&key, kick, &self.inner.options);
             return Err(IgnoreReason::NoSession);
         };
         if local_generation >= kick.generation {
@@ -460,6 +569,7 @@ impl KickHandler {
         let landing = Landing {
             inner: Arc::clone(&self.inner),
             slot: Some(slot),
+            cause: Some(KickCause::of(kick)),
             tx,
             state: Flight::Panicked,
         };
@@ -500,19 +610,46 @@ impl PendingLogin {
     /// `go_online` runs under the same lock as the kick decision, so a kick either comes
     /// first and is seen here, or comes after and finds the session to destroy. Keep it
     /// quick and never call the handler from it.
-    pub fn admit(mut self, generation: i64, go_online: impl FnOnce()) -> bool {
+    pub fn admit(self, generation: i64, go_online: impl FnOnce()) -> bool {
+        self.try_admit(generation, go_online) == Admission::Admitted
+    }
+
+    /// [`admit`](Self::admit), saying why a session was refused: [`Admission::Closed`] when
+    /// the handler is closed, else [`Admission::Replaced`] with the cause of the kick that
+    /// replaced it (a newer login's, or an admin logout's).
+    pub fn try_admit(mut self, generation: i64, go_online: impl FnOnce()) -> Admission {
         let mut table = self.inner.table();
         let memory = self.inner.options.early_kick_memory;
-        let admitted = !table.closed && !table.replaced(&self.key, generation, memory);
+        let admission = if table.closed {
+            Admission::Closed
+        } else {
+            match table.replaced(&self.key, generation, memory) {
+                Some(cause) => Admission::Replaced(cause.clone()),
+                None => Admission::Admitted,
+            }
+        };
         // Ended first, so that a panicking `go_online` leaves the table consistent; the
         // lock is held throughout, so no kick sees the login ended but not yet online.
         table.end_login(&self.key);
         self.ended = true;
-        if admitted {
+        if admission == Admission::Admitted {
             go_online();
         }
-        admitted
+        admission
     }
+}
+
+/// What [`PendingLogin::try_admit`] decided.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Admission {
+    /// The session went online (`go_online` ran).
+    Admitted,
+    /// A kick for a newer gen came while the login was in flight: the session was replaced
+    /// before it started, for this cause.
+    Replaced(KickCause),
+    /// The handler is closed ([`KickHandler::close`]).
+    Closed,
 }
 
 impl Drop for PendingLogin {
@@ -544,6 +681,8 @@ impl Inner {
 struct Landing {
     inner: Arc<Inner>,
     slot: Option<(Key, i64)>,
+    /// Handed to `destroy` when it starts.
+    cause: Option<KickCause>,
     tx: watch::Sender<Flight>,
     state: Flight,
 }
@@ -551,7 +690,8 @@ struct Landing {
 impl Landing {
     async fn fly(mut self) {
         let (key, generation) = self.slot.clone().expect("slot set until drop");
-        (self.inner.destroy)(key, generation).await;
+        let cause = self.cause.take().unwrap_or_default();
+        (self.inner.destroy)(key, generation, cause).await;
         self.state = Flight::Done;
     }
 }
@@ -581,6 +721,30 @@ impl fmt::Debug for KickHandler {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cause_keeps_at_most_max_cause_bytes_of_each_text() {
+        let kick = |reason: KickReason, message: Option<String>| KickPayload {
+            message,
+            ..KickPayload::new(&Key::new("p", "e", 1), 2, reason)
+        };
+        assert_eq!(
+            KickCause::of(&kick(KickReason::Admin, Some("abuse".into()))),
+            KickCause::new(KickReason::Admin).with_message("abuse")
+        );
+        assert_eq!(
+            KickCause::from(&kick(KickReason::LoginElsewhere, None)),
+            KickCause::default()
+        );
+        // 'é' is two bytes: a cut inside it backs off to the boundary before it.
+        let long = format!("{}é{}", "x".repeat(MAX_CAUSE_BYTES - 1), "y".repeat(5000));
+        let cause = KickCause::of(&kick(KickReason::Other(long.clone()), Some(long)));
+        let kept = "x".repeat(MAX_CAUSE_BYTES - 1);
+        assert_eq!(cause.reason, KickReason::Other(kept.clone()));
+        assert_eq!(cause.message, Some(kept));
+        let exact = "z".repeat(MAX_CAUSE_BYTES);
+        assert_eq!(bounded(&exact), exact);
+    }
 
     #[test]
     fn ack_names_and_success() {

@@ -12,7 +12,10 @@ mod transport;
 pub use claimer::{Claimer, ClaimerOptions, Login, LoginError};
 pub use heartbeat::{Heartbeat, HeartbeatExit, HeartbeatHandle, HeartbeatOptions};
 pub use jitter::Jitter;
-pub use kick::{IgnoreReason, KickAck, KickHandler, KickOptions, PendingLogin};
+pub use kick::{
+    Admission, IgnoreReason, KickAck, KickCause, KickHandler, KickOptions, MAX_CAUSE_BYTES,
+    PendingLogin,
+};
 pub use node::{Node, NodeBuilder, NodeEvent, NodeEvents, NodeLoginError, Shutdown};
 pub use sessions::Sessions;
 pub use transport::{ClaimRequest, ClaimResponse, Transport};
@@ -20,4 +23,4 @@ pub use transport::{ClaimRequest, ClaimResponse, Transport};
 /// Re-exported so transports implement [`Transport`] with the same macro version.
 pub use async_trait::async_trait;
 /// Re-exported core types every client needs.
-pub use unique_core::{CurrentView, Error, EvictReason, Key, KickPayload, Owner};
+pub use unique_core::{CurrentView, Error, EvictReason, Key, KickPayload, KickReason, Owner};

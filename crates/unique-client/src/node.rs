@@ -11,11 +11,11 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio::time::{Instant, timeout, timeout_at};
-use unique_core::{EvictReason, Key, Owner};
+use unique_core::{EvictReason, Key, KickReason, Owner};
 
 use crate::claimer::{Claimer, ClaimerOptions, Login, LoginError};
 use crate::heartbeat::{Heartbeat, HeartbeatHandle, HeartbeatOptions};
-use crate::kick::{KickHandler, KickOptions, PendingLogin};
+use crate::kick::{Admission, KickCause, KickHandler, KickOptions, PendingLogin};
 use crate::transport::Transport;
 
 /// The default [`NodeBuilder::event_capacity`].
@@ -46,13 +46,21 @@ pub enum NodeEvent {
         /// The server's answer, the claim_id and the attempts it took.
         login: Login,
     },
-    /// A newer login took the key: the session is gone from this node. Reported before the
-    /// kick is answered, so the new session is written only after it.
+    /// A kick ended the session: a newer login took the key, or an operator logged the
+    /// user out. The session is gone from this node. Reported before the kick is answered,
+    /// so a new session is written only after it.
     Kicked {
         /// The key.
         key: Key,
         /// The gen of the session that ended.
         generation: i64,
+        /// Why: [`KickReason::LoginElsewhere`] for a takeover (also for a kick from a server
+        /// that names no reason, and for a newer login of the key on this node),
+        /// [`KickReason::Admin`] for an admin logout.
+        reason: KickReason,
+        /// The kick's text for the user (an admin logout's reason), if any; at most
+        /// [`MAX_CAUSE_BYTES`](crate::MAX_CAUSE_BYTES) bytes.
+        message: Option<String>,
     },
     /// The heartbeat found the session no longer holds the key (a kick that never arrived,
     /// a release by someone else, or another owner at its gen after a gen rollback) and
@@ -505,7 +513,7 @@ impl<T: Transport + Clone> Node<T> {
     ) -> Result<Login, NodeLoginError> {
         let generation = login.generation();
         let mut online = false;
-        let admitted = pending.admit(generation, || {
+        let admission = pending.try_admit(generation, || {
             // Under the kick handler's lock: a kick for this session is decided after this,
             // so `LoggedIn` is always reported before its `Kicked`.
             online = self.shared.insert(&key, generation, || {
@@ -526,6 +534,7 @@ impl<T: Transport + Clone> Node<T> {
         if online {
             return Ok(login);
         }
+        let admitted = admission == Admission::Admitted;
         if !admitted && self.kicks.is_closed() {
             // Shut down while the claim was in flight: the gen it won is held by nobody
             // here, so release it as the shutdown released the others.
@@ -544,7 +553,12 @@ impl<T: Transport + Clone> Node<T> {
             key: key.clone(),
             login: login.clone(),
         });
-        self.shared.emit(NodeEvent::Kicked { key, generation });
+        let cause = match admission {
+            Admission::Replaced(cause) => cause,
+            // Admitted, but a newer login of the key is online here already.
+            _ => KickCause::new(KickReason::LoginElsewhere),
+        };
+        self.shared.emit(kicked(key, generation, cause));
         Err(NodeLoginError::Replaced(Box::new(login)))
     }
 }
@@ -555,20 +569,30 @@ impl<T: Transport + Clone> Node<T> {
 fn kick_handler(shared: &Arc<Shared>, options: KickOptions) -> KickHandler {
     let read = Arc::downgrade(shared);
     let destroy = Arc::downgrade(shared);
-    KickHandler::new(
+    KickHandler::with_cause(
         move |key: &Key| read.upgrade()?.generation(key),
-        move |key: Key, generation: i64| {
+        move |key: Key, generation: i64, cause: KickCause| {
             if let Some(shared) = destroy.upgrade()
                 && let Some(live) = shared.take(&key, Some(generation))
             {
                 // Dropping the handle stops the heartbeat.
                 drop(live);
-                shared.emit(NodeEvent::Kicked { key, generation });
+                shared.emit(kicked(key, generation, cause));
             }
             std::future::ready(())
         },
         options,
     )
+}
+
+fn kicked(key: Key, generation: i64, cause: KickCause) -> NodeEvent {
+    let KickCause { reason, message } = cause;
+    NodeEvent::Kicked {
+        key,
+        generation,
+        reason,
+        message,
+    }
 }
 
 /// The heartbeat's `on_evict`: removes the session if it is still that gen, and reports it.

@@ -19,6 +19,8 @@ fn kick(generation: i64) -> KickPayload {
         env: "prod".into(),
         uid: 42,
         generation,
+        reason: unique_core::KickReason::LoginElsewhere,
+        message: None,
     }
 }
 
@@ -392,6 +394,8 @@ fn unrelated_kick(uid: i64) -> KickPayload {
         env: "prod".into(),
         uid,
         generation: 2,
+        reason: unique_core::KickReason::LoginElsewhere,
+        message: None,
     }
 }
 
@@ -583,4 +587,121 @@ async fn a_closed_handler_finds_no_session_and_admits_nothing() {
     assert!(!h.expect_login(&key()).admit(5, || unreachable!("closed")));
     h.close();
     assert!(h.is_closed(), "idempotent");
+}
+
+fn admin_kick(generation: i64, message: &str) -> KickPayload {
+    KickPayload {
+        message: Some(message.to_owned()),
+        ..KickPayload::new(&key(), generation, unique_core::KickReason::Admin)
+    }
+}
+
+/// `with_cause`: `destroy` learns why the session ends, from the kick that started it; a
+/// kick that joins a running destroy does not change it.
+#[tokio::test]
+async fn destroy_is_told_the_cause_of_the_kick_that_started_it() {
+    use unique_client::KickCause;
+    use unique_core::KickReason;
+
+    let sessions = Sessions::new();
+    let causes = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let gate = Arc::new(Notify::new());
+    let h = {
+        let (read, remove) = (sessions.clone(), sessions.clone());
+        let (log, gate) = (Arc::clone(&causes), Arc::clone(&gate));
+        KickHandler::with_cause(
+            move |k| read.generation(k),
+            move |k: Key, g, cause: KickCause| {
+                log.lock().unwrap().push((g, cause));
+                let (remove, gate) = (remove.clone(), Arc::clone(&gate));
+                async move {
+                    gate.notified().await;
+                    remove.remove_if(&k, g);
+                }
+            },
+            KickOptions::default(),
+        )
+    };
+
+    sessions.insert(key(), 3);
+    let first = tokio::spawn({
+        let h = h.clone();
+        async move { h.handle(&admin_kick(4, "chargeback")).await }
+    });
+    // The admin kick's destroy is running (and held at the gate); a takeover's kick joins it.
+    while causes.lock().unwrap().is_empty() {
+        tokio::task::yield_now().await;
+    }
+    let joined = tokio::spawn({
+        let h = h.clone();
+        async move { h.handle(&kick(4)).await }
+    });
+    tokio::task::yield_now().await;
+    gate.notify_one();
+    let done = KickAck::Destroyed {
+        local_generation: 3,
+    };
+    assert_eq!(first.await.unwrap(), done);
+    assert_eq!(joined.await.unwrap(), done);
+    assert_eq!(
+        *causes.lock().unwrap(),
+        [(
+            3,
+            KickCause::new(KickReason::Admin).with_message("chargeback")
+        )]
+    );
+
+    // A takeover's kick (what a payload without a reason reads as, see unique-core).
+    sessions.insert(key(), 7);
+    let h2 = h.clone();
+    let second = tokio::spawn(async move { h2.handle(&kick(8)).await });
+    while causes.lock().unwrap().len() < 2 {
+        tokio::task::yield_now().await;
+    }
+    gate.notify_one();
+    assert!(second.await.unwrap().no_older_session());
+    assert_eq!(causes.lock().unwrap()[1], (7, KickCause::default()));
+}
+
+/// A kick that came while a login was in flight refuses that login with its cause.
+#[tokio::test]
+async fn an_early_kick_refuses_its_login_with_its_cause() {
+    use unique_client::{Admission, KickCause};
+    use unique_core::KickReason;
+
+    let sessions = Sessions::new();
+    let h = handler(&sessions, &Arc::default());
+
+    let pending = h.expect_login(&key());
+    assert_eq!(
+        h.handle(&admin_kick(2, "abuse")).await,
+        KickAck::Ignored(IgnoreReason::NoSession)
+    );
+    let admission = pending.try_admit(1, || panic!("a replaced login never goes online"));
+    assert_eq!(
+        admission,
+        Admission::Replaced(KickCause::new(KickReason::Admin).with_message("abuse"))
+    );
+
+    // The newest gen's cause is kept; an equal gen announced again replaces it.
+    let pending = h.expect_login(&key());
+    h.handle(&admin_kick(5, "first")).await;
+    h.handle(&kick(4)).await;
+    h.handle(&kick(5)).await;
+    assert_eq!(
+        pending.try_admit(3, || ()),
+        Admission::Replaced(KickCause::default())
+    );
+
+    // Not newer than the login (an admin logout of the previous session announces the
+    // gen this login got): admitted.
+    let pending = h.expect_login(&key());
+    h.handle(&admin_kick(6, "old session")).await;
+    let mut online = false;
+    assert_eq!(pending.try_admit(6, || online = true), Admission::Admitted);
+    assert!(online);
+
+    h.close();
+    let pending = h.expect_login(&Key::new("game", "prod", 43));
+    assert_eq!(pending.try_admit(1, || ()), Admission::Closed);
 }

@@ -137,6 +137,8 @@ async fn a_full_event_channel_drops_and_counts_while_the_sink_sees_every_event()
         env: "prod".into(),
         uid: 1,
         generation: 2,
+        reason: unique_core::KickReason::LoginElsewhere,
+        message: None,
     };
     assert_eq!(
         node.kick_handler().handle(&kick).await,
@@ -213,6 +215,8 @@ async fn shutdown_releases_every_session_stops_heartbeats_and_closes_the_handler
         env: "prod".into(),
         uid: 1,
         generation: 5,
+        reason: unique_core::KickReason::LoginElsewhere,
+        message: None,
     };
     assert_eq!(
         handler.handle(&kick).await,
@@ -344,6 +348,8 @@ async fn a_kick_that_beats_the_claims_answer_replaces_the_login() {
         env: "prod".into(),
         uid: 1,
         generation: 2,
+        reason: unique_core::KickReason::LoginElsewhere,
+        message: None,
     };
     assert_eq!(
         node.kick_handler().handle(&kick).await,
@@ -367,6 +373,8 @@ async fn a_kick_that_beats_the_claims_answer_replaces_the_login() {
             NodeEvent::Kicked {
                 key: key(1),
                 generation: 1,
+                reason: unique_core::KickReason::LoginElsewhere,
+                message: None,
             },
         ]
     );

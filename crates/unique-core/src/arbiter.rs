@@ -12,7 +12,8 @@ use crate::observer::{NoopObserver, Observer, ShedReason};
 use crate::queue::ClaimQueue;
 use crate::store::{MAX_BATCH_KEYS, Store};
 use crate::types::{
-    ClaimInput, ClaimOutcome, CurrentView, Key, KickDetail, KickPayload, OwnerState,
+    ClaimInput, ClaimOutcome, CurrentView, Key, KickDetail, KickPayload, KickReason, LogoutInput,
+    LogoutOutcome, Owner, OwnerState,
 };
 use crate::validate::ValidationLimits;
 
@@ -37,7 +38,8 @@ pub const DEFAULT_CLAIM_TIMEOUT: Duration = Duration::from_secs(10);
 /// attempts alone and the next starts from what it wrote, so a process does not
 /// lose races to itself. The store's fenced CAS still decides between processes
 /// and arbiters; the store contract is unchanged. Claims on different keys never
-/// wait for each other, and `current` and `release` never wait.
+/// wait for each other, and `current`, `release` and `logout` never wait (a logout,
+/// like a release, is fenced on the gen it read instead; see [`Arbiter::logout`]).
 ///
 /// The line is bounded: [`ArbiterBuilder::max_queued_claims`] (default
 /// [`DEFAULT_MAX_QUEUED_CLAIMS`]) refuses claims beyond it with `Throttled`, and
@@ -340,6 +342,71 @@ impl<S: Store> Arbiter<S> {
         Ok(released)
     }
 
+    /// Ends the key's current session for an operator: an admin logout
+    /// (`docs/design.md#admin-logout`).
+    ///
+    /// One strong read. When it finds a session (an owner, or a corrupt owner) at gen
+    /// `g`, the record is tombstoned on the condition that its gen is still `g`, exactly
+    /// as [`release`](Arbiter::release)`(key, g)` writes it (C5: the gen is kept, the next
+    /// login gets `g + 1`); then the session's endpoint is kicked with
+    /// [`KickReason::Admin`], the input's reason as the kick's `message`, and gen `g + 1`,
+    /// which the logged-out session (gen `g`) yields to and no newer session does (a newer
+    /// one has at least `g + 1`, I6). The kick is bounded by the kick timeout and never
+    /// fails the logout: a kick that does not confirm leaves the session to its
+    /// heartbeat, which reads the tombstone (`owner-empty`, I5b). A corrupt or
+    /// endpoint-less owner is released and reported `no-endpoint`; without a kicker
+    /// every kick counts as confirmed, as for a claim.
+    ///
+    /// Nothing is written and nobody kicked when the read finds no session, or when a
+    /// newer login writes between the read and the tombstone (the fence fails, so a newer
+    /// session is never logged out): `released` is `false`. A logout does not wait in
+    /// the claim line: the fence alone orders it against claims, here and in other
+    /// processes.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidParams` before any store call for a bad key or reason
+    /// ([`ValidationLimits::check_logout_reason`]); `Throttled` / `Unavailable` when the
+    /// read or the tombstone failed. Nobody was kicked then, and whether a failed
+    /// tombstone landed is unknown: repeating the logout is safe, and when the tombstone
+    /// had landed the repeat finds no session (`released: false`, no kick) and the
+    /// session's heartbeat evicts it (`owner-empty`).
+    pub async fn logout(&self, input: &LogoutInput) -> Result<LogoutOutcome, Error> {
+        let limits = &self.inner.limits;
+        limits.check_key(&input.key)?;
+        if let Some(reason) = &input.reason {
+            limits.check_logout_reason(reason)?;
+        }
+        let store = &self.inner.store;
+        let snap = store.read_owner(&input.key).await.map_err(store_fault)?;
+        let generation = snap.generation;
+        // Fenced on the gen read: a login that wrote since makes this `false`.
+        let released = snap.holds_session()
+            && store
+                .release(&input.key, generation)
+                .await
+                .map_err(store_fault)?;
+        let (kicked, kick_detail) = if released {
+            match self
+                .kick_logged_out(input, snap.owner.as_ref(), generation)
+                .await
+            {
+                KickOutcome::Confirmed => (true, None),
+                KickOutcome::Failed(detail) => (false, Some(detail)),
+            }
+        } else {
+            (false, None)
+        };
+        let outcome = LogoutOutcome {
+            released,
+            generation,
+            kicked,
+            kick_detail,
+        };
+        self.inner.observer.on_logout(&input.key, &outcome);
+        Ok(outcome)
+    }
+
     fn validate_claim(&self, input: &ClaimInput) -> Result<(), Error> {
         let limits = &self.inner.limits;
         limits.check_key(&input.key)?;
@@ -465,12 +532,11 @@ impl<S: Store> Arbiter<S> {
             Some(old) => match &inner.kicker {
                 None => KickOutcome::Confirmed,
                 Some(kicker) => {
-                    let payload = KickPayload {
-                        project: input.key.project.clone(),
-                        env: input.key.env.clone(),
-                        uid: input.key.uid,
-                        generation: snap.generation + 1,
-                    };
+                    let payload = KickPayload::new(
+                        &input.key,
+                        snap.generation + 1,
+                        KickReason::LoginElsewhere,
+                    );
                     // The kick gets its timeout, or what is left of the claim's.
                     let budget = inner
                         .kick_timeout
@@ -482,11 +548,52 @@ impl<S: Store> Arbiter<S> {
                 }
             },
         };
-        match outcome {
-            KickOutcome::Confirmed => inner.observer.on_kick(None, true),
-            KickOutcome::Failed(detail) => inner.observer.on_kick(Some(detail), false),
-        }
+        self.report_kick(outcome);
         outcome
+    }
+
+    /// The admin logout's kick of the session it tombstoned at `generation`: announces
+    /// `generation + 1`, the gen the next login gets, so the node destroys exactly the
+    /// logged-out session and never a newer one (I6).
+    async fn kick_logged_out(
+        &self,
+        input: &LogoutInput,
+        owner: Option<&Owner>,
+        generation: i64,
+    ) -> KickOutcome {
+        let inner = &*self.inner;
+        let outcome = match owner {
+            Some(owner) if !owner.endpoint.is_empty() => match &inner.kicker {
+                None => KickOutcome::Confirmed,
+                Some(kicker) => {
+                    let payload = KickPayload {
+                        message: input.reason.clone(),
+                        // The store's gens stay below i64::MAX (C4); saturating all the
+                        // same, so a damaged record cannot overflow here.
+                        ..KickPayload::new(
+                            &input.key,
+                            generation.saturating_add(1),
+                            KickReason::Admin,
+                        )
+                    };
+                    let budget = inner.kick_timeout;
+                    tokio::time::timeout(budget, kicker.kick(&owner.endpoint, &payload, budget))
+                        .await
+                        .unwrap_or(KickOutcome::Failed(KickDetail::Timeout))
+                }
+            },
+            // A corrupt owner, or one without an endpoint: nobody to tell.
+            _ => KickOutcome::Failed(KickDetail::NoEndpoint),
+        };
+        self.report_kick(outcome);
+        outcome
+    }
+
+    fn report_kick(&self, outcome: KickOutcome) {
+        match outcome {
+            KickOutcome::Confirmed => self.inner.observer.on_kick(None, true),
+            KickOutcome::Failed(detail) => self.inner.observer.on_kick(Some(detail), false),
+        }
     }
 
     /// `Ok` while the claim's deadline has not passed; else the error it answers.

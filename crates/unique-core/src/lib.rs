@@ -24,10 +24,10 @@ pub use observer::{NoopObserver, Observer, ShedReason, TracingObserver};
 pub use recent::{RECENT_CLAIMS, RecentClaims};
 pub use store::{MAX_BATCH_KEYS, Store, decode_owner, encode_owner, ready_key};
 pub use types::{
-    ClaimInput, ClaimOutcome, CurrentView, EvictReason, Key, KickDetail, KickPayload, Owner,
-    OwnerState, StoredOwner,
+    ClaimInput, ClaimOutcome, CurrentView, EvictReason, Key, KickDetail, KickPayload, KickReason,
+    LogoutInput, LogoutOutcome, Owner, OwnerState, StoredOwner,
 };
-pub use validate::ValidationLimits;
+pub use validate::{MAX_LOGOUT_REASON_BYTES, ValidationLimits};
 
 /// Re-exported so backends implement the traits with the same macro version.
 pub use async_trait::async_trait;

@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::error::Error;
-use crate::types::{ClaimOutcome, Key, KickDetail};
+use crate::types::{ClaimOutcome, Key, KickDetail, LogoutOutcome};
 
 /// Called synchronously by the [`Arbiter`](crate::Arbiter).
 ///
@@ -22,6 +22,9 @@ use crate::types::{ClaimOutcome, Key, KickDetail};
 ///   no-op included, reported as not released).
 /// - `on_claim_shed` once per claim the Arbiter refused to go on with for its own
 ///   bounds (a full claim line, a passed claim deadline), before its `on_claim`.
+/// - `on_logout` once per admin logout that finished without error, after the
+///   `on_kick` of its kick when it released a session (a logout is not reported to
+///   `on_release`).
 pub trait Observer: Send + Sync + 'static {
     /// A claim finished after `attempts` store attempts and `took` wall time.
     fn on_claim(&self, result: &Result<ClaimOutcome, Error>, attempts: u32, took: Duration) {
@@ -38,6 +41,10 @@ pub trait Observer: Send + Sync + 'static {
     /// A claim was shed: refused or stopped by the Arbiter's own bounds.
     fn on_claim_shed(&self, reason: ShedReason) {
         let _ = reason;
+    }
+    /// An admin logout finished ([`Arbiter::logout`](crate::Arbiter::logout)).
+    fn on_logout(&self, key: &Key, outcome: &LogoutOutcome) {
+        let _ = (key, outcome);
     }
 }
 
@@ -79,6 +86,9 @@ impl<T: Observer + ?Sized> Observer for Arc<T> {
     fn on_claim_shed(&self, reason: ShedReason) {
         (**self).on_claim_shed(reason);
     }
+    fn on_logout(&self, key: &Key, outcome: &LogoutOutcome) {
+        (**self).on_logout(key, outcome);
+    }
 }
 
 /// Both observers, `A` first: e.g. `(TracingObserver, metrics)` logs and counts every event.
@@ -99,6 +109,10 @@ impl<A: Observer, B: Observer> Observer for (A, B) {
         self.0.on_claim_shed(reason);
         self.1.on_claim_shed(reason);
     }
+    fn on_logout(&self, key: &Key, outcome: &LogoutOutcome) {
+        self.0.on_logout(key, outcome);
+        self.1.on_logout(key, outcome);
+    }
 }
 
 /// Observes nothing. The default.
@@ -109,9 +123,10 @@ impl Observer for NoopObserver {}
 
 /// Emits one structured `tracing` event per call, target `unique`.
 ///
-/// Levels: failed claims at `warn`; superseded and shed claims and kicks that did not
-/// confirm at `info`; successful claims, confirmed kicks and releases at `debug` (a busy
-/// server must not log every request by default).
+/// Levels: failed claims at `warn`; superseded and shed claims, kicks that did not
+/// confirm and admin logouts (an operator's act, rare) at `info`; successful claims,
+/// confirmed kicks and releases at `debug` (a busy server must not log every request by
+/// default).
 ///
 /// Events carry gens, flags, kick details, attempt counts and durations; never an
 /// owner endpoint (which may hold a secret in its query string).
@@ -170,6 +185,18 @@ impl Observer for TracingObserver {
     fn on_claim_shed(&self, reason: ShedReason) {
         tracing::info!(target: "unique", reason = reason.as_str(), "claim shed");
     }
+
+    fn on_logout(&self, key: &Key, outcome: &LogoutOutcome) {
+        tracing::info!(
+            target: "unique",
+            key = %key,
+            released = outcome.released,
+            generation = outcome.generation,
+            kicked = outcome.kicked,
+            kick_detail = outcome.kick_detail.map(KickDetail::as_str),
+            "admin logout"
+        );
+    }
 }
 
 #[cfg(test)]
@@ -199,6 +226,9 @@ mod tests {
         fn on_claim_shed(&self, reason: ShedReason) {
             self.push(&format!("shed {}", reason.as_str()));
         }
+        fn on_logout(&self, key: &Key, outcome: &LogoutOutcome) {
+            self.push(&format!("logout {key} {}", outcome.released));
+        }
     }
 
     impl Recording {
@@ -223,6 +253,14 @@ mod tests {
         pair.on_kick(None, true);
         pair.on_release(&Key::new("p", "e", 7), true);
         pair.on_claim_shed(ShedReason::Deadline);
+        let logged_out = LogoutOutcome {
+            released: true,
+            generation: 3,
+            kicked: true,
+            kick_detail: None,
+        };
+        pair.on_logout(&Key::new("p", "e", 8), &logged_out);
+        Arc::new(named("c")).on_logout(&Key::new("p", "e", 9), &logged_out);
         assert_eq!(
             *log.lock().unwrap(),
             [
@@ -236,6 +274,9 @@ mod tests {
                 "b: release p#e#7 true",
                 "a: shed deadline",
                 "b: shed deadline",
+                "a: logout p#e#8 true",
+                "b: logout p#e#8 true",
+                "c: logout p#e#9 true",
             ]
         );
     }

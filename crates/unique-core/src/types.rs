@@ -261,11 +261,17 @@ impl fmt::Display for EvictReason {
     }
 }
 
-/// The body POSTed to an old session's endpoint: `{"project","env","uid","gen"}`,
-/// where `gen` is the gen the new session announces (`snapshot gen + 1`).
+/// The body POSTed to an old session's endpoint:
+/// `{"project","env","uid","gen","reason","message"?}`, where `gen` is the gen the node must
+/// yield to: a takeover announces the new session's gen (`snapshot gen + 1`); an admin
+/// logout of the session at gen `g` announces `g + 1` too (see
+/// `docs/design.md#admin-logout`).
 ///
-/// All four fields are required when reading; any other field is ignored, so a field a
-/// newer arbiter adds never breaks an older receiver.
+/// `project`, `env`, `uid` and `gen` are required when reading; any other field is
+/// ignored, so a field a newer arbiter adds never breaks an older receiver. The two
+/// optional fields never make a kick fail: a payload without `reason` (an older server)
+/// reads as [`KickReason::LoginElsewhere`], a reason this version does not know as
+/// [`KickReason::Other`], and a `message` that is not a string as none.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct KickPayload {
     /// Project of the key.
@@ -274,16 +280,211 @@ pub struct KickPayload {
     pub env: String,
     /// Uid of the key.
     pub uid: i64,
-    /// The announced next gen; receivers destroy only sessions with a smaller gen.
+    /// The announced gen; receivers destroy only sessions with a smaller gen.
     #[serde(rename = "gen")]
     pub generation: i64,
+    /// Why the kick was sent; always written.
+    #[serde(default)]
+    pub reason: KickReason,
+    /// Text for the user whose session ends (an admin logout's reason); omitted when none.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "loose_text"
+    )]
+    pub message: Option<String>,
 }
 
 impl KickPayload {
+    /// A kick of `key` announcing `generation`, for `reason`, without a message.
+    pub fn new(key: &Key, generation: i64, reason: KickReason) -> Self {
+        Self {
+            project: key.project.clone(),
+            env: key.env.clone(),
+            uid: key.uid,
+            generation,
+            reason,
+            message: None,
+        }
+    }
+
     /// The key this kick is for.
     pub fn key(&self) -> Key {
         Key::new(self.project.clone(), self.env.clone(), self.uid)
     }
+}
+
+/// Why a kick was sent: the `reason` of a [`KickPayload`], a stable lower-case name on
+/// the wire.
+///
+/// Read leniently, so that no reason makes a kick fail: a missing or `null` reason (a
+/// payload from a server older than the field) is [`LoginElsewhere`](Self::LoginElsewhere),
+/// the only kick such a server sent; a name this version does not know is
+/// [`Other`](Self::Other) with that name; a value that is not a string is `Other("")`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum KickReason {
+    /// `login-elsewhere`: a newer login of the key took it (a claim's kick).
+    #[default]
+    LoginElsewhere,
+    /// `admin`: an operator logged the session out (`POST /v1/logout`).
+    Admin,
+    /// A reason this version does not know, as sent (empty when it was not a string).
+    Other(String),
+}
+
+impl KickReason {
+    /// The wire name: `login-elsewhere`, `admin`, or the unknown name as sent.
+    pub fn as_str(&self) -> &str {
+        match self {
+            Self::LoginElsewhere => "login-elsewhere",
+            Self::Admin => "admin",
+            Self::Other(name) => name,
+        }
+    }
+
+    /// The reason a wire name stands for; [`Other`](Self::Other) for a name this version
+    /// does not know.
+    pub fn from_wire(name: &str) -> Self {
+        match name {
+            "login-elsewhere" => Self::LoginElsewhere,
+            "admin" => Self::Admin,
+            other => Self::Other(other.to_owned()),
+        }
+    }
+}
+
+impl fmt::Display for KickReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for KickReason {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for KickReason {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        Ok(match deserializer.deserialize_any(LooseVisitor)? {
+            Loose::Text(name) => Self::from_wire(&name),
+            Loose::Null => Self::LoginElsewhere,
+            Loose::NotText => Self::Other(String::new()),
+        })
+    }
+}
+
+/// An optional text field read so that it never fails: a string is kept, anything else
+/// (`null`, a number, an object) reads as none.
+fn loose_text<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<String>, D::Error> {
+    Ok(match deserializer.deserialize_any(LooseVisitor)? {
+        Loose::Text(text) => Some(text),
+        Loose::Null | Loose::NotText => None,
+    })
+}
+
+/// Any JSON value, sorted into what a lenient optional text field cares about.
+enum Loose {
+    Text(String),
+    Null,
+    NotText,
+}
+
+struct LooseVisitor;
+
+impl<'de> serde::de::Visitor<'de> for LooseVisitor {
+    type Value = Loose;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any value")
+    }
+
+    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Loose, E> {
+        Ok(Loose::Text(v.to_owned()))
+    }
+
+    fn visit_string<E: serde::de::Error>(self, v: String) -> Result<Loose, E> {
+        Ok(Loose::Text(v))
+    }
+
+    fn visit_unit<E: serde::de::Error>(self) -> Result<Loose, E> {
+        Ok(Loose::Null)
+    }
+
+    fn visit_none<E: serde::de::Error>(self) -> Result<Loose, E> {
+        Ok(Loose::Null)
+    }
+
+    fn visit_some<D: serde::Deserializer<'de>>(self, deserializer: D) -> Result<Loose, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+
+    fn visit_bool<E: serde::de::Error>(self, _: bool) -> Result<Loose, E> {
+        Ok(Loose::NotText)
+    }
+
+    fn visit_i64<E: serde::de::Error>(self, _: i64) -> Result<Loose, E> {
+        Ok(Loose::NotText)
+    }
+
+    fn visit_u64<E: serde::de::Error>(self, _: u64) -> Result<Loose, E> {
+        Ok(Loose::NotText)
+    }
+
+    fn visit_f64<E: serde::de::Error>(self, _: f64) -> Result<Loose, E> {
+        Ok(Loose::NotText)
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Loose, A::Error> {
+        while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+        Ok(Loose::NotText)
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Loose, A::Error> {
+        while map
+            .next_entry::<serde::de::IgnoredAny, serde::de::IgnoredAny>()?
+            .is_some()
+        {}
+        Ok(Loose::NotText)
+    }
+}
+
+/// An operator's logout of a key's current session (`POST /v1/logout`, see
+/// [`Arbiter::logout`](crate::Arbiter::logout)).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogoutInput {
+    /// The key whose session to end.
+    pub key: Key,
+    /// Why, for the user: sent to the session's node as the kick's `message`. At most
+    /// [`MAX_LOGOUT_REASON_BYTES`](crate::MAX_LOGOUT_REASON_BYTES) bytes, not empty, no
+    /// control characters.
+    pub reason: Option<String>,
+}
+
+/// What an admin logout did: `{"released","gen","kicked","kick_detail"}` on the wire.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LogoutOutcome {
+    /// The session was online and is now a tombstone. `false` when there was no online
+    /// session (no record, a tombstone), or when a newer login took the key between the
+    /// logout's read and its tombstone (the newer session is never logged out): then
+    /// nothing was written and nobody kicked.
+    pub released: bool,
+    /// The gen of the record the logout read: the logged-out session's gen when
+    /// `released` (kept by the tombstone, C5); else the tombstone's gen, 0 for no record,
+    /// or the gen of the session a newer login replaced meanwhile.
+    #[serde(rename = "gen")]
+    pub generation: i64,
+    /// The session's node confirmed the kick (or no kicker is configured). `false` when
+    /// nothing was released.
+    pub kicked: bool,
+    /// Why a released session's kick did not confirm (`no-endpoint`, `timeout`,
+    /// `connect-error`, `non-2xx`): its node is presumed offline, and the session's
+    /// heartbeat evicts it (`owner-empty`). `None` when kicked or nothing was released.
+    pub kick_detail: Option<KickDetail>,
 }
 
 /// Why a kick did not confirm; every variant but `SelfReplaceSkipped` means
@@ -380,34 +581,45 @@ mod tests {
         );
     }
 
+    fn payload(reason: KickReason, message: Option<&str>) -> KickPayload {
+        KickPayload {
+            message: message.map(str::to_owned),
+            ..KickPayload::new(&Key::new("p", "e", 7), 3, reason)
+        }
+    }
+
     #[test]
-    fn kick_payload_uses_gen_on_the_wire() {
-        let p = KickPayload {
-            project: "p".into(),
-            env: "e".into(),
-            uid: 7,
-            generation: 3,
-        };
+    fn kick_payload_uses_gen_on_the_wire_and_names_its_reason() {
         assert_eq!(
-            serde_json::to_string(&p).unwrap(),
-            r#"{"project":"p","env":"e","uid":7,"gen":3}"#
+            serde_json::to_string(&payload(KickReason::LoginElsewhere, None)).unwrap(),
+            r#"{"project":"p","env":"e","uid":7,"gen":3,"reason":"login-elsewhere"}"#
         );
+        assert_eq!(
+            serde_json::to_string(&payload(KickReason::Admin, Some("abuse \"x\""))).unwrap(),
+            r#"{"project":"p","env":"e","uid":7,"gen":3,"reason":"admin","message":"abuse \"x\""}"#
+        );
+        for reason in [
+            KickReason::LoginElsewhere,
+            KickReason::Admin,
+            KickReason::Other("maintenance".into()),
+        ] {
+            let sent = payload(reason.clone(), Some("m"));
+            let json = serde_json::to_string(&sent).unwrap();
+            assert_eq!(serde_json::from_str::<KickPayload>(&json).unwrap(), sent);
+            assert_eq!(KickReason::from_wire(reason.as_str()), reason);
+            assert_eq!(reason.to_string(), reason.as_str());
+        }
     }
 
     #[test]
     fn kick_payload_ignores_unknown_fields_and_requires_the_four() {
-        let p: KickPayload = serde_json::from_str(
-            r#"{"project":"p","env":"e","uid":7,"gen":3,"reason":"login","extra":{"a":[1]}}"#,
-        )
-        .unwrap();
+        let p: KickPayload =
+            serde_json::from_str(r#"{"project":"p","env":"e","uid":7,"gen":3,"extra":{"a":[1]}}"#)
+                .unwrap();
         assert_eq!(
             p,
-            KickPayload {
-                project: "p".into(),
-                env: "e".into(),
-                uid: 7,
-                generation: 3,
-            }
+            payload(KickReason::LoginElsewhere, None),
+            "an older server's kick"
         );
         for (missing, json) in [
             ("project", r#"{"env":"e","uid":7,"gen":3,"extra":1}"#),
@@ -422,6 +634,59 @@ mod tests {
                 "{json}: {err}"
             );
         }
+    }
+
+    #[test]
+    fn no_reason_or_message_makes_a_kick_fail() {
+        let read = |fields: &str| {
+            let json = format!(r#"{{"project":"p","env":"e","uid":7,"gen":3,{fields}}}"#);
+            let p: KickPayload =
+                serde_json::from_str(&json).unwrap_or_else(|e| panic!("{json}: {e}"));
+            (p.reason, p.message)
+        };
+        let other = |name: &str| KickReason::Other(name.to_owned());
+        for (fields, reason, message) in [
+            (r#""reason":null"#, KickReason::LoginElsewhere, None),
+            (
+                r#""reason":"admin","message":null"#,
+                KickReason::Admin,
+                None,
+            ),
+            (r#""reason":"login""#, other("login"), None),
+            (r#""reason":"""#, other(""), None),
+            (r#""reason":5,"message":"m""#, other(""), Some("m")),
+            (r#""reason":{"nested":[1,2,3]}"#, other(""), None),
+            (r#""reason":["admin"],"message":7"#, other(""), None),
+            (r#""reason":true,"message":{"a":{"b":[]}}"#, other(""), None),
+            (r#""message":[1.5,"x"]"#, KickReason::LoginElsewhere, None),
+        ] {
+            assert_eq!(
+                read(fields),
+                (reason, message.map(str::to_owned)),
+                "{fields}"
+            );
+        }
+        // Still JSON: a broken value fails the whole payload, as before.
+        assert!(
+            serde_json::from_str::<KickPayload>(
+                r#"{"project":"p","env":"e","uid":7,"gen":3,"reason":{"a":}"#
+            )
+            .is_err()
+        );
+    }
+
+    #[test]
+    fn logout_outcome_uses_gen_on_the_wire() {
+        let outcome = LogoutOutcome {
+            released: true,
+            generation: 4,
+            kicked: false,
+            kick_detail: Some(KickDetail::Timeout),
+        };
+        assert_eq!(
+            serde_json::to_string(&outcome).unwrap(),
+            r#"{"released":true,"gen":4,"kicked":false,"kick_detail":"timeout"}"#
+        );
     }
 
     #[test]

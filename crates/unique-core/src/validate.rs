@@ -6,6 +6,11 @@
 use crate::error::Error;
 use crate::types::{Key, Owner};
 
+/// The most bytes of an admin logout's `reason` ([`LogoutInput::reason`](crate::LogoutInput)):
+/// free text for the user, carried to the node in the kick's `message`. Short, so a kick
+/// stays far below a receiver's 4 KiB body limit and a node holds little of it.
+pub const MAX_LOGOUT_REASON_BYTES: usize = 256;
+
 /// Byte-length limits. Defaults: tenant 64, claim_id 128, endpoint 2048.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ValidationLimits {
@@ -55,6 +60,14 @@ impl ValidationLimits {
         check_no_control("owner.cluster", &owner.cluster)?;
         check_len("owner.endpoint", &owner.endpoint, 1, self.endpoint)?;
         check_endpoint(&owner.endpoint)
+    }
+
+    /// Checks an admin logout's reason: 1..=[`MAX_LOGOUT_REASON_BYTES`] bytes, no control
+    /// characters (it reaches a node's logs and a user's screen; omit it rather than send
+    /// it empty). The message names the rule, never the text.
+    pub fn check_logout_reason(&self, reason: &str) -> Result<(), Error> {
+        check_len("reason", reason, 1, MAX_LOGOUT_REASON_BYTES)?;
+        check_no_control("reason", reason)
     }
 
     fn check_tenant_part(&self, field: &str, value: &str) -> Result<(), Error> {
@@ -163,6 +176,40 @@ mod tests {
             "mailto:x@h",
         ] {
             assert!(!endpoint_ok(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn logout_reasons() {
+        let limits = ValidationLimits::default();
+        for ok in [
+            "abuse",
+            "é",
+            &"x".repeat(MAX_LOGOUT_REASON_BYTES),
+            "a b\u{2028}",
+        ] {
+            assert!(limits.check_logout_reason(ok).is_ok(), "{ok:?}");
+        }
+        for (bad, rule) in [
+            ("", "reason must not be empty"),
+            (
+                &*"x".repeat(MAX_LOGOUT_REASON_BYTES + 1),
+                "reason must be at most 256 bytes",
+            ),
+            (
+                &*format!("{}é", "x".repeat(MAX_LOGOUT_REASON_BYTES - 1)),
+                "at most 256 bytes",
+            ),
+            ("line\nbreak", "reason must not contain control characters"),
+            ("tab\t", "control characters"),
+            ("del\u{7f}", "control characters"),
+            ("c1\u{85}", "control characters"),
+        ] {
+            let e = limits.check_logout_reason(bad).unwrap_err();
+            assert!(
+                e.is_invalid_params() && e.to_string().contains(rule),
+                "{bad:?}: {e}"
+            );
         }
     }
 

@@ -47,6 +47,8 @@ fn payload(generation: i64) -> KickPayload {
         env: "prod".to_owned(),
         uid: 42,
         generation,
+        reason: unique_core::KickReason::LoginElsewhere,
+        message: None,
     }
 }
 
@@ -295,6 +297,8 @@ async fn kick_payload_announces_snapshot_gen_plus_one_for_other_tenants() {
             env: "staging".to_owned(),
             uid: 9_000_000_000,
             generation: 42,
+            reason: unique_core::KickReason::LoginElsewhere,
+            message: None,
         }
     );
 }

@@ -64,6 +64,8 @@ async fn an_accepted_new_endpoint_is_checked_once_and_the_claim_goes_on() {
             env: key().env,
             uid: key().uid,
             generation: 8,
+            reason: unique_core::KickReason::LoginElsewhere,
+            message: None,
         },
         timeout: DEFAULT_KICK_TIMEOUT,
     };

@@ -105,7 +105,7 @@ async fn expect_timeout_bound(kicker: &dyn Kicker, endpoint: &str, why: &str) {
 
 /// 2xx → confirmed, and the server received exactly the kick: one `POST` to the
 /// endpoint's path and query, `content-type: application/json`, and a body that
-/// is exactly the payload's JSON `{"project","env","uid","gen"}`.
+/// is exactly the payload's JSON `{"project","env","uid","gen","reason","message"}`.
 pub async fn confirmed_on_200(kicker: &dyn Kicker) {
     let peer = Peer::start(Behaviour::status(200)).await;
     let target = "/kick/session-9?token=abc";
@@ -153,9 +153,11 @@ pub async fn confirmed_on_200(kicker: &dyn Kicker) {
             "env": want.env,
             "uid": want.uid,
             "gen": want.generation,
+            "reason": want.reason.as_str(),
+            "message": want.message,
         }),
         "Kick payload",
-        "a kick body must be exactly the payload: project, env, uid and gen"
+        "a kick body must be exactly the payload: project, env, uid, gen, reason and message"
     );
 }
 

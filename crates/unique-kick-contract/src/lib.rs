@@ -11,7 +11,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::time::{Duration, Instant};
 
-use unique_core::{KickOutcome, KickPayload, Kicker};
+use unique_core::{KickOutcome, KickPayload, KickReason, Kicker};
 
 pub use cases::*;
 pub use http1::Received;
@@ -32,13 +32,16 @@ pub const TIMEOUT_SLACK: Duration = Duration::from_millis(100);
 /// failing the case (instead of hanging the test run).
 const HANG_GUARD: Duration = Duration::from_secs(5);
 
-/// The payload every case sends.
+/// The payload every case sends: every field set, the optional `message` included, so a
+/// kicker that drops a field fails the payload case.
 pub fn payload() -> KickPayload {
     KickPayload {
         project: "contract".to_owned(),
         env: "kick-test".to_owned(),
         uid: 4_242,
         generation: 17,
+        reason: KickReason::Admin,
+        message: Some("contract check: \"é\"".to_owned()),
     }
 }
 

@@ -17,6 +17,8 @@ fn payload(generation: i64) -> KickPayload {
         env: "prod".into(),
         uid: 42,
         generation,
+        reason: unique_core::KickReason::LoginElsewhere,
+        message: None,
     }
 }
 

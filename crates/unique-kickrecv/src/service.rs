@@ -20,12 +20,16 @@ use unique_wire::{BodyError, read_body};
 
 use crate::{reply, telemetry};
 
-/// Largest kick body accepted; a kick payload is well under 300 bytes.
+/// Largest kick body accepted; a kick payload is well under 600 bytes (an admin logout's
+/// message is at most 256).
 pub use unique_wire::MAX_KICK_BODY_BYTES as MAX_BODY_BYTES;
 
 /// An HTTP service that applies kicks through a [`KickHandler`].
 ///
-/// `POST` with the JSON payload `{"project","env","uid","gen"}`:
+/// `POST` with the JSON payload `{"project","env","uid","gen","reason"?,"message"?}`; the
+/// kick's `reason` and `message` reach the handler's destroy as its
+/// [`KickCause`](unique_client::KickCause) (neither ever fails a kick, see
+/// [`KickPayload`]):
 ///
 /// - **200** `{"ack": "destroyed" | "no-session" | "not-older"}` once no session older than
 ///   the kick remains here (destroyed, or nothing to destroy);

@@ -79,6 +79,8 @@ async fn a_flood_of_signed_kicks_for_unrelated_keys_costs_no_memory_and_logins_g
                         env: "prod".into(),
                         uid: 1_000_000 + uid,
                         generation: i64::MAX,
+                        reason: unique_core::KickReason::LoginElsewhere,
+                        message: None,
                     };
                     let outcome = kicker.kick(&endpoint, &kick, Duration::from_secs(10)).await;
                     if outcome == KickOutcome::Confirmed {

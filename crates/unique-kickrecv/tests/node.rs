@@ -9,7 +9,7 @@ use tokio::time::timeout;
 use unique_arbiter_http::{ArbiterService, serve};
 use unique_client::{HeartbeatOptions, Node, NodeEvent, NodeEvents, NodeLoginError, Transport};
 use unique_client_http::HttpTransport;
-use unique_core::{Arbiter, EvictReason, Key, KickDetail, Owner};
+use unique_core::{Arbiter, EvictReason, Key, KickDetail, KickReason, Owner};
 use unique_kick_http::HttpKicker;
 use unique_kickrecv::KickReceiver;
 use unique_store_memory::MemoryStore;
@@ -102,7 +102,9 @@ async fn a_newer_login_kicks_the_session_before_its_claim_returns() {
         a_events.try_recv().ok(),
         Some(NodeEvent::Kicked {
             key: key(),
-            generation: 1
+            generation: 1,
+            reason: unique_core::KickReason::LoginElsewhere,
+            message: None,
         })
     );
     assert_eq!(a.generation(&key()), None);
@@ -199,6 +201,8 @@ async fn a_login_already_replaced_by_a_kick_never_goes_online() {
         env: "prod".into(),
         uid: 42,
         generation: 7,
+        reason: unique_core::KickReason::LoginElsewhere,
+        message: None,
     };
     a.kick_handler().handle(&early).await;
 
@@ -216,10 +220,149 @@ async fn a_login_already_replaced_by_a_kick_never_goes_online() {
         next(&mut events).await,
         NodeEvent::Kicked {
             key: key(),
-            generation: 1
+            generation: 1,
+            reason: unique_core::KickReason::LoginElsewhere,
+            message: None,
         }
     );
     assert_eq!(a.generation(&key()), None);
+}
+
+/// `POST /v1/logout` (an admin logout) on the server at `server`, with no token (the test
+/// server trusts every caller); the answer's JSON.
+async fn admin_logout(server: &str, body: &serde_json::Value) -> serde_json::Value {
+    post(
+        server.trim_start_matches("http://"),
+        "/v1/logout",
+        &body.to_string(),
+    )
+    .await
+}
+
+/// One raw HTTP/1.1 POST on a fresh connection; the answer's JSON body (200 asserted).
+async fn post(addr: &str, path: &str, body: &str) -> serde_json::Value {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let request = format!(
+        "POST {path} HTTP/1.1\r\nhost: t\r\nconnection: close\r\n\
+         content-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut answer = String::new();
+    timeout(WAIT, stream.read_to_string(&mut answer))
+        .await
+        .expect("an answer within the bound")
+        .unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    let (_, json) = answer.split_once("\r\n\r\n").expect("a body");
+    serde_json::from_str(json).unwrap_or_else(|e| panic!("{e}: {json}"))
+}
+
+/// An admin logout reaches the node as a kick with reason `admin` and the operator's
+/// message, reported in `Kicked` before the logout is answered; a takeover's kick is
+/// `login-elsewhere` (see `a_newer_login_kicks_the_session_before_its_claim_returns`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_admin_logout_kicks_the_session_with_its_reason_and_message() {
+    let url = server().await;
+    let (a, mut events, receiver) = node(&url, "a").await;
+    a.login(key()).await.unwrap();
+    assert!(matches!(
+        next(&mut events).await,
+        NodeEvent::LoggedIn { .. }
+    ));
+
+    let body = serde_json::json!({"project": "game", "env": "prod", "uid": 42,
+                                  "reason": "chargeback under review"});
+    let answer = admin_logout(&url, &body).await;
+
+    assert_eq!(
+        answer,
+        serde_json::json!({"released": true, "gen": 1, "kicked": true, "kick_detail": null})
+    );
+    // Already there when the logout is answered: the node reported it before its 200.
+    assert_eq!(
+        events.try_recv().ok(),
+        Some(NodeEvent::Kicked {
+            key: key(),
+            generation: 1,
+            reason: KickReason::Admin,
+            message: Some("chargeback under review".into()),
+        })
+    );
+    assert_eq!(a.generation(&key()), None);
+    let view = a.transport().current(&key()).await.unwrap();
+    assert_eq!((view.exists, view.owner, view.generation), (true, None, 1));
+
+    // The next login gets the gen the logout announced, and that kick, delivered again
+    // (late, or replayed), does not end it: it is not older.
+    let login = a.login(key()).await.unwrap();
+    assert_eq!(login.generation(), 2);
+    assert!(matches!(
+        next(&mut events).await,
+        NodeEvent::LoggedIn { .. }
+    ));
+    let again = serde_json::json!({"project": "game", "env": "prod", "uid": 42, "gen": 2,
+                                   "reason": "admin", "message": "chargeback under review"});
+    let ack = post(
+        &receiver.local_addr().to_string(),
+        "/kick",
+        &again.to_string(),
+    )
+    .await;
+    assert_eq!(ack["ack"], "not-older", "{ack}");
+    assert_eq!(a.generation(&key()), Some(2));
+
+    // Without a reason the kick carries no message; nothing online is released false.
+    let body = serde_json::json!({"project": "game", "env": "prod", "uid": 42});
+    assert_eq!(admin_logout(&url, &body).await["released"], true);
+    assert_eq!(
+        next(&mut events).await,
+        NodeEvent::Kicked {
+            key: key(),
+            generation: 2,
+            reason: KickReason::Admin,
+            message: None,
+        }
+    );
+    let answer = admin_logout(&url, &body).await;
+    assert_eq!(
+        answer,
+        serde_json::json!({"released": false, "gen": 2, "kicked": false, "kick_detail": null})
+    );
+    let quiet = timeout(HEARTBEAT * 6, events.recv()).await;
+    assert!(quiet.is_err(), "unexpected event: {quiet:?}");
+}
+
+/// A login whose claim was in flight when an admin logout's kick came never goes online,
+/// and its `Kicked` names the admin logout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_login_replaced_by_an_admin_logout_reports_its_reason() {
+    let url = server().await;
+    let (a, mut events, _receiver) = node(&url, "a").await;
+    let in_flight = a.kick_handler().expect_login(&key());
+    let mut early = unique_core::KickPayload::new(&key(), 7, KickReason::Admin);
+    early.message = Some("abuse".into());
+    a.kick_handler().handle(&early).await;
+
+    let Err(NodeLoginError::Replaced(_)) = a.login(key()).await else {
+        panic!("the login must be refused");
+    };
+    drop(in_flight);
+
+    assert!(matches!(
+        next(&mut events).await,
+        NodeEvent::LoggedIn { .. }
+    ));
+    assert_eq!(
+        next(&mut events).await,
+        NodeEvent::Kicked {
+            key: key(),
+            generation: 1,
+            reason: KickReason::Admin,
+            message: Some("abuse".into()),
+        }
+    );
 }
 
 /// `Node::shutdown` releases the node's sessions on the server and stops its receiver: the

@@ -121,6 +121,8 @@ async fn kick_with(kicker_keys: Option<&[&str]>, node: &Node) -> KickOutcome {
         env: "prod".into(),
         uid: 42,
         generation: 2,
+        reason: unique_core::KickReason::LoginElsewhere,
+        message: None,
     };
     builder
         .build()

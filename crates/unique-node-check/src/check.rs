@@ -4,7 +4,7 @@ use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 use http::Method;
-use unique_core::KickPayload;
+use unique_core::{KickPayload, KickReason};
 use unique_kick_signature::{DEFAULT_WINDOW, MIN_KEY_BYTES, SigningKeys};
 use unique_wire::MAX_KICK_BODY_BYTES;
 
@@ -223,6 +223,8 @@ impl NodeCheck {
             env: self.env.clone(),
             uid: fastrand::i64(1..=MAX_UID),
             generation: GENERATION,
+            reason: KickReason::LoginElsewhere,
+            message: None,
         }
     }
 

@@ -14,10 +14,12 @@ use unique_core::{Arbiter, Observer, Store, TracingObserver};
 use unique_kick_http::{EndpointRule, SigningKeys};
 use unique_metrics::{MeteredStore, MetricsObserver};
 
+use crate::audit::AuditFile;
 use crate::exposure::{Auth, Kicks};
 use crate::kicker::{KickerConfig, SigningKicker};
 use crate::reload::Reloader;
 
+mod audit;
 mod exposition;
 mod exposure;
 mod kicker;
@@ -206,6 +208,13 @@ struct Args {
     #[arg(long, env = "UNIQUE_AUTH_TOKENS")]
     auth_tokens: Option<PathBuf>,
 
+    /// Append one JSON line per session event (first login, takeover, replay, superseded,
+    /// release, admin logout, refused caller) to this file, created owner-only when missing,
+    /// before the answer is sent; reopened on SIGHUP (for logrotate). When a line cannot be
+    /// written, claims, releases and logouts are answered 503. Not fsynced.
+    #[arg(long, env = "UNIQUE_AUDIT_LOG", value_name = "PATH")]
+    audit_log: Option<PathBuf>,
+
     /// Serve /v1/* without authentication on a non-loopback address. Only for networks
     /// where every host that can reach the server is trusted (see SECURITY.md).
     #[arg(long, env = "UNIQUE_INSECURE_NO_AUTH", conflicts_with = "auth_tokens")]
@@ -383,6 +392,15 @@ async fn run(args: Args, metrics: Option<PrometheusHandle>) -> Result<(), String
         .as_deref()
         .map(secrets::load_signing_keys)
         .transpose()?;
+    let audit = args
+        .audit_log
+        .as_deref()
+        .map(AuditFile::open)
+        .transpose()?
+        .map(Arc::new);
+    if let Some(audit) = &audit {
+        tracing::info!(path = %audit.path().display(), "audit log open");
+    }
     for warning in warnings {
         tracing::warn!("{warning}");
     }
@@ -390,6 +408,7 @@ async fn run(args: Args, metrics: Option<PrometheusHandle>) -> Result<(), String
     let served = Served {
         tokens: tokens.map(SharedTokens::new),
         keys,
+        audit,
         options,
         metrics,
     };
@@ -407,6 +426,7 @@ async fn run(args: Args, metrics: Option<PrometheusHandle>) -> Result<(), String
 struct Served {
     tokens: Option<SharedTokens>,
     keys: Option<SigningKeys>,
+    audit: Option<Arc<AuditFile>>,
     options: ServeOptions,
     /// `None` with `--no-metrics`.
     metrics: Option<PrometheusHandle>,
@@ -434,6 +454,7 @@ async fn run_on<S: Store>(
     let Served {
         tokens,
         keys,
+        audit,
         options,
         metrics,
     } = served;
@@ -471,6 +492,10 @@ async fn run_on<S: Store>(
     if let (Some(tokens), Some(path)) = (tokens, &args.auth_tokens) {
         reloader = reloader.tokens(path.clone(), tokens.clone());
         service = service.with_tokens(tokens);
+    }
+    if let Some(audit) = audit {
+        reloader = reloader.audit(Arc::clone(&audit));
+        service = service.with_audit(audit);
     }
     let shutdown = shutdown_signal()?;
     let reloads = reload::on_sighup(reloader)?;

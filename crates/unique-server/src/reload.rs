@@ -1,18 +1,22 @@
 //! SIGHUP rereads the secret files (`--auth-tokens`, `--kick-signing-keys`) and puts each
-//! new set in force whole, without a restart and without touching a connection.
+//! new set in force whole, without a restart and without touching a connection; it also
+//! reopens the audit log (`--audit-log`), for log rotation.
 //!
 //! Each file is reread on its own, in the way startup reads it ([`crate::secrets`]). A file
 //! that cannot be used (unreadable, open to group or others, invalid) leaves its previous
 //! set in force and is logged at error level with the reason; a good one replaces the set
 //! and is logged at info level with what changed: token counts and names added and removed,
-//! key ids (`unique_kick_signature::KeyId`), never a token or a key.
+//! key ids (`unique_kick_signature::KeyId`), never a token or a key. An audit log that
+//! cannot be reopened stays on its current file ([`AuditFile::reopen`]).
 
 use std::future::Future;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use unique_arbiter_http::SharedTokens;
 use unique_kick_http::SigningKeys;
 
+use crate::audit::AuditFile;
 use crate::kicker::SigningKicker;
 use crate::secrets;
 
@@ -21,16 +25,18 @@ use crate::secrets;
 pub(crate) struct Reloader {
     tokens: Option<(PathBuf, SharedTokens)>,
     keys: Option<(PathBuf, SigningKicker)>,
+    audit: Option<Arc<AuditFile>>,
 }
 
 /// What a reload did with one file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Outcome {
-    /// The new set is in force.
+    /// The new set is in force (the audit log: reopened).
     Replaced,
     /// The file holds the set already in force.
     Unchanged,
-    /// The file could not be used; the previous set stays in force.
+    /// The file could not be used; the previous set stays in force (the audit log: the
+    /// current file stays in use).
     Kept,
 }
 
@@ -39,6 +45,7 @@ pub(crate) enum Outcome {
 pub(crate) struct Report {
     pub(crate) tokens: Option<Outcome>,
     pub(crate) keys: Option<Outcome>,
+    pub(crate) audit: Option<Outcome>,
 }
 
 impl Reloader {
@@ -54,10 +61,18 @@ impl Reloader {
         self
     }
 
-    /// Rereads every configured file and puts each good one in force.
+    /// Reopens the audit log `file`.
+    pub(crate) fn audit(mut self, file: Arc<AuditFile>) -> Self {
+        self.audit = Some(file);
+        self
+    }
+
+    /// Rereads every configured file and puts each good one in force; reopens the audit log.
     pub(crate) fn reload(&self) -> Report {
-        if self.tokens.is_none() && self.keys.is_none() {
-            tracing::info!("nothing to reload: no --auth-tokens or --kick-signing-keys");
+        if self.tokens.is_none() && self.keys.is_none() && self.audit.is_none() {
+            tracing::info!(
+                "nothing to reload: no --auth-tokens, --kick-signing-keys or --audit-log"
+            );
         }
         Report {
             tokens: self
@@ -68,6 +83,25 @@ impl Reloader {
                 .keys
                 .as_ref()
                 .map(|(path, kicker)| reload_keys(path, kicker)),
+            audit: self.audit.as_deref().map(reopen_audit),
+        }
+    }
+}
+
+fn reopen_audit(file: &AuditFile) -> Outcome {
+    let path = file.path().display();
+    match file.reopen() {
+        Ok(()) => {
+            tracing::info!(%path, "audit log reopened");
+            Outcome::Replaced
+        }
+        Err(error) => {
+            tracing::error!(
+                %path,
+                %error,
+                "audit log not reopened: lines go on to the file open until now"
+            );
+            Outcome::Kept
         }
     }
 }
@@ -155,14 +189,13 @@ pub(crate) fn on_sighup(
 ) -> Result<impl Future<Output = ()> + Send + 'static, String> {
     #[cfg(unix)]
     {
-        use std::sync::Arc;
         use tokio::signal::unix::{SignalKind, signal};
         let mut hangup = signal(SignalKind::hangup())
             .map_err(|e| format!("cannot install the SIGHUP handler: {e}"))?;
         let reloader = Arc::new(reloader);
         Ok(async move {
             while hangup.recv().await.is_some() {
-                tracing::info!("SIGHUP: rereading the secret files");
+                tracing::info!("SIGHUP: rereading the secret files, reopening the audit log");
                 let reloader = Arc::clone(&reloader);
                 if let Err(e) = tokio::task::spawn_blocking(move || reloader.reload()).await {
                     tracing::error!(error = %e, "the reload failed; every set in force stays");
@@ -227,6 +260,7 @@ mod tests {
         let tokens_only = |tokens| Report {
             tokens: Some(tokens),
             keys: None,
+            audit: None,
         };
 
         assert_eq!(reloader.reload(), tokens_only(Outcome::Unchanged));
@@ -268,6 +302,7 @@ mod tests {
         let keys_only = |keys| Report {
             tokens: None,
             keys: Some(keys),
+            audit: None,
         };
         let k1 = SigningKeys::new([K1]).unwrap().signing_id();
         let k2 = SigningKeys::new([K2]).unwrap().signing_id();
@@ -310,7 +345,8 @@ mod tests {
             report,
             Report {
                 tokens: Some(Outcome::Kept),
-                keys: Some(Outcome::Replaced)
+                keys: Some(Outcome::Replaced),
+                audit: None,
             }
         );
         assert!(accepts(&shared, T1));
@@ -318,5 +354,25 @@ mod tests {
             kicker.keys().signing_id(),
             SigningKeys::new([K2]).unwrap().signing_id()
         );
+    }
+
+    #[test]
+    fn the_audit_log_is_reopened_and_a_failed_reopen_keeps_its_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let logs = dir.path().join("logs");
+        std::fs::create_dir(&logs).unwrap();
+        let path = logs.join("audit.log");
+        let file = Arc::new(AuditFile::open(&path).unwrap());
+        let reloader = Reloader::default().audit(Arc::clone(&file));
+        let audit_only = |audit| Report {
+            tokens: None,
+            keys: None,
+            audit: Some(audit),
+        };
+        std::fs::rename(&path, logs.join("audit.log.1")).unwrap();
+        assert_eq!(reloader.reload(), audit_only(Outcome::Replaced));
+        assert!(path.exists(), "reopening creates the file at the path");
+        std::fs::rename(&logs, dir.path().join("gone")).unwrap();
+        assert_eq!(reloader.reload(), audit_only(Outcome::Kept));
     }
 }

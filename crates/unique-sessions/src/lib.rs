@@ -4,12 +4,12 @@
 //!
 //! | feature | what it adds |
 //! |---|---|
-//! | `node` (default) | [`node`]: the `Node` runtime, the HTTP transport, the kick receiver, kick signatures |
-//! | `server` | [`server`]: the `Arbiter` over HTTP, the accept loop, the HTTP kicker |
-//! | `memory`, `sqlite`, `postgres`, `dynamodb` | [`store`]: one store each |
-//! | `metrics` | [`metrics`]: the metrics observer and store wrapper |
-//! | `lease` | [`lease`]: the room lease directory and node registry |
-//! | `store-contract` | [`store_contract`]: the suite a store backend runs on itself |
+//! | `node` (default) | the `node` module: the `Node` runtime, the HTTP transport, the kick receiver, kick signatures |
+//! | `server` | the `server` module: the `Arbiter` over HTTP, the accept loop, the HTTP kicker |
+//! | `memory`, `sqlite`, `postgres`, `dynamodb` | one store each in [`store`] |
+//! | `metrics` | `metrics`: the metrics observer and store wrapper |
+//! | `lease` | `lease`: the room lease directory and node registry |
+//! | `store-contract` | `store_contract`: the suite a store backend runs on itself |
 //!
 //! Each part is also its own crate (`unique-client`, `unique-store-sqlite`, …), re-exported
 //! whole under the names below, for those who want just one.

@@ -9,7 +9,7 @@
 use std::borrow::Cow;
 
 use serde::{Deserialize, Serialize};
-use unique_core::{ClaimInput, CurrentView, Error, Key, MAX_BATCH_KEYS, Owner};
+use unique_core::{ClaimInput, CurrentView, Error, Key, LogoutInput, MAX_BATCH_KEYS, Owner};
 
 use crate::ErrorCode;
 
@@ -85,6 +85,53 @@ pub struct ReleaseBody<'a> {
 pub struct ReleaseAnswer {
     /// The record was the released generation and is now a tombstone.
     pub released: bool,
+}
+
+/// `POST /v1/logout` body: `{"project","env","uid","reason"?}`, an admin logout of the key's
+/// current session. `reason` may be omitted or `null`; the arbiter checks it
+/// ([`unique_core::ValidationLimits::check_logout_reason`]). The answer is
+/// [`unique_core::LogoutOutcome`]: `{"released","gen","kicked","kick_detail"}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LogoutBody<'a> {
+    /// The key's project.
+    #[serde(borrow)]
+    pub project: Cow<'a, str>,
+    /// The key's environment.
+    #[serde(borrow)]
+    pub env: Cow<'a, str>,
+    /// The key's user id.
+    pub uid: i64,
+    /// Why, for the user (the kick's `message`); omitted when none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<Cow<'a, str>>,
+}
+
+impl<'a> From<&'a LogoutInput> for LogoutBody<'a> {
+    fn from(input: &'a LogoutInput) -> Self {
+        let KeyBody { project, env, uid } = KeyBody::from(&input.key);
+        Self {
+            project,
+            env,
+            uid,
+            reason: input.reason.as_deref().map(Cow::Borrowed),
+        }
+    }
+}
+
+impl From<LogoutBody<'_>> for LogoutInput {
+    fn from(body: LogoutBody<'_>) -> Self {
+        let LogoutBody {
+            project,
+            env,
+            uid,
+            reason,
+        } = body;
+        LogoutInput {
+            key: KeyBody { project, env, uid }.into(),
+            reason: reason.map(Cow::into_owned),
+        }
+    }
 }
 
 /// `POST /v1/current/batch` body: `{"keys": [{"project","env","uid"}, …]}`, at most
@@ -376,6 +423,68 @@ mod tests {
             serde_json::from_str(r#"{"error":"throttled","message":"m","gen":0,"exists":false}"#)
                 .unwrap();
         assert!(odd.into_result().unwrap_err().is_throttled());
+    }
+
+    #[test]
+    fn logout_bodies_are_exact_and_round_trip() {
+        let with = LogoutInput {
+            key: key(),
+            reason: Some("chargeback \"42\"".into()),
+        };
+        let json = serde_json::to_string(&LogoutBody::from(&with)).unwrap();
+        assert_eq!(
+            json,
+            r#"{"project":"game","env":"prod","uid":42,"reason":"chargeback \"42\""}"#
+        );
+        assert_eq!(
+            LogoutInput::from(parse::<LogoutBody>(json.as_bytes()).unwrap()),
+            with
+        );
+        let without = LogoutInput {
+            key: key(),
+            reason: None,
+        };
+        let json = serde_json::to_string(&LogoutBody::from(&without)).unwrap();
+        assert_eq!(json, r#"{"project":"game","env":"prod","uid":42}"#);
+        assert_eq!(
+            LogoutInput::from(parse::<LogoutBody>(json.as_bytes()).unwrap()),
+            without
+        );
+        let null = br#"{"project":"game","env":"prod","uid":42,"reason":null}"#;
+        assert_eq!(
+            LogoutInput::from(parse::<LogoutBody>(null).unwrap()),
+            without
+        );
+    }
+
+    #[test]
+    fn logout_bodies_refuse_what_other_requests_refuse() {
+        for (body, needle) in [
+            (
+                &br#"{"project":"p","env":"e","uid":1,"slot":"a"}"#[..],
+                "unknown field `slot`",
+            ),
+            (
+                br#"{"project":"p","env":"e","uid":1,"reason":5}"#,
+                "reason: invalid type",
+            ),
+            (
+                br#"{"project":"p","env":"e","reason":"r"}"#,
+                "missing field `uid`",
+            ),
+            (
+                br#"{"project":"p","env":"e","uid":"1"}"#,
+                "uid: invalid type",
+            ),
+            (b"{", "malformed json"),
+        ] {
+            let e = parse::<LogoutBody>(body).unwrap_err();
+            assert!(
+                e.is_invalid_params() && e.to_string().contains(needle),
+                "{}: {e}",
+                String::from_utf8_lossy(body)
+            );
+        }
     }
 
     #[test]

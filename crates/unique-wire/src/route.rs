@@ -9,6 +9,9 @@ pub const CURRENT_PATH: &str = "/v1/current";
 pub const CURRENT_BATCH_PATH: &str = "/v1/current/batch";
 /// `POST`: release a key at a generation (logout).
 pub const RELEASE_PATH: &str = "/v1/release";
+/// `POST`: an admin logout of a key's current session (tombstone, then a kick with reason
+/// `admin`); needs a token with the `admin` role when the server has tokens.
+pub const LOGOUT_PATH: &str = "/v1/logout";
 /// `GET` or `HEAD`: liveness; the answer is `ok` as plain text.
 pub const HEALTH_PATH: &str = "/healthz";
 /// `GET` or `HEAD`: readiness; `ok` as plain text when the store answers in time, else 503
@@ -26,6 +29,8 @@ pub enum Route {
     CurrentBatch,
     /// [`RELEASE_PATH`], `POST`.
     Release,
+    /// [`LOGOUT_PATH`], `POST`.
+    Logout,
     /// [`HEALTH_PATH`], `GET` or `HEAD`.
     Health,
     /// [`READY_PATH`], `GET` or `HEAD`.
@@ -34,11 +39,12 @@ pub enum Route {
 
 impl Route {
     /// Every route, in the order of the enum.
-    pub const ALL: [Route; 6] = [
+    pub const ALL: [Route; 7] = [
         Self::Claim,
         Self::Current,
         Self::CurrentBatch,
         Self::Release,
+        Self::Logout,
         Self::Health,
         Self::Ready,
     ];
@@ -50,6 +56,7 @@ impl Route {
             CURRENT_PATH => Some(Self::Current),
             CURRENT_BATCH_PATH => Some(Self::CurrentBatch),
             RELEASE_PATH => Some(Self::Release),
+            LOGOUT_PATH => Some(Self::Logout),
             HEALTH_PATH => Some(Self::Health),
             READY_PATH => Some(Self::Ready),
             _ => None,
@@ -63,16 +70,17 @@ impl Route {
             Self::Current => CURRENT_PATH,
             Self::CurrentBatch => CURRENT_BATCH_PATH,
             Self::Release => RELEASE_PATH,
+            Self::Logout => LOGOUT_PATH,
             Self::Health => HEALTH_PATH,
             Self::Ready => READY_PATH,
         }
     }
 
-    /// Whether the route answers `method`: `POST` for the four operations, `GET` and `HEAD`
+    /// Whether the route answers `method`: `POST` for the five operations, `GET` and `HEAD`
     /// for [`Route::Health`] and [`Route::Ready`].
     pub fn allows(self, method: &http::Method) -> bool {
         match self {
-            Self::Claim | Self::Current | Self::CurrentBatch | Self::Release => {
+            Self::Claim | Self::Current | Self::CurrentBatch | Self::Release | Self::Logout => {
                 *method == http::Method::POST
             }
             Self::Health | Self::Ready => {
@@ -98,6 +106,7 @@ mod tests {
             "/v1/claim/",
             "/v1",
             "/V1/claim",
+            "/v1/logout/",
             "/healthz?x",
             "/readyz/",
             "",
@@ -110,6 +119,8 @@ mod tests {
     fn methods() {
         assert!(Route::Claim.allows(&Method::POST));
         assert!(!Route::Release.allows(&Method::GET));
+        assert!(Route::Logout.allows(&Method::POST));
+        assert!(!Route::Logout.allows(&Method::GET));
         assert!(Route::Health.allows(&Method::HEAD));
         assert!(!Route::Health.allows(&Method::POST));
         assert!(Route::Ready.allows(&Method::GET));

@@ -55,7 +55,9 @@ async fn a_signed_kick_through_the_app_ends_the_session() {
         events.try_recv().ok(),
         Some(NodeEvent::Kicked {
             key: key.clone(),
-            generation: 1
+            generation: 1,
+            reason: unique_core::KickReason::LoginElsewhere,
+            message: None,
         })
     );
     assert_eq!(node.generation(&key), None);

@@ -14,8 +14,8 @@ use std::time::Duration;
 
 use unique_core::{
     Arbiter, ArbiterBuilder, CasOutcome, ClaimInput, ClaimOutcome, CurrentView, Error, Key,
-    KickDetail, KickOutcome, KickPayload, Kicker, Observer, Owner, OwnerState, RecentClaims, Store,
-    async_trait,
+    KickDetail, KickOutcome, KickPayload, Kicker, LogoutOutcome, Observer, Owner, OwnerState,
+    RecentClaims, Store, async_trait,
 };
 
 /// The endpoint of the session being replaced in most tests.
@@ -358,6 +358,7 @@ struct Observed {
     claims: Vec<ClaimEvent>,
     kicks: Vec<(Option<KickDetail>, bool)>,
     releases: Vec<(Key, bool)>,
+    logouts: Vec<(Key, LogoutOutcome)>,
 }
 
 /// An observer that records every call. Clones share state.
@@ -377,6 +378,10 @@ impl RecordingObserver {
 
     pub(crate) fn releases(&self) -> Vec<(Key, bool)> {
         lock(&self.seen).releases.clone()
+    }
+
+    pub(crate) fn logouts(&self) -> Vec<(Key, LogoutOutcome)> {
+        lock(&self.seen).logouts.clone()
     }
 }
 
@@ -398,6 +403,12 @@ impl Observer for RecordingObserver {
 
     fn on_release(&self, key: &Key, released: bool) {
         lock(&self.seen).releases.push((key.clone(), released));
+    }
+
+    fn on_logout(&self, key: &Key, outcome: &LogoutOutcome) {
+        lock(&self.seen)
+            .logouts
+            .push((key.clone(), outcome.clone()));
     }
 }
 

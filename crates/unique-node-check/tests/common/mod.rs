@@ -147,6 +147,11 @@ struct Strict {
     uid: i64,
     #[serde(rename = "gen")]
     generation: i64,
+    // The payload's own optional fields, known and so accepted.
+    #[serde(default)]
+    reason: unique_core::KickReason,
+    #[serde(default)]
+    message: Option<String>,
 }
 
 impl From<Strict> for KickPayload {
@@ -156,6 +161,8 @@ impl From<Strict> for KickPayload {
             env: s.env,
             uid: s.uid,
             generation: s.generation,
+            reason: s.reason,
+            message: s.message,
         }
     }
 }

@@ -3,6 +3,7 @@
 // Each test file uses some of these helpers, not all.
 #![allow(dead_code)]
 
+use std::fmt::Write as _;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
@@ -78,11 +79,27 @@ pub(crate) fn exchange(addr: &str, request: &str) -> String {
 /// One HTTP/1.1 request on a fresh connection; returns the raw answer. A server that
 /// does not answer within [`PATIENCE`] fails the test instead of hanging it.
 pub(crate) fn request(addr: &str, method: &str, path: &str, body: &str) -> String {
+    request_with(addr, method, path, &[], body)
+}
+
+/// As [`request`], with extra header lines (`("authorization", "Bearer …")`).
+pub(crate) fn request_with(
+    addr: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> String {
     let mut stream = TcpStream::connect(addr).unwrap();
     stream.set_read_timeout(Some(PATIENCE)).unwrap();
+    let mut extra = String::new();
+    for (name, value) in headers {
+        // Writing to a String cannot fail.
+        let _ = write!(extra, "{name}: {value}\r\n");
+    }
     write!(
         stream,
-        "{method} {path} HTTP/1.1\r\nhost: t\r\nconnection: close\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+        "{method} {path} HTTP/1.1\r\nhost: t\r\nconnection: close\r\ncontent-type: application/json\r\n{extra}content-length: {}\r\n\r\n{body}",
         body.len()
     )
     .unwrap();
