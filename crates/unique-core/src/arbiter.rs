@@ -529,24 +529,16 @@ impl<S: Store> Arbiter<S> {
             Some(old) if old.endpoint == input.owner.endpoint => {
                 KickOutcome::Failed(KickDetail::SelfReplaceSkipped)
             }
-            Some(old) => match &inner.kicker {
-                None => KickOutcome::Confirmed,
-                Some(kicker) => {
-                    let payload = KickPayload::new(
-                        &input.key,
-                        snap.generation + 1,
-                        KickReason::LoginElsewhere,
-                    );
-                    // The kick gets its timeout, or what is left of the claim's.
-                    let budget = inner
-                        .kick_timeout
-                        .min(deadline.saturating_duration_since(Deadline::now()));
-                    let call = kicker.kick(&old.endpoint, &payload, budget);
-                    tokio::time::timeout(budget, call)
-                        .await
-                        .unwrap_or(KickOutcome::Failed(KickDetail::Timeout))
-                }
-            },
+            Some(old) => {
+                // The kick gets its timeout, or what is left of the claim's.
+                let budget = inner
+                    .kick_timeout
+                    .min(deadline.saturating_duration_since(Deadline::now()));
+                let payload = || {
+                    KickPayload::new(&input.key, snap.generation + 1, KickReason::LoginElsewhere)
+                };
+                self.deliver_kick(&old.endpoint, payload, budget).await
+            }
         };
         self.report_kick(outcome);
         outcome
@@ -561,32 +553,38 @@ impl<S: Store> Arbiter<S> {
         owner: Option<&Owner>,
         generation: i64,
     ) -> KickOutcome {
-        let inner = &*self.inner;
         let outcome = match owner {
-            Some(owner) if !owner.endpoint.is_empty() => match &inner.kicker {
-                None => KickOutcome::Confirmed,
-                Some(kicker) => {
-                    let payload = KickPayload {
-                        message: input.reason.clone(),
-                        // The store's gens stay below i64::MAX (C4); saturating all the
-                        // same, so a damaged record cannot overflow here.
-                        ..KickPayload::new(
-                            &input.key,
-                            generation.saturating_add(1),
-                            KickReason::Admin,
-                        )
-                    };
-                    let budget = inner.kick_timeout;
-                    tokio::time::timeout(budget, kicker.kick(&owner.endpoint, &payload, budget))
-                        .await
-                        .unwrap_or(KickOutcome::Failed(KickDetail::Timeout))
-                }
-            },
+            Some(owner) if !owner.endpoint.is_empty() => {
+                let payload = || KickPayload {
+                    message: input.reason.clone(),
+                    // The store's gens stay below i64::MAX (C4); saturating all the
+                    // same, so a damaged record cannot overflow here.
+                    ..KickPayload::new(&input.key, generation.saturating_add(1), KickReason::Admin)
+                };
+                self.deliver_kick(&owner.endpoint, payload, self.inner.kick_timeout)
+                    .await
+            }
             // A corrupt owner, or one without an endpoint: nobody to tell.
             _ => KickOutcome::Failed(KickDetail::NoEndpoint),
         };
         self.report_kick(outcome);
         outcome
+    }
+
+    /// Sends one kick to `endpoint` within `budget` through the kicker; without a kicker
+    /// every kick counts as confirmed. The payload is built only when a kicker sends it.
+    async fn deliver_kick(
+        &self,
+        endpoint: &str,
+        payload: impl FnOnce() -> KickPayload,
+        budget: Duration,
+    ) -> KickOutcome {
+        let Some(kicker) = &self.inner.kicker else {
+            return KickOutcome::Confirmed;
+        };
+        tokio::time::timeout(budget, kicker.kick(endpoint, &payload(), budget))
+            .await
+            .unwrap_or(KickOutcome::Failed(KickDetail::Timeout))
     }
 
     fn report_kick(&self, outcome: KickOutcome) {
