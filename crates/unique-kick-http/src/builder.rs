@@ -224,7 +224,7 @@ impl HttpKickerBuilder {
             metrics: KickerMetrics::new(),
             user_agent,
             max_response_body: self.max_response_body,
-            signing_keys: self.signing_keys,
+            signing_keys: std::sync::RwLock::new(self.signing_keys),
             accepted: AcceptedEndpoints::new(),
         }))
     }

@@ -3,8 +3,8 @@
 use std::error::Error as StdError;
 use std::fmt;
 use std::future::poll_fn;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard};
 use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
@@ -67,7 +67,8 @@ pub(crate) struct Inner {
     pub(crate) metrics: KickerMetrics,
     pub(crate) user_agent: HeaderValue,
     pub(crate) max_response_body: usize,
-    pub(crate) signing_keys: Option<SigningKeys>,
+    /// Replaced whole by [`HttpKicker::replace_signing_keys`]; read once per request.
+    pub(crate) signing_keys: RwLock<Option<SigningKeys>>,
     /// Endpoints the policy accepted lately, so a node's repeated endpoint is checked once.
     pub(crate) accepted: AcceptedEndpoints,
 }
@@ -95,6 +96,23 @@ impl HttpKicker {
             inner: Arc::new(inner),
         }
     }
+
+    /// The keys kicks are signed with now (`None`: unsigned).
+    pub fn signing_keys(&self) -> Option<SigningKeys> {
+        self.inner.signing_keys().clone()
+    }
+
+    /// Signs every kick from now on with `keys` (a key file reloaded, say); returns the keys
+    /// it replaced. Shared by every clone; the pool, its idle connections and the count of
+    /// kicks in flight are kept. A request already signed goes out as it was.
+    pub fn replace_signing_keys(&self, keys: SigningKeys) -> Option<SigningKeys> {
+        let mut current = self
+            .inner
+            .signing_keys
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        current.replace(keys)
+    }
 }
 
 impl Default for HttpKicker {
@@ -110,7 +128,7 @@ impl fmt::Debug for HttpKicker {
             .field("max_response_body", &self.inner.max_response_body)
             .field("max_kicks_in_flight", &self.inner.in_flight.max)
             .field("endpoint_policy", &self.inner.policy)
-            .field("signing_keys", &self.inner.signing_keys)
+            .field("signing_keys", &*self.inner.signing_keys())
             .finish_non_exhaustive()
     }
 }
@@ -216,6 +234,13 @@ struct Answer {
 }
 
 impl Inner {
+    fn signing_keys(&self) -> RwLockReadGuard<'_, Option<SigningKeys>> {
+        // A write is one whole replacement: a poisoned lock still holds whole keys.
+        self.signing_keys
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
     /// The exchange without its deadline.
     async fn exchange(&self, target: &Target, payload: &KickPayload) -> Result<Answer, Failure> {
         let body = Bytes::from(
@@ -265,7 +290,7 @@ impl Inner {
             .header(HOST, target.host.clone())
             .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
             .header(USER_AGENT, self.user_agent.clone());
-        if let Some(keys) = &self.signing_keys {
+        if let Some(keys) = &*self.signing_keys() {
             // Over the very bytes this request carries, stamped now (a retry on a fresh
             // connection is stamped again).
             let signature = keys.sign(&body, SystemTime::now());

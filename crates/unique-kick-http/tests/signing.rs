@@ -71,3 +71,49 @@ async fn without_keys_kicks_are_unsigned() {
     assert_eq!(outcome, KickOutcome::Confirmed);
     assert_eq!(peer.requests()[0].header(HEADER), None);
 }
+
+/// Replaced keys sign every later kick, through every clone, on the same pooled connection:
+/// a key reload keeps one pool and one count of kicks in flight.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replaced_keys_sign_every_later_kick_on_the_same_connection() {
+    let peer = Peer::start(Behaviour::status(200)).await;
+    let (first, second) = (
+        SigningKeys::new([KEY]).unwrap(),
+        SigningKeys::new([OTHER]).unwrap(),
+    );
+    let kicker = HttpKicker::builder()
+        .signing_keys(first.clone())
+        .build()
+        .expect("valid options");
+    let url = peer.http_url("/kick");
+    assert_eq!(
+        kicker.kick(&url, &payload(2), ANSWER_DEADLINE).await,
+        KickOutcome::Confirmed
+    );
+
+    let replaced = kicker.clone().replace_signing_keys(second.clone());
+
+    assert_eq!(replaced.map(|keys| keys.ids()), Some(first.ids()));
+    assert_eq!(
+        kicker.signing_keys().map(|keys| keys.ids()),
+        Some(second.ids())
+    );
+    assert_eq!(
+        kicker.kick(&url, &payload(3), ANSWER_DEADLINE).await,
+        KickOutcome::Confirmed
+    );
+    let requests = peer.requests();
+    let now = SystemTime::now();
+    let verify = |keys: &SigningKeys, i: usize| {
+        keys.verify(
+            requests[i].header(HEADER),
+            &requests[i].body,
+            now,
+            DEFAULT_WINDOW,
+        )
+    };
+    assert_eq!(verify(&first, 0), Ok(()));
+    assert_eq!(verify(&second, 1), Ok(()));
+    assert_eq!(verify(&first, 1), Err(Rejection::BadSignature));
+    assert_eq!(peer.connections(), 1, "the pooled connection is kept");
+}

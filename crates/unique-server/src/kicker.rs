@@ -1,11 +1,7 @@
 //! The server's kicker: `unique-kick-http`'s [`HttpKicker`] under the `--kick-allow` /
-//! `--kick-deny` policy, and, with `--kick-signing-keys`, behind a handle that swaps in a
-//! kicker with new keys when the file is reloaded.
+//! `--kick-deny` policy and its caps, and, with `--kick-signing-keys`, the handle its keys
+//! are replaced through when the file is reloaded.
 
-use std::sync::{Arc, PoisonError, RwLock};
-use std::time::Duration;
-
-use unique_core::{KickOutcome, KickPayload, Kicker, async_trait};
 use unique_kick_http::{EndpointPolicy, EndpointRule, HttpKicker, SigningKeys};
 
 /// How every kicker of this server is built: the endpoint policy and the caps of the flags.
@@ -15,8 +11,7 @@ pub(crate) struct KickerConfig {
     pub(crate) deny: Vec<EndpointRule>,
     /// `--kick-pool-max-idle`.
     pub(crate) pool_max_idle: usize,
-    /// `--max-kicks-in-flight`. Each kicker counts its own: after a key reload, kicks still
-    /// running on the old kicker count against its cap, not the new one's.
+    /// `--max-kicks-in-flight`.
     pub(crate) max_kicks_in_flight: usize,
 }
 
@@ -67,72 +62,47 @@ impl KickerConfig {
     }
 }
 
-/// A signing kicker whose keys can be replaced while the server runs. Clones share it.
+/// The server's signing kicker, whose keys can be replaced while it runs. Clones share it.
 ///
-/// A replacement builds a whole new [`HttpKicker`] (the keys are fixed inside one) and puts
-/// it in place at once: a kick already under way finishes on the kicker it started with,
-/// every later kick is signed with the new keys. The new kicker starts with an empty
-/// connection pool; the old one's idle connections to nodes close when its last kick ends.
+/// A replacement changes only the keys ([`HttpKicker::replace_signing_keys`]): a kick
+/// already signed goes out as it was, every later one is signed with the new keys, and the
+/// connection pool and the count of kicks in flight (`--max-kicks-in-flight`) stay one.
 #[derive(Clone)]
 pub(crate) struct SigningKicker {
-    config: KickerConfig,
-    current: Arc<RwLock<Signing>>,
-}
-
-/// The kicker in force and the keys it signs with.
-struct Signing {
-    keys: SigningKeys,
     kicker: HttpKicker,
 }
 
 impl SigningKicker {
-    pub(crate) fn new(config: KickerConfig, keys: SigningKeys) -> Result<Self, String> {
-        let kicker = config.build(Some(keys.clone()))?;
+    pub(crate) fn new(config: &KickerConfig, keys: SigningKeys) -> Result<Self, String> {
         Ok(Self {
-            config,
-            current: Arc::new(RwLock::new(Signing { keys, kicker })),
+            kicker: config.build(Some(keys))?,
         })
+    }
+
+    /// The kicker itself, for the arbiter.
+    pub(crate) fn kicker(&self) -> &HttpKicker {
+        &self.kicker
     }
 
     /// The keys kicks are signed with now.
     pub(crate) fn keys(&self) -> SigningKeys {
-        self.read(|signing| signing.keys.clone())
+        self.kicker
+            .signing_keys()
+            .expect("a signing kicker is built with keys and only ever given others")
     }
 
     /// Signs every kick from now on with `keys`; returns the keys it replaced.
-    pub(crate) fn replace_keys(&self, keys: SigningKeys) -> Result<SigningKeys, String> {
-        let kicker = self.config.build(Some(keys.clone()))?;
-        let mut current = self.current.write().unwrap_or_else(PoisonError::into_inner);
-        let old = std::mem::replace(&mut *current, Signing { keys, kicker });
-        Ok(old.keys)
-    }
-
-    /// The kicker in force now (a cheap clone: `HttpKicker` is an `Arc`).
-    fn kicker(&self) -> HttpKicker {
-        self.read(|signing| signing.kicker.clone())
-    }
-
-    fn read<T>(&self, f: impl FnOnce(&Signing) -> T) -> T {
-        // The write is one swap of a whole `Signing`: a poisoned lock still holds a whole one.
-        f(&self.current.read().unwrap_or_else(PoisonError::into_inner))
-    }
-}
-
-#[async_trait]
-impl Kicker for SigningKicker {
-    async fn kick(&self, endpoint: &str, payload: &KickPayload, timeout: Duration) -> KickOutcome {
-        // The lock is released before the kick: a reload never waits for a kick.
-        let kicker = self.kicker();
-        kicker.kick(endpoint, payload, timeout).await
-    }
-
-    fn check_endpoint(&self, endpoint: &str) -> Result<(), String> {
-        self.read(|signing| signing.kicker.check_endpoint(endpoint))
+    pub(crate) fn replace_keys(&self, keys: SigningKeys) -> SigningKeys {
+        self.kicker
+            .replace_signing_keys(keys)
+            .expect("a signing kicker is built with keys and only ever given others")
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use unique_core::Kicker;
+
     use super::*;
 
     const K1: &str = "kicker-k1-0123456789abcdef0123456789abcdef";
@@ -148,14 +118,24 @@ mod tests {
     #[test]
     fn replacing_the_keys_keeps_the_policy_and_returns_the_old_keys() {
         let k1 = SigningKeys::new([K1]).unwrap();
-        let kicker = SigningKicker::new(config(), k1.clone()).unwrap();
+        let kicker = SigningKicker::new(&config(), k1.clone()).unwrap();
         let shared = kicker.clone();
         assert_eq!(shared.keys().ids(), k1.ids());
         let k2 = SigningKeys::new([K2, K1]).unwrap();
-        let old = kicker.replace_keys(k2.clone()).unwrap();
+        let old = kicker.replace_keys(k2.clone());
         assert_eq!(old.ids(), k1.ids());
         assert_eq!(shared.keys().signing_id(), k2.signing_id());
-        assert!(shared.check_endpoint("http://10.0.99.7/kick").is_err());
-        assert!(shared.check_endpoint("http://10.0.98.7/kick").is_ok());
+        assert!(
+            shared
+                .kicker()
+                .check_endpoint("http://10.0.99.7/kick")
+                .is_err()
+        );
+        assert!(
+            shared
+                .kicker()
+                .check_endpoint("http://10.0.98.7/kick")
+                .is_ok()
+        );
     }
 }

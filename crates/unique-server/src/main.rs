@@ -475,9 +475,10 @@ async fn run_on<S: Store>(
                 keys = %reload::ids(&keys),
                 "kicks are signed"
             );
-            let kicker = SigningKicker::new(config, keys)?;
-            reloader = reloader.keys(path.clone(), kicker.clone());
-            builder.kicker(kicker)
+            let kicker = SigningKicker::new(&config, keys)?;
+            let arbiter = builder.kicker(kicker.kicker().clone());
+            reloader = reloader.keys(path.clone(), kicker);
+            arbiter
         }
         _ => builder.kicker(config.build(None)?),
     };

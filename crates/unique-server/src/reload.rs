@@ -158,9 +158,7 @@ fn reload_keys(path: &Path, kicker: &SigningKicker) -> Outcome {
         return Outcome::Unchanged;
     }
     let (signing, ids) = (new.signing_id(), ids(&new));
-    if let Err(error) = kicker.replace_keys(new) {
-        return kept(&error);
-    }
+    kicker.replace_keys(new);
     tracing::info!(
         path = %path.display(),
         %signing,
@@ -297,7 +295,7 @@ mod tests {
         write(&path, &format!("{K1}\n"), 0o600);
         let config = KickerConfig::default();
         let kicker =
-            SigningKicker::new(config, secrets::load_signing_keys(&path).unwrap()).unwrap();
+            SigningKicker::new(&config, secrets::load_signing_keys(&path).unwrap()).unwrap();
         let reloader = Reloader::default().keys(path.clone(), kicker.clone());
         let keys_only = |keys| Report {
             tokens: None,
@@ -334,7 +332,7 @@ mod tests {
         let shared = SharedTokens::new(secrets::load_tokens(&tokens).unwrap());
         let config = KickerConfig::default();
         let kicker =
-            SigningKicker::new(config, secrets::load_signing_keys(&keys).unwrap()).unwrap();
+            SigningKicker::new(&config, secrets::load_signing_keys(&keys).unwrap()).unwrap();
         let reloader = Reloader::default()
             .tokens(tokens.clone(), shared.clone())
             .keys(keys.clone(), kicker.clone());
