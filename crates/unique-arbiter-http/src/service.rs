@@ -19,10 +19,10 @@ use http_body::Body;
 use http_body_util::Full;
 use serde::Serialize;
 use tracing::Instrument;
-use unique_core::{Arbiter, ClaimInput, Error, Key, LogoutInput, Store};
+use unique_core::{Arbiter, ClaimInput, Error, Key, LogoutInput, Store, UserKey};
 use unique_wire::{
     BatchAnswer, BatchBody, BatchView, BodyError, ErrorBody, ErrorCode, KeyBody, LogoutBody,
-    ReleaseAnswer, ReleaseBody, Route, parse, parse_claim, read_body,
+    ReleaseAnswer, ReleaseBody, Route, SessionsAnswer, UserBody, parse, parse_claim, read_body,
 };
 
 /// Largest request body accepted; larger bodies get 413.
@@ -165,6 +165,7 @@ impl<S: Store> ArbiterService<S> {
             Route::CurrentBatch => self.current_batch(&body, grant, &request_id).await,
             Route::Release => self.release(&body, grant, &request_id).await,
             Route::Logout => self.logout(&body, grant, &request_id).await,
+            Route::Sessions => self.sessions(&body, grant, &request_id).await,
             // Answered above, before authentication and without reading a body.
             Route::Health => return text(StatusCode::OK, "ok"),
             Route::Ready => return self.ready().await,
@@ -291,6 +292,24 @@ impl<S: Store> ArbiterService<S> {
         };
         self.audit(event, &key, grant, request_id)?;
         Ok(json(StatusCode::OK, &ReleaseAnswer { released }))
+    }
+
+    /// A user's online sessions: scoped by the token like any key of the user (a token
+    /// covers a user's slots together, since scopes name projects and envs).
+    async fn sessions(
+        &self,
+        body: &[u8],
+        grant: Option<&Grant>,
+        request_id: &RequestId,
+    ) -> Result<Response<ResponseBody>, Error> {
+        let user: UserKey = parse::<UserBody>(body)?.into();
+        let key = user.key("");
+        if let Some(refused) = self.scope(Route::Sessions, grant, &key, request_id) {
+            return Ok(refused);
+        }
+        let span = request_id.span("sessions", &key);
+        let sessions = self.arbiter.sessions(&user).instrument(span).await?;
+        Ok(json(StatusCode::OK, &SessionsAnswer { sessions }))
     }
 
     /// An admin logout: the token must hold the admin role and cover the key (both 403

@@ -18,6 +18,7 @@ fn kick(uid: i64) -> KickPayload {
         project: "bench".into(),
         env: "prod".into(),
         uid,
+        slot: String::new(),
         generation: 2,
         reason: unique_core::KickReason::LoginElsewhere,
         message: None,

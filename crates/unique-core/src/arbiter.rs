@@ -13,7 +13,7 @@ use crate::queue::ClaimQueue;
 use crate::store::{MAX_BATCH_KEYS, Store};
 use crate::types::{
     ClaimInput, ClaimOutcome, CurrentView, Key, KickDetail, KickPayload, KickReason, LogoutInput,
-    LogoutOutcome, Owner, OwnerState,
+    LogoutOutcome, Owner, OwnerState, UserKey, UserSession,
 };
 use crate::validate::ValidationLimits;
 
@@ -318,6 +318,26 @@ impl<S: Store> Arbiter<S> {
                     .and_then(OwnerState::into_current_view)
             })
             .collect())
+    }
+
+    /// The user's online sessions, one per slot, sorted by slot (the default slot `""`
+    /// first), from one [`Store::list_sessions`] round trip: what `POST /v1/sessions`
+    /// answers. Empty when the user has none.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidParams` for a bad user key; `Unavailable` for a store fault or a corrupt
+    /// stored owner; `Throttled` when the store throttled.
+    pub async fn sessions(&self, user: &UserKey) -> Result<Vec<UserSession>, Error> {
+        self.inner.limits.check_user(user)?;
+        let mut sessions = self
+            .inner
+            .store
+            .list_sessions(user)
+            .await
+            .map_err(store_fault)?;
+        sessions.sort_unstable_by(|a, b| a.slot.cmp(&b.slot));
+        Ok(sessions)
     }
 
     /// Tombstones the session at `generation` (clean logout). `generation <= 0` is

@@ -6,7 +6,7 @@ use async_trait::async_trait;
 
 use crate::error::Error;
 use crate::fence::CasOutcome;
-use crate::types::{CurrentView, Key, Owner, OwnerState};
+use crate::types::{CurrentView, Key, Owner, OwnerState, UserKey, UserSession};
 
 /// A linearizable per-key record store.
 ///
@@ -119,6 +119,26 @@ pub trait Store: Send + Sync + 'static {
         Ok(states)
     }
 
+    /// The user's online sessions, one per slot whose record holds an owner, in one
+    /// strongly consistent round trip (C10): what `POST /v1/sessions` answers.
+    ///
+    /// Every record of `user` (the default slot's and each other slot's, all keys
+    /// [`UserKey::key`] makes) whose owner is present is listed once as
+    /// [`UserSession`]; tombstones, gen-0 records and absent slots are not. The order is
+    /// the store's; the [`Arbiter`](crate::Arbiter) sorts by slot. Each record is read
+    /// linearizably on its own (C1 is per key): a claim or release that completed before
+    /// the call is seen. A record whose owner is corrupt fails the listing with
+    /// [`Error::Unavailable`], as [`current`](Store::current) does (C7).
+    ///
+    /// The default answers [`Error::Unavailable`] saying the store cannot list, so a store
+    /// written before this method keeps compiling; every in-tree store implements it.
+    async fn list_sessions(&self, user: &UserKey) -> Result<Vec<UserSession>, Error> {
+        let _ = user;
+        Err(Error::unavailable(
+            "this store cannot list a user's sessions (Store::list_sessions is not implemented)",
+        ))
+    }
+
     /// Whether the store answers now: what a readiness probe asks.
     ///
     /// The default is one strongly consistent [`read_owner`](Store::read_owner) of
@@ -175,6 +195,9 @@ macro_rules! forward_store {
             async fn release(&self, key: &Key, generation: i64) -> Result<bool, Error> {
                 (**self).release(key, generation).await
             }
+            async fn list_sessions(&self, user: &UserKey) -> Result<Vec<UserSession>, Error> {
+                (**self).list_sessions(user).await
+            }
             async fn check_ready(&self) -> Result<(), Error> {
                 (**self).check_ready().await
             }
@@ -193,6 +216,27 @@ pub fn encode_owner(owner: &Owner) -> Result<String, Error> {
     }
     serde_json::to_string(owner)
         .map_err(|e| Error::invalid(format!("owner cannot be serialised: {e}")))
+}
+
+/// The listing entry of one stored record of a user (C10): `Ok(Some(..))` when the record
+/// holds a session, `Ok(None)` for a tombstone or a gen-0 record, `Unavailable` for a corrupt
+/// owner. `state` is the record as [`OwnerState::from_record`] read it; backends call this
+/// for each record their range read returns.
+///
+/// # Errors
+///
+/// `Unavailable` when the stored owner is corrupt (C7).
+pub fn listed_session(slot: &str, state: OwnerState) -> Result<Option<UserSession>, Error> {
+    if state.owner_corrupt {
+        return Err(Error::unavailable(format!(
+            "stored owner of slot {slot:?} is corrupt"
+        )));
+    }
+    Ok(state.owner.map(|owner| UserSession {
+        slot: slot.to_owned(),
+        generation: state.generation,
+        owner,
+    }))
 }
 
 /// Decodes a stored owner attribute for `read_owner` (C7): `Ok(None)` for a

@@ -7,9 +7,11 @@ use serde::{Deserialize, Serialize};
 use crate::error::Error;
 use crate::recent::RecentClaims;
 
-/// The identity one session is arbitrated for: `(project, env, uid)`.
+/// The identity one session is arbitrated for: `(project, env, uid, slot)`.
 ///
-/// Different `(project, env)` pairs never interfere for the same uid.
+/// Different `(project, env)` pairs never interfere for the same uid, and neither do
+/// different slots of one user: a login on slot `"mobile"` never kicks slot `"pc"`. The
+/// default slot is `""`, which is exactly the key before slots existed.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct Key {
     /// Tenant (game, app). 1..=64 bytes by default, no `#`, no control characters.
@@ -18,10 +20,66 @@ pub struct Key {
     pub env: String,
     /// User id, ≥ 1.
     pub uid: i64,
+    /// The device slot: `""` (the default) or 1..=64 bytes by default without `#` or
+    /// control characters. Omitted on the wire when empty.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub slot: String,
 }
 
 impl Key {
-    /// Builds a key. Validation happens in the [`Arbiter`](crate::Arbiter), not here.
+    /// Builds a key on the default slot. Validation happens in the
+    /// [`Arbiter`](crate::Arbiter), not here.
+    pub fn new(project: impl Into<String>, env: impl Into<String>, uid: i64) -> Self {
+        Self {
+            project: project.into(),
+            env: env.into(),
+            uid,
+            slot: String::new(),
+        }
+    }
+
+    /// The same user's key on `slot` (`""` is the default slot).
+    #[must_use]
+    pub fn with_slot(mut self, slot: impl Into<String>) -> Self {
+        self.slot = slot.into();
+        self
+    }
+
+    /// The user this key belongs to, whatever its slot.
+    pub fn user(&self) -> UserKey {
+        UserKey::new(self.project.clone(), self.env.clone(), self.uid)
+    }
+}
+
+/// `project#env#uid` on the default slot, `project#env#uid#slot` on any other: the
+/// storage partition key. Unambiguous because `#` is forbidden in `project`, `env` and
+/// `slot`, and the default slot's form is exactly the key before slots existed, so old
+/// records are the default slot's. Every slot of a user sorts in one byte range after
+/// its [`UserKey`]'s form (see [`UserKey::slot_range`]).
+impl fmt::Display for Key {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}#{}#{}", self.project, self.env, self.uid)?;
+        if !self.slot.is_empty() {
+            write!(f, "#{}", self.slot)?;
+        }
+        Ok(())
+    }
+}
+
+/// One user, `(project, env, uid)`, across all of its slots: what
+/// [`Store::list_sessions`](crate::Store::list_sessions) lists.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct UserKey {
+    /// Tenant, as in [`Key::project`].
+    pub project: String,
+    /// Environment, as in [`Key::env`].
+    pub env: String,
+    /// User id, as in [`Key::uid`].
+    pub uid: i64,
+}
+
+impl UserKey {
+    /// Builds a user key. Validation happens in the [`Arbiter`](crate::Arbiter).
     pub fn new(project: impl Into<String>, env: impl Into<String>, uid: i64) -> Self {
         Self {
             project: project.into(),
@@ -29,14 +87,63 @@ impl Key {
             uid,
         }
     }
+
+    /// This user's key on `slot` (`""` is the default slot).
+    pub fn key(&self, slot: impl Into<String>) -> Key {
+        Key {
+            project: self.project.clone(),
+            env: self.env.clone(),
+            uid: self.uid,
+            slot: slot.into(),
+        }
+    }
+
+    /// The half-open byte range `[start, end)` of the partition keys of this user's
+    /// non-default slots: `project#env#uid#` up to `project#env#uid$` (`$` is the byte
+    /// after `#`). With the default slot's key (`project#env#uid`, this user's
+    /// [`Display`](fmt::Display)) it is every record of the user, which an ordered store
+    /// reads in one range scan. The range holds no other user's key: the uid's digits end
+    /// at the `#`, and `#` is forbidden in `project` and `env`.
+    pub fn slot_range(&self) -> (String, String) {
+        let user = self.to_string();
+        (format!("{user}#"), format!("{user}$"))
+    }
+
+    /// The slot of a partition key in this user's [`slot_range`](Self::slot_range), or of
+    /// the default slot's key (`""`); `None` for any other key.
+    pub fn slot_of<'k>(&self, partition_key: &'k str) -> Option<&'k str> {
+        let rest = partition_key
+            .strip_prefix(self.project.as_str())?
+            .strip_prefix('#')?
+            .strip_prefix(self.env.as_str())?
+            .strip_prefix('#')?;
+        let uid = self.uid.to_string();
+        let rest = rest.strip_prefix(uid.as_str())?;
+        if rest.is_empty() {
+            return Some("");
+        }
+        rest.strip_prefix('#').filter(|slot| !slot.is_empty())
+    }
 }
 
-/// `project#env#uid`: the storage partition key. Unambiguous because `#` is
-/// forbidden in `project` and `env`.
-impl fmt::Display for Key {
+/// `project#env#uid`: the default slot's partition key.
+impl fmt::Display for UserKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}#{}#{}", self.project, self.env, self.uid)
     }
+}
+
+/// One online session of a user, as [`Store::list_sessions`](crate::Store::list_sessions)
+/// lists it: `{"slot","gen","owner"}` on the wire.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UserSession {
+    /// The session's slot (`""` for the default slot).
+    pub slot: String,
+    /// The session's gen.
+    #[serde(rename = "gen")]
+    pub generation: i64,
+    /// Where the session lives.
+    pub owner: Owner,
 }
 
 /// Where a session lives: the node's region, cluster and kick endpoint.
@@ -262,7 +369,7 @@ impl fmt::Display for EvictReason {
 }
 
 /// The body POSTed to an old session's endpoint:
-/// `{"project","env","uid","gen","reason","message"?}`, where `gen` is the gen the node must
+/// `{"project","env","uid","slot"?,"gen","reason","message"?}`, where `gen` is the gen the node must
 /// yield to: a takeover announces the new session's gen (`snapshot gen + 1`); an admin
 /// logout of the session at gen `g` announces `g + 1` too (see
 /// `docs/design.md#admin-logout`).
@@ -280,6 +387,10 @@ pub struct KickPayload {
     pub env: String,
     /// Uid of the key.
     pub uid: i64,
+    /// Slot of the key; omitted for the default slot (`""`), so an older receiver reads
+    /// every default-slot kick as before. Not a string: the payload is refused.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub slot: String,
     /// The announced gen; receivers destroy only sessions with a smaller gen.
     #[serde(rename = "gen")]
     pub generation: i64,
@@ -302,6 +413,7 @@ impl KickPayload {
             project: key.project.clone(),
             env: key.env.clone(),
             uid: key.uid,
+            slot: key.slot.clone(),
             generation,
             reason,
             message: None,
@@ -310,7 +422,7 @@ impl KickPayload {
 
     /// The key this kick is for.
     pub fn key(&self) -> Key {
-        Key::new(self.project.clone(), self.env.clone(), self.uid)
+        Key::new(self.project.clone(), self.env.clone(), self.uid).with_slot(self.slot.clone())
     }
 }
 
@@ -553,6 +665,72 @@ mod tests {
     #[test]
     fn key_display_joins_with_hash() {
         assert_eq!(Key::new("p", "e", 42).to_string(), "p#e#42");
+        assert_eq!(Key::new("p", "e", 42).with_slot("").to_string(), "p#e#42");
+        assert_eq!(
+            Key::new("p", "e", 42).with_slot("mobile").to_string(),
+            "p#e#42#mobile"
+        );
+        assert_eq!(UserKey::new("p", "e", 42).to_string(), "p#e#42");
+    }
+
+    #[test]
+    fn a_users_slots_fill_one_range_that_holds_no_other_user() {
+        let user = UserKey::new("p", "e", 4);
+        let (start, end) = user.slot_range();
+        assert_eq!((start.as_str(), end.as_str()), ("p#e#4#", "p#e#4$"));
+        let in_range = |pk: &str| start.as_str() <= pk && pk < end.as_str();
+        for slot in ["a", "mobile", "\u{10ffff}", "$", "~~"] {
+            let pk = user.key(slot).to_string();
+            assert!(in_range(&pk), "{pk}");
+            assert_eq!(user.slot_of(&pk), Some(slot));
+        }
+        assert_eq!(user.slot_of("p#e#4"), Some(""));
+        assert!(!in_range("p#e#4"), "the default slot is its own point");
+        for other in [
+            "p#e#40", "p#e#41#a", "p#e#4", "p#e#3#a", "p#ex#4#a", "px#e#4#a",
+        ] {
+            assert!(!in_range(other), "{other}");
+        }
+        for other in [
+            "p#e#40", "p#e#41#a", "p#e#4#", "p#ex#4#a", "px#e#4#a", "p#e",
+        ] {
+            assert_eq!(user.slot_of(other), None, "{other}");
+        }
+        assert_eq!(Key::new("p", "e", 4).with_slot("pc").user(), user);
+        assert_eq!(user.key("pc"), Key::new("p", "e", 4).with_slot("pc"));
+    }
+
+    #[test]
+    fn key_json_omits_the_default_slot() {
+        let key = Key::new("p", "e", 1);
+        assert_eq!(
+            serde_json::to_string(&key).unwrap(),
+            r#"{"project":"p","env":"e","uid":1}"#
+        );
+        let slotted = key.clone().with_slot("pc");
+        let json = serde_json::to_string(&slotted).unwrap();
+        assert_eq!(json, r#"{"project":"p","env":"e","uid":1,"slot":"pc"}"#);
+        assert_eq!(serde_json::from_str::<Key>(&json).unwrap(), slotted);
+    }
+
+    #[test]
+    fn kick_payload_carries_a_slot_only_off_the_default() {
+        let key = Key::new("p", "e", 7).with_slot("pc");
+        let sent = KickPayload::new(&key, 3, KickReason::LoginElsewhere);
+        let json = serde_json::to_string(&sent).unwrap();
+        assert_eq!(
+            json,
+            r#"{"project":"p","env":"e","uid":7,"slot":"pc","gen":3,"reason":"login-elsewhere"}"#
+        );
+        let back: KickPayload = serde_json::from_str(&json).unwrap();
+        assert_eq!(back.key(), key);
+        assert!(
+            serde_json::from_str::<KickPayload>(
+                r#"{"project":"p","env":"e","uid":7,"slot":5,"gen":3}"#
+            )
+            .is_err(),
+            "a slot that is not a string never reads as the default slot"
+        );
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //! endpoint's query string (which may hold a secret) is never echoed.
 
 use crate::error::Error;
-use crate::types::{Key, Owner};
+use crate::types::{Key, Owner, UserKey};
 
 /// The most bytes of an admin logout's `reason` ([`LogoutInput::reason`](crate::LogoutInput)):
 /// free text for the user, carried to the node in the kick's `message`. Short, so a kick
@@ -34,11 +34,24 @@ impl Default for ValidationLimits {
 
 impl ValidationLimits {
     /// Checks a key: project and env 1..=tenant bytes without `#` or control
-    /// characters, uid ≥ 1.
+    /// characters, uid ≥ 1, slot empty (the default slot) or like env.
     pub fn check_key(&self, key: &Key) -> Result<(), Error> {
-        self.check_tenant_part("project", &key.project)?;
-        self.check_tenant_part("env", &key.env)?;
-        if key.uid < 1 {
+        self.check_user_parts(&key.project, &key.env, key.uid)?;
+        if !key.slot.is_empty() {
+            self.check_tenant_part("slot", &key.slot)?;
+        }
+        Ok(())
+    }
+
+    /// Checks a user key: project, env and uid as [`check_key`](Self::check_key) does.
+    pub fn check_user(&self, user: &UserKey) -> Result<(), Error> {
+        self.check_user_parts(&user.project, &user.env, user.uid)
+    }
+
+    fn check_user_parts(&self, project: &str, env: &str, uid: i64) -> Result<(), Error> {
+        self.check_tenant_part("project", project)?;
+        self.check_tenant_part("env", env)?;
+        if uid < 1 {
             return Err(Error::invalid("uid must be >= 1"));
         }
         Ok(())
@@ -210,6 +223,36 @@ mod tests {
                 e.is_invalid_params() && e.to_string().contains(rule),
                 "{bad:?}: {e}"
             );
+        }
+    }
+
+    #[test]
+    fn slots_are_checked_like_env_but_may_be_empty() {
+        let limits = ValidationLimits::default();
+        let key = |slot: &str| Key::new("p", "e", 1).with_slot(slot);
+        for ok in ["", "mobile", "pc-2", "é", &"s".repeat(64)] {
+            assert!(limits.check_key(&key(ok)).is_ok(), "{ok:?}");
+        }
+        for (bad, rule) in [
+            (&*"s".repeat(65), "slot must be at most 64 bytes"),
+            ("a#b", "slot must not contain '#'"),
+            ("tab\t", "slot must not contain control characters"),
+            ("c1\u{85}", "slot must not contain control characters"),
+        ] {
+            let e = limits.check_key(&key(bad)).unwrap_err();
+            assert!(
+                e.is_invalid_params() && e.to_string().contains(rule),
+                "{bad:?}: {e}"
+            );
+        }
+        assert!(limits.check_user(&UserKey::new("p", "e", 1)).is_ok());
+        for (user, rule) in [
+            (UserKey::new("", "e", 1), "project must not be empty"),
+            (UserKey::new("p", "e#", 1), "env must not contain '#'"),
+            (UserKey::new("p", "e", 0), "uid must be >= 1"),
+        ] {
+            let e = limits.check_user(&user).unwrap_err();
+            assert!(e.to_string().contains(rule), "{user:?}: {e}");
         }
     }
 

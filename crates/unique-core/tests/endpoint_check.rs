@@ -63,6 +63,7 @@ async fn an_accepted_new_endpoint_is_checked_once_and_the_claim_goes_on() {
             project: key().project,
             env: key().env,
             uid: key().uid,
+            slot: String::new(),
             generation: 8,
             reason: unique_core::KickReason::LoginElsewhere,
             message: None,

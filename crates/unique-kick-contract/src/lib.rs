@@ -39,6 +39,7 @@ pub fn payload() -> KickPayload {
         project: "contract".to_owned(),
         env: "kick-test".to_owned(),
         uid: 4_242,
+        slot: String::new(),
         generation: 17,
         reason: KickReason::Admin,
         message: Some("contract check: \"é\"".to_owned()),

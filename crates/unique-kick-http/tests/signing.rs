@@ -16,6 +16,7 @@ fn payload(generation: i64) -> KickPayload {
         project: "game".into(),
         env: "prod".into(),
         uid: 42,
+        slot: String::new(),
         generation,
         reason: unique_core::KickReason::LoginElsewhere,
         message: None,

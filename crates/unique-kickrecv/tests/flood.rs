@@ -78,6 +78,7 @@ async fn a_flood_of_signed_kicks_for_unrelated_keys_costs_no_memory_and_logins_g
                         project: "flood".into(),
                         env: "prod".into(),
                         uid: 1_000_000 + uid,
+                        slot: String::new(),
                         generation: i64::MAX,
                         reason: unique_core::KickReason::LoginElsewhere,
                         message: None,

@@ -200,6 +200,7 @@ async fn a_login_already_replaced_by_a_kick_never_goes_online() {
         project: "game".into(),
         env: "prod".into(),
         uid: 42,
+        slot: String::new(),
         generation: 7,
         reason: unique_core::KickReason::LoginElsewhere,
         message: None,

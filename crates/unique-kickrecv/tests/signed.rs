@@ -120,6 +120,7 @@ async fn kick_with(kicker_keys: Option<&[&str]>, node: &Node) -> KickOutcome {
         project: "game".into(),
         env: "prod".into(),
         uid: 42,
+        slot: String::new(),
         generation: 2,
         reason: unique_core::KickReason::LoginElsewhere,
         message: None,

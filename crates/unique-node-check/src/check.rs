@@ -222,6 +222,7 @@ impl NodeCheck {
             project: self.project.clone(),
             env: self.env.clone(),
             uid: fastrand::i64(1..=MAX_UID),
+            slot: String::new(),
             generation: GENERATION,
             reason: KickReason::LoginElsewhere,
             message: None,

@@ -9,7 +9,9 @@
 use std::borrow::Cow;
 
 use serde::{Deserialize, Serialize};
-use unique_core::{ClaimInput, CurrentView, Error, Key, LogoutInput, MAX_BATCH_KEYS, Owner};
+use unique_core::{
+    ClaimInput, CurrentView, Error, Key, LogoutInput, MAX_BATCH_KEYS, Owner, UserKey, UserSession,
+};
 
 use crate::ErrorCode;
 
@@ -25,6 +27,10 @@ pub struct ClaimBody<'a> {
     pub env: Cow<'a, str>,
     /// The key's user id, a JSON integer.
     pub uid: i64,
+    /// The key's slot; `""` (the default slot) when omitted, and omitted when `""`, so a
+    /// default-slot request is byte for byte what it was before slots.
+    #[serde(borrow, default, skip_serializing_if = "str::is_empty")]
+    pub slot: Cow<'a, str>,
     /// The claiming session's owner.
     #[serde(borrow)]
     pub owner: OwnerBody<'a>,
@@ -49,7 +55,7 @@ pub struct OwnerBody<'a> {
     pub endpoint: Cow<'a, str>,
 }
 
-/// `POST /v1/current` body: `{"project","env","uid"}`.
+/// `POST /v1/current` body: `{"project","env","uid","slot"?}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct KeyBody<'a> {
@@ -61,9 +67,51 @@ pub struct KeyBody<'a> {
     pub env: Cow<'a, str>,
     /// The key's user id.
     pub uid: i64,
+    /// The key's slot; `""` (the default slot) when omitted, and omitted when `""`, so a
+    /// default-slot request is byte for byte what it was before slots.
+    #[serde(borrow, default, skip_serializing_if = "str::is_empty")]
+    pub slot: Cow<'a, str>,
 }
 
-/// `POST /v1/release` body: `{"project","env","uid","gen"}`.
+/// `POST /v1/sessions` body: `{"project","env","uid"}`, one user across all its slots.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UserBody<'a> {
+    /// The user's project.
+    #[serde(borrow)]
+    pub project: Cow<'a, str>,
+    /// The user's environment.
+    #[serde(borrow)]
+    pub env: Cow<'a, str>,
+    /// The user's id.
+    pub uid: i64,
+}
+
+impl<'a> From<&'a UserKey> for UserBody<'a> {
+    fn from(user: &'a UserKey) -> Self {
+        Self {
+            project: Cow::Borrowed(&user.project),
+            env: Cow::Borrowed(&user.env),
+            uid: user.uid,
+        }
+    }
+}
+
+impl From<UserBody<'_>> for UserKey {
+    fn from(body: UserBody<'_>) -> Self {
+        UserKey::new(body.project.into_owned(), body.env.into_owned(), body.uid)
+    }
+}
+
+/// `POST /v1/sessions` answer: `{"sessions":[{"slot","gen","owner"}, …]}`, the user's online
+/// sessions sorted by slot; `[]` for none.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionsAnswer {
+    /// One entry per slot that holds a session.
+    pub sessions: Vec<UserSession>,
+}
+
+/// `POST /v1/release` body: `{"project","env","uid","slot"?,"gen"}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ReleaseBody<'a> {
@@ -75,6 +123,10 @@ pub struct ReleaseBody<'a> {
     pub env: Cow<'a, str>,
     /// The key's user id.
     pub uid: i64,
+    /// The key's slot; `""` (the default slot) when omitted, and omitted when `""`, so a
+    /// default-slot request is byte for byte what it was before slots.
+    #[serde(borrow, default, skip_serializing_if = "str::is_empty")]
+    pub slot: Cow<'a, str>,
     /// The generation being released (`gen` on the wire).
     #[serde(rename = "gen")]
     pub generation: i64,
@@ -87,7 +139,7 @@ pub struct ReleaseAnswer {
     pub released: bool,
 }
 
-/// `POST /v1/logout` body: `{"project","env","uid","reason"?}`, an admin logout of the key's
+/// `POST /v1/logout` body: `{"project","env","uid","slot"?,"reason"?}`, an admin logout of the key's
 /// current session. `reason` may be omitted or `null`; the arbiter checks it
 /// ([`unique_core::ValidationLimits::check_logout_reason`]). The answer is
 /// [`unique_core::LogoutOutcome`]: `{"released","gen","kicked","kick_detail"}`.
@@ -102,6 +154,10 @@ pub struct LogoutBody<'a> {
     pub env: Cow<'a, str>,
     /// The key's user id.
     pub uid: i64,
+    /// The key's slot; `""` (the default slot) when omitted, and omitted when `""`, so a
+    /// default-slot request is byte for byte what it was before slots.
+    #[serde(borrow, default, skip_serializing_if = "str::is_empty")]
+    pub slot: Cow<'a, str>,
     /// Why, for the user (the kick's `message`); omitted when none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<Cow<'a, str>>,
@@ -109,11 +165,17 @@ pub struct LogoutBody<'a> {
 
 impl<'a> From<&'a LogoutInput> for LogoutBody<'a> {
     fn from(input: &'a LogoutInput) -> Self {
-        let KeyBody { project, env, uid } = KeyBody::from(&input.key);
+        let KeyBody {
+            project,
+            env,
+            uid,
+            slot,
+        } = KeyBody::from(&input.key);
         Self {
             project,
             env,
             uid,
+            slot,
             reason: input.reason.as_deref().map(Cow::Borrowed),
         }
     }
@@ -125,10 +187,17 @@ impl From<LogoutBody<'_>> for LogoutInput {
             project,
             env,
             uid,
+            slot,
             reason,
         } = body;
         LogoutInput {
-            key: KeyBody { project, env, uid }.into(),
+            key: KeyBody {
+                project,
+                env,
+                uid,
+                slot,
+            }
+            .into(),
             reason: reason.map(Cow::into_owned),
         }
     }
@@ -220,7 +289,12 @@ impl BatchView {
 
 impl<'a> From<&'a ClaimInput> for ClaimBody<'a> {
     fn from(input: &'a ClaimInput) -> Self {
-        let KeyBody { project, env, uid } = KeyBody::from(&input.key);
+        let KeyBody {
+            project,
+            env,
+            uid,
+            slot,
+        } = KeyBody::from(&input.key);
         let Owner {
             region,
             cluster,
@@ -230,6 +304,7 @@ impl<'a> From<&'a ClaimInput> for ClaimBody<'a> {
             project,
             env,
             uid,
+            slot,
             owner: OwnerBody {
                 region: Cow::Borrowed(region),
                 cluster: Cow::Borrowed(cluster),
@@ -246,11 +321,18 @@ impl From<ClaimBody<'_>> for ClaimInput {
             project,
             env,
             uid,
+            slot,
             owner,
             claim_id,
         } = body;
         ClaimInput {
-            key: KeyBody { project, env, uid }.into(),
+            key: KeyBody {
+                project,
+                env,
+                uid,
+                slot,
+            }
+            .into(),
             owner: Owner {
                 region: owner.region.into_owned(),
                 cluster: owner.cluster.into_owned(),
@@ -267,6 +349,7 @@ impl<'a> From<&'a Key> for KeyBody<'a> {
             project: Cow::Borrowed(&key.project),
             env: Cow::Borrowed(&key.env),
             uid: key.uid,
+            slot: Cow::Borrowed(&key.slot),
         }
     }
 }
@@ -277,6 +360,7 @@ impl From<KeyBody<'_>> for Key {
             project: body.project.into_owned(),
             env: body.env.into_owned(),
             uid: body.uid,
+            slot: body.slot.into_owned(),
         }
     }
 }
@@ -284,11 +368,17 @@ impl From<KeyBody<'_>> for Key {
 impl<'a> ReleaseBody<'a> {
     /// The body releasing `key` at `generation`.
     pub fn new(key: &'a Key, generation: i64) -> Self {
-        let KeyBody { project, env, uid } = KeyBody::from(key);
+        let KeyBody {
+            project,
+            env,
+            uid,
+            slot,
+        } = KeyBody::from(key);
         Self {
             project,
             env,
             uid,
+            slot,
             generation,
         }
     }
@@ -299,9 +389,16 @@ impl<'a> ReleaseBody<'a> {
             project,
             env,
             uid,
+            slot,
             generation,
         } = self;
-        (KeyBody { project, env, uid }.into(), generation)
+        let key = KeyBody {
+            project,
+            env,
+            uid,
+            slot,
+        };
+        (key.into(), generation)
     }
 }
 
@@ -461,8 +558,12 @@ mod tests {
     fn logout_bodies_refuse_what_other_requests_refuse() {
         for (body, needle) in [
             (
-                &br#"{"project":"p","env":"e","uid":1,"slot":"a"}"#[..],
-                "unknown field `slot`",
+                &br#"{"project":"p","env":"e","uid":1,"device":"a"}"#[..],
+                "unknown field `device`",
+            ),
+            (
+                br#"{"project":"p","env":"e","uid":1,"slot":5}"#,
+                "slot: invalid type",
             ),
             (
                 br#"{"project":"p","env":"e","uid":1,"reason":5}"#,
@@ -485,6 +586,84 @@ mod tests {
                 String::from_utf8_lossy(body)
             );
         }
+    }
+
+    #[test]
+    fn slots_ride_every_key_body_and_only_when_not_default() {
+        let slotted = key().with_slot("pc");
+        let input = ClaimInput {
+            key: slotted.clone(),
+            ..input()
+        };
+        let json = serde_json::to_string(&ClaimBody::from(&input)).unwrap();
+        assert!(json.contains(r#""uid":42,"slot":"pc","owner""#), "{json}");
+        assert_eq!(
+            ClaimInput::from(crate::parse_claim(json.as_bytes()).unwrap()),
+            input
+        );
+        let json = serde_json::to_vec(&KeyBody::from(&slotted)).unwrap();
+        assert_eq!(Key::from(parse::<KeyBody>(&json).unwrap()), slotted);
+        let json = serde_json::to_vec(&ReleaseBody::new(&slotted, 3)).unwrap();
+        assert_eq!(
+            parse::<ReleaseBody>(&json).unwrap().into_parts(),
+            (slotted.clone(), 3)
+        );
+        let logout = LogoutInput {
+            key: slotted.clone(),
+            reason: None,
+        };
+        let json = serde_json::to_vec(&LogoutBody::from(&logout)).unwrap();
+        assert_eq!(
+            LogoutInput::from(parse::<LogoutBody>(&json).unwrap()),
+            logout
+        );
+        let keys = [slotted, key()];
+        let json = serde_json::to_string(&BatchBody::new(&keys)).unwrap();
+        assert_eq!(
+            json,
+            r#"{"keys":[{"project":"game","env":"prod","uid":42,"slot":"pc"},{"project":"game","env":"prod","uid":42}]}"#
+        );
+        assert_eq!(
+            parse::<BatchBody>(json.as_bytes())
+                .unwrap()
+                .into_keys()
+                .unwrap(),
+            keys
+        );
+        let explicit_default = br#"{"project":"game","env":"prod","uid":42,"slot":""}"#;
+        assert_eq!(
+            Key::from(parse::<KeyBody>(explicit_default).unwrap()),
+            key()
+        );
+    }
+
+    #[test]
+    fn sessions_bodies_are_exact() {
+        let user = UserKey::new("game", "prod", 42);
+        let json = serde_json::to_string(&UserBody::from(&user)).unwrap();
+        assert_eq!(json, r#"{"project":"game","env":"prod","uid":42}"#);
+        assert_eq!(
+            UserKey::from(parse::<UserBody>(json.as_bytes()).unwrap()),
+            user
+        );
+        let e = parse::<UserBody>(br#"{"project":"p","env":"e","uid":1,"slot":"pc"}"#).unwrap_err();
+        assert!(e.to_string().contains("unknown field `slot`"), "{e}");
+        let answer = SessionsAnswer {
+            sessions: vec![UserSession {
+                slot: "pc".into(),
+                generation: 3,
+                owner: Owner::new("", "", "http://h/k"),
+            }],
+        };
+        let json = serde_json::to_string(&answer).unwrap();
+        assert_eq!(
+            json,
+            r#"{"sessions":[{"slot":"pc","gen":3,"owner":{"endpoint":"http://h/k"}}]}"#
+        );
+        assert_eq!(
+            serde_json::from_str::<SessionsAnswer>(&json).unwrap(),
+            answer
+        );
     }
 
     #[test]

@@ -29,12 +29,13 @@ struct Scan<'a> {
 
 impl<'a> Scan<'a> {
     fn claim(&mut self) -> Option<ClaimBody<'a>> {
-        let (mut project, mut env, mut uid, mut owner, mut claim_id) =
-            (None, None, None, None, None);
+        let (mut project, mut env, mut uid, mut slot, mut owner, mut claim_id) =
+            (None, None, None, None, None, None);
         self.object(|scan, field| match field {
             "project" => set(&mut project, scan.string()?),
             "env" => set(&mut env, scan.string()?),
             "uid" => set(&mut uid, scan.integer()?),
+            "slot" => set(&mut slot, scan.string()?),
             "owner" => set(&mut owner, scan.owner()?),
             "claim_id" => set(&mut claim_id, scan.string()?),
             _ => None,
@@ -43,6 +44,7 @@ impl<'a> Scan<'a> {
             project: Cow::Borrowed(project?),
             env: Cow::Borrowed(env?),
             uid: uid?,
+            slot: Cow::Borrowed(slot.unwrap_or_default()),
             owner: owner?,
             claim_id: Cow::Borrowed(claim_id?),
         })
@@ -259,7 +261,7 @@ mod tests {
             })
             .prop_map(move |(fields, ws)| object(fields, ws));
         let extra = (
-            prop::sample::select(vec!["project", "uid", "claim_id", "other"]),
+            prop::sample::select(vec!["project", "uid", "claim_id", "slot", "slot", "other"]),
             string.clone(),
         );
         (
@@ -296,9 +298,10 @@ mod tests {
         fn reads_every_plain_claim_serde_reads(
             project in "[a-zA-Z0-9_-]{0,10}", env in "[a-z]{0,5}", uid in any::<i64>(),
             region in "[a-z0-9-]{0,6}", endpoint in "[a-z0-9:/.]{0,20}", claim_id in ".{0,8}",
+            slot in "[a-z]{0,3}",
         ) {
             let body = ClaimBody {
-                project: project.into(), env: env.into(), uid,
+                project: project.into(), env: env.into(), uid, slot: slot.into(),
                 owner: OwnerBody { region: region.into(), cluster: Cow::Borrowed(""), endpoint: endpoint.into() },
                 claim_id: claim_id.into(),
             };

@@ -9,14 +9,14 @@ mod route;
 
 pub use body::{
     BatchAnswer, BatchBody, BatchView, ClaimBody, KeyBody, LogoutBody, OwnerBody, ReleaseAnswer,
-    ReleaseBody,
+    ReleaseBody, SessionsAnswer, UserBody,
 };
 pub use error::{ErrorBody, ErrorCode, SUPERSEDED_MESSAGE, error_message, superseded_generations};
 pub use limit::{BodyError, MAX_KICK_BODY_BYTES, MAX_REQUEST_BODY_BYTES, read_body};
 pub use parse::{parse, parse_claim};
 pub use route::{
     CLAIM_PATH, CURRENT_BATCH_PATH, CURRENT_PATH, HEALTH_PATH, LOGOUT_PATH, READY_PATH,
-    RELEASE_PATH, Route,
+    RELEASE_PATH, Route, SESSIONS_PATH,
 };
 /// The most keys one batch request carries (re-exported from `unique_core`).
 pub use unique_core::MAX_BATCH_KEYS;

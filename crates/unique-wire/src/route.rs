@@ -12,6 +12,8 @@ pub const RELEASE_PATH: &str = "/v1/release";
 /// `POST`: an admin logout of a key's current session (tombstone, then a kick with reason
 /// `admin`); needs a token with the `admin` role when the server has tokens.
 pub const LOGOUT_PATH: &str = "/v1/logout";
+/// `POST`: list a user's online sessions, one per slot, in one store round trip.
+pub const SESSIONS_PATH: &str = "/v1/sessions";
 /// `GET` or `HEAD`: liveness; the answer is `ok` as plain text.
 pub const HEALTH_PATH: &str = "/healthz";
 /// `GET` or `HEAD`: readiness; `ok` as plain text when the store answers in time, else 503
@@ -31,6 +33,8 @@ pub enum Route {
     Release,
     /// [`LOGOUT_PATH`], `POST`.
     Logout,
+    /// [`SESSIONS_PATH`], `POST`.
+    Sessions,
     /// [`HEALTH_PATH`], `GET` or `HEAD`.
     Health,
     /// [`READY_PATH`], `GET` or `HEAD`.
@@ -39,12 +43,13 @@ pub enum Route {
 
 impl Route {
     /// Every route, in the order of the enum.
-    pub const ALL: [Route; 7] = [
+    pub const ALL: [Route; 8] = [
         Self::Claim,
         Self::Current,
         Self::CurrentBatch,
         Self::Release,
         Self::Logout,
+        Self::Sessions,
         Self::Health,
         Self::Ready,
     ];
@@ -57,6 +62,7 @@ impl Route {
             CURRENT_BATCH_PATH => Some(Self::CurrentBatch),
             RELEASE_PATH => Some(Self::Release),
             LOGOUT_PATH => Some(Self::Logout),
+            SESSIONS_PATH => Some(Self::Sessions),
             HEALTH_PATH => Some(Self::Health),
             READY_PATH => Some(Self::Ready),
             _ => None,
@@ -71,18 +77,22 @@ impl Route {
             Self::CurrentBatch => CURRENT_BATCH_PATH,
             Self::Release => RELEASE_PATH,
             Self::Logout => LOGOUT_PATH,
+            Self::Sessions => SESSIONS_PATH,
             Self::Health => HEALTH_PATH,
             Self::Ready => READY_PATH,
         }
     }
 
-    /// Whether the route answers `method`: `POST` for the five operations, `GET` and `HEAD`
+    /// Whether the route answers `method`: `POST` for the six operations, `GET` and `HEAD`
     /// for [`Route::Health`] and [`Route::Ready`].
     pub fn allows(self, method: &http::Method) -> bool {
         match self {
-            Self::Claim | Self::Current | Self::CurrentBatch | Self::Release | Self::Logout => {
-                *method == http::Method::POST
-            }
+            Self::Claim
+            | Self::Current
+            | Self::CurrentBatch
+            | Self::Release
+            | Self::Logout
+            | Self::Sessions => *method == http::Method::POST,
             Self::Health | Self::Ready => {
                 *method == http::Method::GET || *method == http::Method::HEAD
             }

@@ -152,6 +152,8 @@ struct Strict {
     reason: unique_core::KickReason,
     #[serde(default)]
     message: Option<String>,
+    #[serde(default)]
+    slot: String,
 }
 
 impl From<Strict> for KickPayload {
@@ -160,6 +162,7 @@ impl From<Strict> for KickPayload {
             project: s.project,
             env: s.env,
             uid: s.uid,
+            slot: s.slot,
             generation: s.generation,
             reason: s.reason,
             message: s.message,
