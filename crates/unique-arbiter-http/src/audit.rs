@@ -65,7 +65,8 @@ pub struct AuditRecord<'a> {
     pub event: AuditEvent,
     /// The key acted on; `None` for a caller refused before its body was read (401).
     pub key: Option<&'a Key>,
-    /// The device slot of the session: always `""` until device slots exist.
+    /// The device slot of the session: the key's slot, `""` for the default slot or
+    /// when there is no key.
     pub slot: &'a str,
     /// The caller's token name (never the token); `None` without tokens or for a 401.
     pub token: Option<&'a str>,
@@ -255,7 +256,7 @@ impl AuditEvent {
 }
 
 impl<'a> AuditRecord<'a> {
-    /// A record of `event` made now, in slot `""`.
+    /// A record of `event` made now, in the key's slot.
     pub fn new(
         event: AuditEvent,
         key: Option<&'a Key>,
@@ -266,7 +267,7 @@ impl<'a> AuditRecord<'a> {
             ts: SystemTime::now(),
             event,
             key,
-            slot: "",
+            slot: key.map_or("", |key| key.slot.as_str()),
             token,
             request_id,
         }

@@ -94,12 +94,13 @@ fn release(project: &str, env: &str) -> Value {
 }
 
 /// Every route, with the body each takes, for `project` / `env`.
-fn every_route(project: &str, env: &str) -> [(&'static str, Value); 4] {
+fn every_route(project: &str, env: &str) -> [(&'static str, Value); 5] {
     [
         ("/v1/claim", claim(project, env)),
         ("/v1/current", key(project, env)),
         ("/v1/release", release(project, env)),
         ("/v1/logout", key(project, env)),
+        ("/v1/sessions", key(project, env)),
     ]
 }
 
@@ -151,6 +152,8 @@ async fn tokens_act_inside_their_scope() {
     assert_eq!(again.body["replayed"], true);
     let current = call(addr, "/v1/current", Some(OPS), &key("game", "prod")).await;
     assert_eq!(current.body["gen"], 1);
+    let listed = call(addr, "/v1/sessions", Some(GAME_PROD), &key("game", "prod")).await;
+    assert_eq!(listed.body["sessions"][0]["gen"], 1, "{}", listed.body);
     let other = call(addr, "/v1/claim", Some(OPS), &claim("chat", "eu")).await;
     assert_eq!(other.status, StatusCode::OK);
     let released = call(

@@ -24,7 +24,8 @@ use serde_json::{Value, json};
 use tokio::net::TcpStream;
 use unique_arbiter_http::{ArbiterService, Grant, Role, ServeOptions, Tokens, serve_with};
 use unique_core::{
-    Arbiter, CasOutcome, CurrentView, Error, Key, Owner, OwnerState, Store, async_trait,
+    Arbiter, CasOutcome, CurrentView, Error, Key, Owner, OwnerState, Store, UserKey, UserSession,
+    async_trait,
 };
 use unique_store_memory::MemoryStore;
 use unique_wire::Route;
@@ -267,6 +268,10 @@ impl Store for Scripted {
         Self::fault(key)?;
         self.inner.release(key, generation).await
     }
+    async fn list_sessions(&self, user: &UserKey) -> Result<Vec<UserSession>, Error> {
+        Self::fault(&user.key(""))?;
+        self.inner.list_sessions(user).await
+    }
     async fn check_ready(&self) -> Result<(), Error> {
         if self.not_ready.load(Ordering::SeqCst) {
             return Err(Error::unavailable("store check failed"));
@@ -429,7 +434,7 @@ fn batch(keys: &[Value]) -> Value {
 }
 
 /// One valid body per `/v1/*` route, on the key `project/env/1`.
-fn every_operation(project: &str, env: &str) -> [(&'static str, Value); 5] {
+fn every_operation(project: &str, env: &str) -> [(&'static str, Value); 6] {
     [
         (
             Route::CurrentBatch.path(),
@@ -442,7 +447,13 @@ fn every_operation(project: &str, env: &str) -> [(&'static str, Value); 5] {
         (Route::Current.path(), key(project, env, 1)),
         (Route::Release.path(), release(project, env, 1, 1)),
         (Route::Logout.path(), logout(project, env, 1, Some("r"))),
+        (Route::Sessions.path(), key(project, env, 1)),
     ]
+}
+
+fn on_slot(mut body: Value, slot: &str) -> Value {
+    body["slot"] = json!(slot);
+    body
 }
 
 /// Success, with every shape of each answer.
@@ -576,6 +587,67 @@ async fn logout_successes(s: &Server) {
     .await;
 }
 
+/// Slots on every route that carries a key, and every shape of a listing.
+async fn slot_successes(s: &Server) {
+    let list = |uid| key("game", "prod", uid);
+    let none = s.post("/v1/sessions", Some(TOKEN), &list(30), 200).await;
+    assert_eq!(
+        serde_json::from_slice::<Value>(&none.body).unwrap(),
+        json!({"sessions": []})
+    );
+    let pc = on_slot(claim("game", "prod", 30, "http://127.0.0.1:9/pc", "s1"), "pc");
+    let mobile = on_slot(claim("game", "prod", 30, "http://127.0.0.1:9/m", "s2"), "mobile");
+    let default = claim("game", "prod", 30, "http://127.0.0.1:9/d", "s3");
+    for body in [&pc, &mobile, &default] {
+        let answer = s.post("/v1/claim", Some(TOKEN), body, 200).await;
+        let answer: Value = serde_json::from_slice(&answer.body).unwrap();
+        assert_eq!(answer["gen"], 1, "each slot has its own gen: {answer}");
+    }
+    let listed = s.post("/v1/sessions", Some(TOKEN), &list(30), 200).await;
+    let listed: Value = serde_json::from_slice(&listed.body).unwrap();
+    let slots: Vec<&str> = listed["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|session| session["slot"].as_str().unwrap())
+        .collect();
+    assert_eq!(slots, ["", "mobile", "pc"], "{listed}");
+    let pc_key = on_slot(key("game", "prod", 30), "pc");
+    s.post("/v1/current", Some(TOKEN), &pc_key, 200).await;
+    let both = batch(&[pc_key.clone(), key("game", "prod", 30)]);
+    s.post("/v1/current/batch", Some(TOKEN), &both, 200).await;
+    let release_pc = on_slot(release("game", "prod", 30, 1), "pc");
+    s.post("/v1/release", Some(TOKEN), &release_pc, 200).await;
+    let logout_mobile = on_slot(logout("game", "prod", 30, None), "mobile");
+    s.post("/v1/logout", Some(TOKEN), &logout_mobile, 200).await;
+    let left = s.post("/v1/sessions", Some(TOKEN), &list(30), 200).await;
+    let left: Value = serde_json::from_slice(&left.body).unwrap();
+    assert_eq!(
+        left,
+        json!({"sessions": [{"slot": "", "gen": 1,
+            "owner": {"region": "eu", "cluster": "c1", "endpoint": "http://127.0.0.1:9/d"}}]})
+    );
+    // A bad slot is a 400 on every route that takes one; the listing takes none.
+    for (path, body) in [
+        ("/v1/claim", on_slot(pc.clone(), "a#b")),
+        ("/v1/current", on_slot(list(30), &"s".repeat(65))),
+        ("/v1/release", on_slot(release_pc.clone(), "tab\t")),
+        ("/v1/logout", on_slot(logout_mobile.clone(), "a#b")),
+        ("/v1/sessions", on_slot(list(30), "pc")),
+    ] {
+        s.post(path, Some(TOKEN), &body, 400).await;
+    }
+    // A corrupt owner on any slot makes the listing 503.
+    s.store.inner.put_raw(
+        &Key::new("game", "prod", 31).with_slot("tv"),
+        2,
+        Some("{"),
+        Some("x"),
+        None,
+    );
+    s.post("/v1/sessions", Some(TOKEN), &list(31), 503).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_answer_of_the_server_matches_the_document() {
     let server = Server::start().await;
@@ -583,6 +655,7 @@ async fn every_answer_of_the_server_matches_the_document() {
 
     successes(s).await;
     logout_successes(s).await;
+    slot_successes(s).await;
 
     for (path, body) in every_operation("game", "prod") {
         // 400: a bad value, a wrong type, and a body that is not JSON.
@@ -722,18 +795,20 @@ fn the_schemas_reject_what_the_server_rejects() {
     // The plain error shape has no room for the gens.
     let plain = "/components/schemas/Error";
     assert!(!doc.validator(plain).is_valid(&answer));
-    // A logout names a key and maybe a reason, nothing else (a later `slot` is not yet
-    // accepted); its answer always carries all four fields.
+    // A logout names a key (with or without a slot) and maybe a reason, nothing else; its
+    // answer always carries all four fields.
     let logout_request = "/components/schemas/LogoutRequest";
     for valid in [
         logout("p", "e", 1, None),
         logout("p", "e", 1, Some("r")),
         json!({"project": "p", "env": "e", "uid": 1, "reason": null}),
+        json!({"project": "p", "env": "e", "uid": 1, "slot": "pc"}),
     ] {
         assert!(doc.validator(logout_request).is_valid(&valid), "{valid}");
     }
     for invalid in [
-        json!({"project": "p", "env": "e", "uid": 1, "slot": "a"}),
+        json!({"project": "p", "env": "e", "uid": 1, "device": "a"}),
+        json!({"project": "p", "env": "e", "uid": 1, "slot": 5}),
         json!({"project": "p", "env": "e", "uid": 1, "reason": ""}),
         json!({"project": "p", "env": "e", "uid": 1, "reason": 5}),
         json!({"project": "p", "env": "e"}),
@@ -743,6 +818,23 @@ fn the_schemas_reject_what_the_server_rejects() {
             "{invalid}"
         );
     }
+    // A listing takes a user, never a slot, and answers every field of every session.
+    let user_request = "/components/schemas/UserRequest";
+    assert!(doc.validator(user_request).is_valid(&key("p", "e", 1)));
+    let with_slot = json!({"project": "p", "env": "e", "uid": 1, "slot": "pc"});
+    assert!(!doc.validator(user_request).is_valid(&with_slot));
+    let sessions_answer = "/components/schemas/SessionsAnswer";
+    let session = json!({"slot": "", "gen": 1, "owner": {"endpoint": "http://h/k"}});
+    assert!(
+        doc.validator(sessions_answer)
+            .is_valid(&json!({"sessions": [session]}))
+    );
+    let mut partial = session.clone();
+    partial.as_object_mut().unwrap().remove("slot");
+    assert!(
+        !doc.validator(sessions_answer)
+            .is_valid(&json!({"sessions": [partial]}))
+    );
     let logout_answer = "/components/schemas/LogoutAnswer";
     let released = json!({"released": true, "gen": 3, "kicked": false, "kick_detail": "timeout"});
     assert!(doc.validator(logout_answer).is_valid(&released));

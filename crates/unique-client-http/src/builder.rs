@@ -202,6 +202,8 @@ impl Endpoints {
             current: at(unique_wire::CURRENT_PATH)?,
             current_batch: at(unique_wire::CURRENT_BATCH_PATH)?,
             release: at(unique_wire::RELEASE_PATH)?,
+            logout: at(unique_wire::LOGOUT_PATH)?,
+            sessions: at(unique_wire::SESSIONS_PATH)?,
         })
     }
 }

@@ -12,9 +12,12 @@ use hyper_util::client::legacy::Client;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use unique_client::{ClaimRequest, ClaimResponse, Transport, async_trait};
-use unique_core::{CurrentView, Error, Key, MAX_BATCH_KEYS};
+use unique_core::{
+    CurrentView, Error, Key, LogoutInput, LogoutOutcome, MAX_BATCH_KEYS, UserKey, UserSession,
+};
 use unique_wire::{
-    BatchAnswer, BatchBody, BatchView, ClaimBody, KeyBody, ReleaseAnswer, ReleaseBody,
+    BatchAnswer, BatchBody, BatchView, ClaimBody, KeyBody, LogoutBody, ReleaseAnswer, ReleaseBody,
+    SessionsAnswer, UserBody,
 };
 
 use crate::builder::HttpTransportBuilder;
@@ -55,6 +58,8 @@ pub(crate) struct Endpoints {
     pub(crate) current: Uri,
     pub(crate) current_batch: Uri,
     pub(crate) release: Uri,
+    pub(crate) logout: Uri,
+    pub(crate) sessions: Uri,
 }
 
 impl HttpTransport {
@@ -77,6 +82,39 @@ impl HttpTransport {
     /// The per-request timeout.
     pub fn timeout(&self) -> Duration {
         self.inner.timeout
+    }
+
+    /// The user's online sessions, one per slot, sorted by slot: `POST /v1/sessions`, an
+    /// operator's question (no node needs it).
+    ///
+    /// # Errors
+    ///
+    /// As every call: `InvalidParams` for a refused request or credentials, `Throttled`,
+    /// `Unavailable`.
+    pub async fn sessions(&self, user: &UserKey) -> Result<Vec<UserSession>, Error> {
+        let answer: SessionsAnswer = self
+            .post(
+                "sessions",
+                &self.inner.endpoints.sessions,
+                &UserBody::from(user),
+            )
+            .await?;
+        Ok(answer.sessions)
+    }
+
+    /// An admin logout of the key's current session: `POST /v1/logout`, which needs a token
+    /// with the `admin` role when the server has tokens (a 403 is `InvalidParams`).
+    ///
+    /// # Errors
+    ///
+    /// As [`sessions`](Self::sessions).
+    pub async fn logout(&self, input: &LogoutInput) -> Result<LogoutOutcome, Error> {
+        self.post(
+            "logout",
+            &self.inner.endpoints.logout,
+            &LogoutBody::from(input),
+        )
+        .await
     }
 
     /// POSTs `body` as JSON to `uri` and classifies the answer.

@@ -75,6 +75,11 @@ use crate::types::{CurrentView, Key, Owner, OwnerState, UserKey, UserSession};
 ///   store MUST NOT report another failure as a lost race, nor a lost race as
 ///   an error. An owner that cannot be serialised or has an empty endpoint MUST
 ///   be refused with [`Error::InvalidParams`] before any write.
+/// - **C9** A claim writes the `won` attribute [`OwnerState::won_after`] returns in the same
+///   atomic write (C4); a release keeps it.
+/// - **C10** [`list_sessions`](Store::list_sessions) lists every record of a user (all its
+///   slots) whose owner is present, in one strongly consistent round trip; each entry is
+///   what [`listed_session`] makes of the record.
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
     /// Strongly consistent snapshot of the key's record (C2, C6, C7).

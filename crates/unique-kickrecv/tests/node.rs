@@ -391,3 +391,63 @@ async fn shutdown_releases_the_sessions_and_stops_the_receiver() {
     .expect("the receiver stops listening");
     receiver.close().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_slot_of_a_user_is_its_own_session_on_the_node() {
+    let url = server().await;
+    let (a, mut a_events, _a_receiver) = node(&url, "a").await;
+    let (b, _b_events, _b_receiver) = node(&url, "b").await;
+    let (pc, mobile) = (key().with_slot("pc"), key().with_slot("mobile"));
+    for k in [key(), pc.clone(), mobile.clone()] {
+        assert_eq!(a.login(k).await.unwrap().generation(), 1, "own gens");
+        assert!(matches!(
+            next(&mut a_events).await,
+            NodeEvent::LoggedIn { .. }
+        ));
+    }
+
+    // A login on "pc" elsewhere kicks A's "pc" session and nothing else of the user.
+    assert_eq!(b.login(pc.clone()).await.unwrap().generation(), 2);
+    assert_eq!(
+        a_events.try_recv().ok(),
+        Some(NodeEvent::Kicked {
+            key: pc.clone(),
+            generation: 1,
+            reason: KickReason::LoginElsewhere,
+            message: None,
+        })
+    );
+    assert_eq!(a.generation(&pc), None);
+    assert_eq!((a.generation(&key()), a.generation(&mobile)), (Some(1), Some(1)));
+
+    // An operator lists the user's sessions and logs the "mobile" one out.
+    let operator = HttpTransport::new(&url).unwrap();
+    let listed = operator.sessions(&key().user()).await.unwrap();
+    let summary: Vec<(&str, i64, &str)> = listed
+        .iter()
+        .map(|s| (s.slot.as_str(), s.generation, s.owner.cluster.as_str()))
+        .collect();
+    assert_eq!(summary, [("", 1, "a"), ("mobile", 1, "a"), ("pc", 2, "b")]);
+    let logout = unique_core::LogoutInput {
+        key: mobile.clone(),
+        reason: Some("lost phone".into()),
+    };
+    let outcome = operator.logout(&logout).await.unwrap();
+    assert!(outcome.released && outcome.kicked, "{outcome:?}");
+    assert_eq!(
+        a_events.try_recv().ok(),
+        Some(NodeEvent::Kicked {
+            key: mobile.clone(),
+            generation: 1,
+            reason: KickReason::Admin,
+            message: Some("lost phone".into()),
+        })
+    );
+    let left = operator.sessions(&key().user()).await.unwrap();
+    assert_eq!(left.iter().map(|s| s.slot.as_str()).collect::<Vec<_>>(), ["", "pc"]);
+
+    // Heartbeats over the user's remaining slots keep A's default-slot session.
+    tokio::time::sleep(HEARTBEAT * 4).await;
+    assert_eq!(a.generation(&key()), Some(1));
+    assert!(a_events.try_recv().is_err(), "no eviction, no other kick");
+}

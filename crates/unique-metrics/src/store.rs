@@ -4,17 +4,20 @@ use std::future::Future;
 use std::time::Instant;
 
 use metrics::{Counter, Histogram, Unit};
-use unique_core::{CasOutcome, CurrentView, Error, Key, Owner, OwnerState, Store, async_trait};
+use unique_core::{
+    CasOutcome, CurrentView, Error, Key, Owner, OwnerState, Store, UserKey, UserSession, async_trait,
+};
 
 use crate::{STORE_ERRORS_TOTAL, STORE_LOST_RACES_TOTAL, STORE_OPERATION_DURATION_SECONDS};
 
 /// The `operation` label values, indexed by [`Operation`].
-const OPERATIONS: [&str; 5] = [
+const OPERATIONS: [&str; 6] = [
     "read_owner",
     "claim_cas",
     "current",
     "release",
     "read_owners",
+    "list_sessions",
 ];
 /// The `kind` label values of store errors: the [`Error::code`]s.
 const ERROR_KINDS: [&str; 3] = ["throttled", "unavailable", "invalid_params"];
@@ -26,6 +29,7 @@ enum Operation {
     Current = 2,
     Release = 3,
     ReadOwners = 4,
+    ListSessions = 5,
 }
 
 /// The handles of one operation.
@@ -41,7 +45,7 @@ struct Handles {
 ///
 /// | metric | kind | labels |
 /// |---|---|---|
-/// | `unique_store_operation_duration_seconds` | histogram | `operation`: `read_owner`, `claim_cas`, `current`, `release`, `read_owners` (one per batch) |
+/// | `unique_store_operation_duration_seconds` | histogram | `operation`: `read_owner`, `claim_cas`, `current`, `release`, `read_owners` (one per batch), `list_sessions` |
 /// | `unique_store_errors_total` | counter | `operation`; `kind`: `throttled`, `unavailable`, `invalid_params` |
 /// | `unique_store_lost_races_total` | counter | — |
 ///
@@ -57,7 +61,7 @@ struct Handles {
 pub struct MeteredStore<S> {
     inner: S,
     /// Indexed by [`Operation`].
-    operations: [Handles; 5],
+    operations: [Handles; 6],
     lost_races: Counter,
 }
 
@@ -170,6 +174,11 @@ impl<S: Store> Store for MeteredStore<S> {
 
     async fn release(&self, key: &Key, generation: i64) -> Result<bool, Error> {
         self.timed(Operation::Release, self.inner.release(key, generation))
+            .await
+    }
+
+    async fn list_sessions(&self, user: &UserKey) -> Result<Vec<UserSession>, Error> {
+        self.timed(Operation::ListSessions, self.inner.list_sessions(user))
             .await
     }
 }

@@ -172,6 +172,7 @@ fn store_errors(nonzero: &[(&str, &str, u64)]) -> BTreeMap<String, u64> {
         "current",
         "release",
         "read_owners",
+        "list_sessions",
     ] {
         for kind in ["throttled", "unavailable", "invalid_params"] {
             let count = nonzero

@@ -8,10 +8,8 @@ mod common;
 
 use std::process::{Command, Stdio};
 
-use common::{BIN, announced_addr, write_secret};
+use common::{BIN, announced_addr, post_json as post, write_secret};
 use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 use unique_kick_contract::{Behaviour, Peer};
 use unique_kick_signature::{DEFAULT_WINDOW, HEADER, SigningKeys};
 use unique_testsupport::ChildGuard;
@@ -19,26 +17,6 @@ use unique_testsupport::ChildGuard;
 const ADMIN: &str = "logout-test-admin-token-0123";
 const PLAIN: &str = "logout-test-plain-token-0123";
 const SIGNING_KEY: &str = "logout-test-signing-key-0123456789abcdef";
-
-/// One POST on a fresh connection: the status code and the JSON body.
-async fn post(addr: &str, path: &str, token: &str, body: &Value) -> (u16, Value) {
-    let body = body.to_string();
-    let mut stream = TcpStream::connect(addr).await.unwrap();
-    let raw = format!(
-        "POST {path} HTTP/1.1\r\nhost: t\r\nconnection: close\r\nauthorization: Bearer {token}\r\n\
-         content-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
-        body.len()
-    );
-    stream.write_all(raw.as_bytes()).await.unwrap();
-    let mut answer = String::new();
-    stream.read_to_string(&mut answer).await.unwrap();
-    let status = answer
-        .get(9..12)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| panic!("no status: {answer:?}"));
-    let json = answer.split_once("\r\n\r\n").map_or("", |(_, b)| b);
-    (status, serde_json::from_str(json).unwrap_or(Value::Null))
-}
 
 fn key() -> Value {
     json!({"project": "game", "env": "prod", "uid": 7})

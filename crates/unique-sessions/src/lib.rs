@@ -18,7 +18,7 @@
 pub use unique_core as core;
 pub use unique_core::{
     Arbiter, ArbiterBuilder, ClaimInput, ClaimOutcome, CurrentView, Error, EvictReason, Key,
-    KickPayload, Owner, Store,
+    KickPayload, KickReason, LogoutInput, LogoutOutcome, Owner, Store, UserKey, UserSession,
 };
 
 /// A backend that holds sessions: everything a node wires, in one place.

@@ -5,7 +5,9 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use unique_core::{CasOutcome, CurrentView, Error, Key, Owner, OwnerState, Store, async_trait};
+use unique_core::{
+    CasOutcome, CurrentView, Error, Key, Owner, OwnerState, Store, UserKey, UserSession, async_trait,
+};
 use unique_store_memory::MemoryStore;
 
 /// A memory store that counts reads and writes, to show a refused request touches nothing.
@@ -46,5 +48,9 @@ impl Store for CountingStore {
     async fn release(&self, key: &Key, generation: i64) -> Result<bool, Error> {
         self.writes.fetch_add(1, Ordering::SeqCst);
         self.inner.release(key, generation).await
+    }
+    async fn list_sessions(&self, user: &UserKey) -> Result<Vec<UserSession>, Error> {
+        self.reads.fetch_add(1, Ordering::SeqCst);
+        self.inner.list_sessions(user).await
     }
 }

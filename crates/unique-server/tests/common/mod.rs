@@ -115,6 +115,36 @@ pub(crate) fn http(addr: &str, path: &str, body: &str) -> String {
     request(addr, "POST", path, body)
 }
 
+/// One POST of `body` with a bearer `token` on a fresh connection, from async code: the
+/// status code and the JSON body (`null` when the body is not JSON).
+pub(crate) async fn post_json(
+    addr: &str,
+    path: &str,
+    token: &str,
+    body: &serde_json::Value,
+) -> (u16, serde_json::Value) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let body = body.to_string();
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let raw = format!(
+        "POST {path} HTTP/1.1\r\nhost: t\r\nconnection: close\r\nauthorization: Bearer {token}\r\n\
+         content-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(raw.as_bytes()).await.unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).await.unwrap();
+    let status = answer
+        .get(9..12)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no status: {answer:?}"));
+    let json = answer.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+    (
+        status,
+        serde_json::from_str(json).unwrap_or(serde_json::Value::Null),
+    )
+}
+
 /// Writes a secret file (tokens, signing keys) owner-only, as the server accepts it.
 pub(crate) fn write_secret(path: &std::path::Path, text: &str) {
     unique_testsupport::write_secret(path, text)
