@@ -300,7 +300,7 @@ pub async fn epoch_grows_across_release_and_expiry(s: Subject) {
         last = lease.epoch;
         if round % 2 == 0 {
             ensure!(
-                release(d, "d4-cycle", node).await,
+                release(d, "d4-cycle", node, &lease.lease_token).await,
                 "D6",
                 "the holder's release must delete its lease",
                 "round {round}: refused"
@@ -381,7 +381,7 @@ pub async fn release_by_holder_deletes_the_lease(s: Subject) {
     let now = start_time();
     let lease = ensure(d, "d6-release", "a", now, TTL).await;
     ensure!(
-        release(d, "d6-release", "a").await,
+        release(d, "d6-release", "a", &lease.lease_token).await,
         "D6",
         "the holder's release must delete its lease and answer true",
         "refused"
@@ -394,7 +394,7 @@ pub async fn release_by_holder_deletes_the_lease(s: Subject) {
     );
     verify_is(d, "d6-release", "a", &lease.lease_token, now, false).await;
     ensure!(
-        !release(d, "d6-release", "a").await,
+        !release(d, "d6-release", "a", &lease.lease_token).await,
         "D6",
         "a release must answer false when there is no lease to delete",
         "a second release answered true"
@@ -423,7 +423,7 @@ pub async fn release_by_another_node_changes_nothing(s: Subject) {
     let now = start_time();
     let lease = ensure(d, "d6-other", "a", now, TTL).await;
     ensure!(
-        !release(d, "d6-other", "b").await,
+        !release(d, "d6-other", "b", &lease.lease_token).await,
         "D6",
         "a release by another node must answer false",
         "b's release of a's lease answered true"
@@ -436,7 +436,7 @@ pub async fn release_by_another_node_changes_nothing(s: Subject) {
     );
     verify_is(d, "d6-other", "a", &lease.lease_token, now, true).await;
     ensure!(
-        !release(d, "d6-never-held", "a").await,
+        !release(d, "d6-never-held", "a", &fresh_token()).await,
         "D6",
         "a release must answer false when there is no lease to delete",
         "a room never held"
@@ -457,7 +457,7 @@ pub async fn release_of_an_expired_lease_by_its_holder(s: Subject) {
         "{kept:?} valid at its expiry instant"
     );
     ensure!(
-        release(d, "d6-expired", "a").await,
+        release(d, "d6-expired", "a", &a.lease_token).await,
         "D6",
         "the holder's release must delete its lease, expired or not",
         "an expired lease nobody took over: refused"
@@ -478,7 +478,7 @@ pub async fn release_of_an_expired_lease_by_its_holder(s: Subject) {
         "b was told {b:?}"
     );
     ensure!(
-        !release(d, "d6-expired", "a").await,
+        !release(d, "d6-expired", "a", &a.lease_token).await,
         "D6",
         "a release by a node that no longer holds the lease must answer false",
         "a's release after b took over answered true"
@@ -512,6 +512,46 @@ pub async fn lookup_returns_an_expired_lease_without_taking_over(s: Subject) {
     );
 }
 
+/// D6: a release names its holding by token: the holder's own node releasing with a token
+/// of an earlier holding (a late release, after the room ran out and the node was granted
+/// it again) or a token never issued answers false and leaves the newer holding.
+pub async fn release_with_another_token_changes_nothing(s: Subject) {
+    let d = &*s.directory;
+    let t0 = start_time();
+    let first = ensure(d, "d6-token", "a", t0, TTL).await;
+    let again = ensure(d, "d6-token", "a", first.expires_at, TTL).await;
+    ensure!(
+        again.is_held_by("a") && again.lease_token != first.lease_token,
+        "D1",
+        "a holder returning after expiry must get a new token",
+        "{first:?} then {again:?}"
+    );
+    for (what, token) in [
+        ("the earlier holding's token", first.lease_token.clone()),
+        ("a token never issued", fresh_token()),
+    ] {
+        ensure!(
+            !release(d, "d6-token", "a", &token).await,
+            "D6",
+            "a release with another token must answer false",
+            "{what} released a's newer holding"
+        );
+        ensure_eq!(
+            lookup(d, "d6-token").await,
+            Some(again.clone()),
+            "D6",
+            "a release with another token must change nothing",
+            "{what}"
+        );
+    }
+    ensure!(
+        release(d, "d6-token", "a", &again.lease_token).await,
+        "D6",
+        "the holder's release must delete its lease",
+        "the current token refused"
+    );
+}
+
 /// D8: rooms never interfere: holders, releases and epochs of one room leave
 /// another alone.
 pub async fn rooms_are_independent(s: Subject) {
@@ -534,13 +574,13 @@ pub async fn rooms_are_independent(s: Subject) {
     );
     verify_is(d, "d8-room-2", "a", &r1.lease_token, now, false).await;
     ensure!(
-        release(d, "d8-room-1", "a").await,
+        release(d, "d8-room-1", "a", &r1.lease_token).await,
         "D6",
         "the holder's release must delete its lease",
         "refused"
     );
     ensure!(
-        !release(d, "d8-room-2", "a").await,
+        !release(d, "d8-room-2", "a", &r1.lease_token).await,
         "D8",
         "rooms must never interfere",
         "a's release of room 2 answered true"
@@ -576,9 +616,9 @@ pub async fn invalid_lease_inputs_are_rejected_before_storage(s: Subject) {
             "D9",
             format_args!("lookup room {bad:?}"),
         );
-        let got = d.release_owner(bad, "a").await;
+        let got = d.release_owner(bad, "a", "t").await;
         refused(got, "D9", format_args!("release_owner room {bad:?}"));
-        let got = d.release_owner("d9-bad-node", bad).await;
+        let got = d.release_owner("d9-bad-node", bad, "t").await;
         refused(got, "D9", format_args!("release_owner node {bad:?}"));
         let got = d.verify_owner(bad, "a", "t", now).await;
         refused(got, "D9", format_args!("verify_owner room {bad:?}"));
@@ -646,7 +686,7 @@ pub async fn ids_at_the_length_limit_work(s: Subject) {
     );
     verify_is(d, &room, &node, &lease.lease_token, now, true).await;
     ensure!(
-        release(d, &room, &node).await,
+        release(d, &room, &node, &lease.lease_token).await,
         "D9",
         "ids of the maximum length must work",
         "the holder's release refused"

@@ -154,6 +154,7 @@ macro_rules! __unique_lease_cases {
             release_by_holder_deletes_the_lease,
             release_by_another_node_changes_nothing,
             release_of_an_expired_lease_by_its_holder,
+            release_with_another_token_changes_nothing,
             // D7, D8, D9
             lookup_returns_an_expired_lease_without_taking_over,
             rooms_are_independent,
@@ -278,9 +279,9 @@ async fn ensure(
 }
 
 /// `release_owner` of a valid call (its failure breaks D6).
-async fn release(directory: &dyn Directory, room: &str, node: &str) -> bool {
+async fn release(directory: &dyn Directory, room: &str, node: &str, token: &str) -> bool {
     directory
-        .release_owner(room, node)
+        .release_owner(room, node, token)
         .await
         .answer("D6", "release_owner must answer a valid call")
 }

@@ -103,17 +103,20 @@ async fn run_sequence(s: &Subject, seed: u64, mut model: Model) {
             0..=9 => ensure(s, &mut model, &mut rng, room, node, now, &ctx).await,
             10..=13 => verify(s, &model, &mut rng, room, node, now, &ctx).await,
             14..=16 => {
-                let expected = model.leases[room].as_ref().is_some_and(|l| l.node == node);
+                let token = pick_token(&model, &mut rng, room);
+                let expected = model.leases[room]
+                    .as_ref()
+                    .is_some_and(|l| l.node == node && l.token == token);
                 let released = s
                     .directory
-                    .release_owner(&model.rooms[room], NODES[node])
+                    .release_owner(&model.rooms[room], NODES[node], &token)
                     .await
                     .answer("D6", "release_owner must answer a valid call");
                 ensure_eq!(
                     released,
                     expected,
                     "D6",
-                    "release_owner must delete exactly when the caller holds the lease",
+                    "release_owner must delete exactly when the caller holds the lease by that token",
                     "{ctx}"
                 );
                 if released {
@@ -224,6 +227,18 @@ async fn ensure(
     }
 }
 
+/// A token to verify or release `room` with: the current holding's (half the time), an
+/// earlier holding's, or one never issued.
+fn pick_token(model: &Model, rng: &mut fastrand::Rng, room: usize) -> String {
+    let current = model.leases[room].as_ref().map(|l| l.token.clone());
+    let old = &model.history[room];
+    match (rng.u8(0..4), current) {
+        (0 | 1, Some(token)) => token,
+        (2, _) if !old.is_empty() => old[rng.usize(0..old.len())].clone(),
+        _ => fresh_token(),
+    }
+}
+
 async fn verify(
     s: &Subject,
     model: &Model,
@@ -233,13 +248,7 @@ async fn verify(
     now: u64,
     ctx: &str,
 ) {
-    let current = model.leases[room].as_ref().map(|l| l.token.clone());
-    let old = &model.history[room];
-    let token = match (rng.u8(0..4), current) {
-        (0 | 1, Some(token)) => token,
-        (2, _) if !old.is_empty() => old[rng.usize(0..old.len())].clone(),
-        _ => fresh_token(),
-    };
+    let token = pick_token(model, rng, room);
     let expected = model
         .valid(room, now)
         .is_some_and(|l| l.node == node && l.token == token);

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use tokio::sync::Barrier;
 
-use super::{SeedReport, Subject, TTL, plus, seed, start_time, verify_is, whole_ms};
+use super::{SeedReport, Subject, TTL, fresh_token, plus, seed, start_time, verify_is, whole_ms};
 use unique_lease::{Directory, Lease};
 
 /// Runs `op(i)` for `i in 0..n` on `n` spawned tasks that start together, and
@@ -262,10 +262,11 @@ pub async fn release_races_ensure(s: Subject) {
             .answer("D1", "ensure_owner must answer a valid call with a lease");
         let results = race(4, |i| {
             let (dir, room) = (s.directory.clone(), room.clone());
+            let token = old.lease_token.clone();
             async move {
                 if i == 0 {
                     Err(dir
-                        .release_owner(&room, &node(0))
+                        .release_owner(&room, &node(0), &token)
                         .await
                         .answer("D6", "release_owner must answer a valid call"))
                 } else {
@@ -422,7 +423,13 @@ async fn random_walk(
                 seen.push((room, lease));
             }
             6..=7 => {
-                dir.release_owner(rooms[room], &me)
+                // The token of this node's latest holding of the room seen, maybe stale.
+                let token = seen
+                    .iter()
+                    .rev()
+                    .find(|(r, lease): &&(usize, Lease)| *r == room && lease.is_held_by(&me))
+                    .map_or_else(fresh_token, |(_, lease)| lease.lease_token.clone());
+                dir.release_owner(rooms[room], &me, &token)
                     .await
                     .answer("D6", "release_owner must answer a valid call");
             }

@@ -1,5 +1,6 @@
 //! The suite must be able to fail, naming the clause broken: a directory that
-//! forgets to raise the fencing epoch is rejected with a D4 failure.
+//! forgets to raise the fencing epoch is rejected with a D4 failure, one that releases
+//! by node whatever the token with a D6 failure.
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -40,8 +41,62 @@ impl Directory for EpochOne {
             .await
     }
 
-    async fn release_owner(&self, room_id: &str, node_id: &str) -> Result<bool, LeaseError> {
-        self.0.release_owner(room_id, node_id).await
+    async fn release_owner(
+        &self,
+        room_id: &str,
+        node_id: &str,
+        lease_token: &str,
+    ) -> Result<bool, LeaseError> {
+        self.0.release_owner(room_id, node_id, lease_token).await
+    }
+}
+
+/// The memory directory, except that a release frees the node's holding whatever the token
+/// (the release by node this crate had before tokens).
+struct ReleasesByNode(MemoryDirectory);
+
+#[async_trait]
+impl Directory for ReleasesByNode {
+    async fn lookup(&self, room_id: &str) -> Result<Option<Lease>, LeaseError> {
+        self.0.lookup(room_id).await
+    }
+
+    async fn ensure_owner(
+        &self,
+        room_id: &str,
+        node_id: &str,
+        now: SystemTime,
+        ttl: Duration,
+    ) -> Result<Lease, LeaseError> {
+        self.0.ensure_owner(room_id, node_id, now, ttl).await
+    }
+
+    async fn verify_owner(
+        &self,
+        room_id: &str,
+        node_id: &str,
+        lease_token: &str,
+        now: SystemTime,
+    ) -> Result<bool, LeaseError> {
+        self.0
+            .verify_owner(room_id, node_id, lease_token, now)
+            .await
+    }
+
+    async fn release_owner(
+        &self,
+        room_id: &str,
+        node_id: &str,
+        _lease_token: &str,
+    ) -> Result<bool, LeaseError> {
+        match self.0.lookup(room_id).await? {
+            Some(held) if held.node_id == node_id => {
+                self.0
+                    .release_owner(room_id, node_id, &held.lease_token)
+                    .await
+            }
+            _ => Ok(false),
+        }
     }
 }
 
@@ -49,24 +104,34 @@ fn epoch_one(lease: Lease) -> Lease {
     Lease { epoch: 1, ..lease }
 }
 
-fn epoch_one_subject() -> Subject {
+/// A subject whose directory is `broken` around a memory directory on the suite's clock.
+fn subject_of<D: Directory>(broken: impl FnOnce(MemoryDirectory) -> D) -> Subject {
     let clock = Arc::new(ManualClock::new(contract::start_time()));
     let memory = Arc::new(MemoryDirectory::with_clock(clock.clone()));
     Subject {
-        directory: Arc::new(EpochOne(MemoryDirectory::with_clock(clock.clone()))),
+        directory: Arc::new(broken(MemoryDirectory::with_clock(clock.clone()))),
         registry: memory,
         clock,
         keep_alive: None,
     }
 }
 
-/// The message a case panicked with, or `None` when it passed.
+fn epoch_one_subject() -> Subject {
+    subject_of(EpochOne)
+}
+
+/// The message a case panicked with on the epoch-reusing directory, or `None` when it passed.
 async fn failure(case: &str) -> Option<String> {
+    failure_on(case, epoch_one_subject()).await
+}
+
+/// The message a case panicked with on `subject`, or `None` when it passed.
+async fn failure_on(case: &str, subject: Subject) -> Option<String> {
     let case = contract::CASES
         .iter()
         .find(|c| c.name == case)
         .unwrap_or_else(|| panic!("no case {case}"));
-    let run = (case.run)(epoch_one_subject());
+    let run = (case.run)(subject);
     let e = tokio::spawn(run).await.err()?;
     let payload = e.into_panic();
     Some(
@@ -92,6 +157,29 @@ async fn a_directory_that_reuses_epochs_fails_naming_d4() {
             "{case} failed without naming D4: {message:?}"
         );
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_directory_that_releases_by_node_fails_naming_d6() {
+    let message = failure_on(
+        "release_with_another_token_changes_nothing",
+        subject_of(ReleasesByNode),
+    )
+    .await
+    .expect("a release by node whatever the token passed");
+    assert!(
+        message.starts_with("D6 a release with another token must answer false"),
+        "{message:?}"
+    );
+    let fine = failure_on(
+        "release_by_holder_deletes_the_lease",
+        subject_of(ReleasesByNode),
+    );
+    assert_eq!(
+        fine.await,
+        None,
+        "the holder's own release is not the fault"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -42,8 +42,9 @@ use crate::types::{Lease, NodeRegistration};
 ///   the stored lease has this `node_id` and `lease_token` and is valid at `now`. It
 ///   never renews, never takes over, never writes.
 /// - **D6 release.** `release_owner` MUST delete the stored lease only when its
-///   `node_id` is the caller (expired or not) and return whether it deleted one.
-///   Another node's lease, or no lease, is `Ok(false)` with nothing written.
+///   `node_id` and `lease_token` are the caller's (expired or not) and return whether it
+///   deleted one. Another node's lease, another holding of the same node (another
+///   token), or no lease, is `Ok(false)` with nothing written.
 /// - **D7 lookup.** [`lookup`](Directory::lookup) MUST return the stored lease, an
 ///   expired one included (judge it with [`Lease::valid_at`]), or `None`; it never
 ///   writes. A backend MAY forget a lease some time after it expired (Redis drops it
@@ -88,9 +89,16 @@ pub trait Directory: Send + Sync + 'static {
         now: SystemTime,
     ) -> Result<bool, LeaseError>;
 
-    /// Deletes the lease if `node_id` holds it, so a successor need not wait for
-    /// the ttl (D6). Returns whether a lease was deleted.
-    async fn release_owner(&self, room_id: &str, node_id: &str) -> Result<bool, LeaseError>;
+    /// Deletes the lease if `node_id` holds it under `lease_token` (expired or not), so a
+    /// successor need not wait for the ttl (D6). Returns whether a lease was deleted. A
+    /// newer holding of the same node (another token) is never touched: a release that
+    /// comes late, after the room was lost and granted again, cannot free the new one.
+    async fn release_owner(
+        &self,
+        room_id: &str,
+        node_id: &str,
+        lease_token: &str,
+    ) -> Result<bool, LeaseError>;
 }
 
 /// The node registry: `node_id → private gRPC address`, each entry with its own ttl.
@@ -159,8 +167,9 @@ macro_rules! forward {
                 &self,
                 room_id: &str,
                 node_id: &str,
+                lease_token: &str,
             ) -> Result<bool, LeaseError> {
-                (**self).release_owner(room_id, node_id).await
+                (**self).release_owner(room_id, node_id, lease_token).await
             }
         }
 

@@ -101,8 +101,10 @@ pub struct KeepAlive {
     state: watch::Receiver<LeaseState>,
     task: JoinHandle<()>,
     directory: Arc<dyn Directory>,
+    /// The holding a release frees: the lease as last renewed (same token throughout).
     room_id: String,
     node_id: String,
+    lease_token: String,
 }
 
 impl KeepAlive {
@@ -128,6 +130,7 @@ impl KeepAlive {
         });
         let room_id = lease.room_id.clone();
         let node_id = lease.node_id.clone();
+        let lease_token = lease.lease_token.clone();
         let renewer = Renewer {
             directory: directory.clone(),
             clock,
@@ -142,6 +145,7 @@ impl KeepAlive {
             directory,
             room_id,
             node_id,
+            lease_token,
         }
     }
 
@@ -174,12 +178,14 @@ impl KeepAlive {
         }
     }
 
-    /// Stops renewing and releases the room ([`release_owner`](Directory::release_owner)),
-    /// so a successor need not wait for the ttl. Returns whether a lease was deleted.
+    /// Stops renewing and releases the room ([`release_owner`](Directory::release_owner))
+    /// by this keep-alive's token, so a successor need not wait for the ttl. Returns whether
+    /// a lease was deleted: `false` when the holding is gone, even when the same node holds
+    /// the room again under a newer token (that holding is left alone).
     pub async fn release(self) -> Result<bool, LeaseError> {
         self.task.abort();
         self.directory
-            .release_owner(&self.room_id, &self.node_id)
+            .release_owner(&self.room_id, &self.node_id, &self.lease_token)
             .await
     }
 }
@@ -272,9 +278,10 @@ impl Renewer {
         if lease.lease_token != self.current.lease_token {
             // Our holding ended and the directory granted a new one (D1). Give it
             // back so the room is free; the application decides whether to retake it.
+            // By the new token: only the holding this answer granted, never a later one.
             let _ = self
                 .directory
-                .release_owner(&lease.room_id, &lease.node_id)
+                .release_owner(&lease.room_id, &lease.node_id, &lease.lease_token)
                 .await;
             return Some(LeaseLost::Expired);
         }
@@ -455,6 +462,23 @@ mod tests {
         assert_eq!(dir.lookup("room").await.unwrap(), None);
     }
 
+    /// A late `release` (the holding ran out and the same node took the room again under a
+    /// new token) frees nothing: the newer holding stays.
+    #[tokio::test(start_paused = true)]
+    async fn release_never_frees_a_newer_holding_of_the_same_node() {
+        let dir = Arc::new(MemoryDirectory::new());
+        let clock = clock();
+        let mine = held(&dir, &clock, "a").await;
+        let keep = KeepAlive::start_with_clock(dir.clone(), mine.clone(), TTL, clock.clone());
+        // The same node, once the first holding has expired for it, is granted anew (D1).
+        let later = clock.now() + TTL * 2;
+        let again = dir.ensure_owner("room", "a", later, TTL).await.unwrap();
+        assert_ne!(again.lease_token, mine.lease_token, "a new holding");
+
+        assert!(!keep.release().await.unwrap(), "nothing of ours to free");
+        assert_eq!(dir.lookup("room").await.unwrap(), Some(again));
+    }
+
     /// A directory whose `ensure_owner` answers `ok` times, then fails `Unavailable`.
     struct FailAfter {
         inner: MemoryDirectory,
@@ -495,8 +519,15 @@ mod tests {
                 .verify_owner(room_id, node_id, lease_token, now)
                 .await
         }
-        async fn release_owner(&self, room_id: &str, node_id: &str) -> Result<bool, LeaseError> {
-            self.inner.release_owner(room_id, node_id).await
+        async fn release_owner(
+            &self,
+            room_id: &str,
+            node_id: &str,
+            lease_token: &str,
+        ) -> Result<bool, LeaseError> {
+            self.inner
+                .release_owner(room_id, node_id, lease_token)
+                .await
         }
     }
 }

@@ -137,14 +137,20 @@ impl Directory for MemoryDirectory {
             .is_some_and(|lease| lease.fences(node_id, lease_token, now)))
     }
 
-    async fn release_owner(&self, room_id: &str, node_id: &str) -> Result<bool, LeaseError> {
+    async fn release_owner(
+        &self,
+        room_id: &str,
+        node_id: &str,
+        lease_token: &str,
+    ) -> Result<bool, LeaseError> {
         validate::id(room_id, "room_id")?;
         validate::id(node_id, "node_id")?;
+        validate::token(lease_token)?;
         let mut state = self.state();
         if state
             .leases
             .get(room_id)
-            .is_some_and(|l| l.node_id == node_id)
+            .is_some_and(|l| l.node_id == node_id && l.lease_token == lease_token)
         {
             state.leases.remove(room_id);
             return Ok(true);

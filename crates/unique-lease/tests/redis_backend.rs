@@ -132,7 +132,7 @@ async fn corrupt_records_fail_closed() {
     assert_corrupt(dir.ensure_owner("room", "a", now, TTL).await);
     assert_corrupt(dir.lookup("room").await);
     assert_corrupt(dir.verify_owner("room", "a", "token", now).await);
-    assert_corrupt(dir.release_owner("room", "a").await);
+    assert_corrupt(dir.release_owner("room", "a", "t").await);
 
     let _: () = conn.del(&key).await.unwrap();
     let _: () = conn.hset(&key, "node", "a").await.unwrap();
@@ -182,7 +182,7 @@ async fn stopped_server_is_unavailable() {
         dir.verify_owner("room", "a", "token", now)
             .await
             .unwrap_err(),
-        dir.release_owner("room", "a").await.unwrap_err(),
+        dir.release_owner("room", "a", "t").await.unwrap_err(),
         dir.register_node("n", "10.0.0.1:7000", TTL)
             .await
             .unwrap_err(),

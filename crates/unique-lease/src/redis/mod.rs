@@ -286,12 +286,19 @@ impl Directory for RedisDirectory {
         Ok(lease.is_some_and(|lease| lease.fences(node_id, lease_token, now)))
     }
 
-    async fn release_owner(&self, room_id: &str, node_id: &str) -> Result<bool, LeaseError> {
+    async fn release_owner(
+        &self,
+        room_id: &str,
+        node_id: &str,
+        lease_token: &str,
+    ) -> Result<bool, LeaseError> {
         validate::id(room_id, "room_id")?;
         validate::id(node_id, "node_id")?;
+        validate::token(lease_token)?;
         let status: i64 = scripts::RELEASE
             .key(self.lease_key(room_id))
             .arg(node_id)
+            .arg(lease_token)
             .invoke_async(&mut self.conn.clone())
             .await
             .map_err(|e| error::map("release_owner", e))?;

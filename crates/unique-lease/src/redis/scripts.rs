@@ -56,15 +56,17 @@ return {2, node, ARGV[4], epoch, ARGV[3]}
 
 /// `release_owner`.
 ///
-/// KEYS: lease hash. ARGV: node.
-/// Returns `1` deleted, `0` not the holder or no lease, `-1` corrupt (wrong type).
+/// KEYS: lease hash. ARGV: node, token.
+/// Returns `1` deleted, `0` not the holder (node and token) or no lease, `-1` corrupt
+/// (wrong type).
 pub(super) static RELEASE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r"
 local kind = redis.call('TYPE', KEYS[1]).ok
 if kind == 'none' then return 0 end
 if kind ~= 'hash' then return -1 end
-if redis.call('HGET', KEYS[1], 'node') == ARGV[1] then
+local held = redis.call('HMGET', KEYS[1], 'node', 'token')
+if held[1] == ARGV[1] and held[2] == ARGV[2] then
   redis.call('DEL', KEYS[1])
   return 1
 end
