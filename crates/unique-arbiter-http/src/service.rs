@@ -13,7 +13,7 @@ use crate::auth::{Grant, Role, SharedTokens, Unauthenticated};
 use crate::request_id::RequestId;
 use crate::telemetry::{self, Refusal};
 use bytes::Bytes;
-use http::header::{CONTENT_TYPE, HeaderValue, WWW_AUTHENTICATE};
+use http::header::{ALLOW, CONTENT_TYPE, HeaderValue, WWW_AUTHENTICATE};
 use http::{Request, Response, StatusCode};
 use http_body::Body;
 use http_body_util::Full;
@@ -124,10 +124,13 @@ impl<S: Store> ArbiterService<S> {
     {
         let route = match Route::from_path(req.uri().path()) {
             Some(route) if !route.allows(req.method()) => {
-                return error(
+                let mut refused = error(
                     ErrorCode::MethodNotAllowed,
                     "method not allowed on this path",
                 );
+                let allowed = HeaderValue::from_static(route.allowed_methods());
+                refused.headers_mut().insert(ALLOW, allowed);
+                return refused;
             }
             Some(Route::Health) => return text(StatusCode::OK, "ok"),
             Some(Route::Ready) => return self.ready().await,

@@ -595,8 +595,14 @@ async fn slot_successes(s: &Server) {
         serde_json::from_slice::<Value>(&none.body).unwrap(),
         json!({"sessions": []})
     );
-    let pc = on_slot(claim("game", "prod", 30, "http://127.0.0.1:9/pc", "s1"), "pc");
-    let mobile = on_slot(claim("game", "prod", 30, "http://127.0.0.1:9/m", "s2"), "mobile");
+    let pc = on_slot(
+        claim("game", "prod", 30, "http://127.0.0.1:9/pc", "s1"),
+        "pc",
+    );
+    let mobile = on_slot(
+        claim("game", "prod", 30, "http://127.0.0.1:9/m", "s2"),
+        "mobile",
+    );
     let default = claim("game", "prod", 30, "http://127.0.0.1:9/d", "s3");
     for body in [&pc, &mobile, &default] {
         let answer = s.post("/v1/claim", Some(TOKEN), body, 200).await;

@@ -100,6 +100,17 @@ impl Route {
     }
 }
 
+impl Route {
+    /// The methods the route answers, as a 405's `Allow` header lists them: `POST`, or
+    /// `GET, HEAD` for the probes.
+    pub const fn allowed_methods(self) -> &'static str {
+        match self {
+            Self::Health | Self::Ready => "GET, HEAD",
+            _ => "POST",
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use http::Method;
@@ -122,6 +133,23 @@ mod tests {
             "",
         ] {
             assert_eq!(Route::from_path(other), None, "{other}");
+        }
+    }
+
+    #[test]
+    fn allowed_methods_list_what_allows_takes() {
+        for route in Route::ALL {
+            for name in route.allowed_methods().split(", ") {
+                let method = Method::from_bytes(name.as_bytes()).unwrap();
+                assert!(route.allows(&method), "{route:?} {name}");
+            }
+            for method in [Method::GET, Method::HEAD, Method::POST, Method::PUT] {
+                let listed = route
+                    .allowed_methods()
+                    .split(", ")
+                    .any(|m| m == method.as_str());
+                assert_eq!(listed, route.allows(&method), "{route:?} {method}");
+            }
         }
     }
 

@@ -6,7 +6,8 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use unique_core::{
-    CasOutcome, CurrentView, Error, Key, Owner, OwnerState, Store, UserKey, UserSession, async_trait,
+    CasOutcome, CurrentView, Error, Key, Owner, OwnerState, Store, UserKey, UserSession,
+    async_trait,
 };
 use unique_store_memory::MemoryStore;
 
