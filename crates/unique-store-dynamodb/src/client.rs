@@ -7,12 +7,12 @@ use std::time::Duration;
 
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::types::{
-    AttributeDefinition, AttributeValue, BillingMode, KeySchemaElement, KeyType, KeysAndAttributes,
-    ReturnValue, ReturnValuesOnConditionCheckFailure, ScalarAttributeType, TableStatus,
+    AttributeValue, BillingMode, KeysAndAttributes, ReturnValue,
+    ReturnValuesOnConditionCheckFailure, TableDescription, TableStatus,
 };
 use unique_core::{
-    CasOutcome, CurrentView, Error, Fence, Key, MAX_BATCH_KEYS, Owner, OwnerState, Store,
-    async_trait, encode_owner, ready_key,
+    CasOutcome, CurrentView, Error, Fence, Key, MAX_BATCH_KEYS, Owner, OwnerState, Store, UserKey,
+    UserSession, async_trait, encode_owner, ready_key,
 };
 
 use crate::batch::{self, Fetched};
@@ -20,14 +20,21 @@ use crate::builder::{DEFAULT_RETRY_BACKOFF, DynamoStoreBuilder};
 use crate::codec::{self, CLAIM_UPDATE, ClaimForm, Item, RELEASE_CONDITION, RELEASE_UPDATE};
 use crate::error::{self, Kind, UpdateFailure};
 use crate::metrics::{RequestCounter, RequestCounts};
+use crate::schema;
 
 /// How often [`DynamoStore::create_table_if_missing`] looks at a table that is
 /// still being created.
 const TABLE_POLL_INTERVAL: Duration = Duration::from_millis(100);
 
-/// A [`Store`] on one DynamoDB table (C1–C9).
+/// A [`Store`] on one DynamoDB table (C1–C10).
+///
+/// Every item is keyed by its user (`pk`) and slot (`sk`, see the crate docs).
 ///
 /// - `read_owner` / `current`: `GetItem` with `ConsistentRead = true` (C2).
+/// - `read_owners`: one `BatchGetItem` with `ConsistentRead = true`.
+/// - `list_sessions`: one `Query` of the user's partition with
+///   `ConsistentRead = true` (C10); a partition beyond one 1 MB page costs one
+///   more `Query` per page.
 /// - `claim_cas`: one `UpdateItem` that checks the snapshot's [`Fence`] and
 ///   writes `gen`, `owner`, `cid` and `won` (the snapshot's recent claims and
 ///   this win, C9) together (C4), returning the written gen
@@ -83,34 +90,43 @@ impl DynamoStore {
         self.counter.snapshot()
     }
 
-    /// A bounded startup check: the table exists and is `ACTIVE`.
+    /// A bounded startup check (one `DescribeTable`): the table exists, is
+    /// `ACTIVE`, and has the store's key schema, partition key `pk` (S) and sort
+    /// key `sk` (S).
     ///
     /// # Errors
     ///
     /// `Unavailable` when the server does not answer within `within`, the table
-    /// is missing or not active, or the request fails; `Throttled` when throttled.
+    /// is missing or not active, the request fails, or the table has another key
+    /// schema: a table from before device slots (partition key `pk` only) is
+    /// refused with the steps that move its items to a new table, any other
+    /// schema naming what was found. `Throttled` when throttled.
     pub async fn check_reachable(&self, within: Duration) -> Result<(), Error> {
         let describe = async {
-            match self.table_status().await? {
-                Some(TableStatus::Active) => Ok(()),
-                Some(status) => Err(Error::unavailable(format!(
+            let Some(table) = self.describe().await? else {
+                return Err(Error::unavailable(format!(
+                    "dynamodb table {} does not exist",
+                    self.table
+                )));
+            };
+            match status(&table) {
+                TableStatus::Active => schema::check(&self.table, &table),
+                status => Err(Error::unavailable(format!(
                     "dynamodb table {} is {}, not ACTIVE",
                     self.table,
                     status.as_str()
-                ))),
-                None => Err(Error::unavailable(format!(
-                    "dynamodb table {} does not exist",
-                    self.table
                 ))),
             }
         };
         bounded(within, "DescribeTable", describe).await
     }
 
-    /// Creates the table when it is missing (partition key `pk` of type S,
-    /// on-demand billing) and waits until it is `ACTIVE`, all within `within`.
-    /// Returns whether this call created it. Safe to race: a concurrent
-    /// creation is waited for, not reported.
+    /// Creates the table when it is missing (partition key `pk` and sort key
+    /// `sk`, both of type S, on-demand billing) and waits until it is `ACTIVE`,
+    /// all within `within`. Returns whether this call created it. Safe to race: a
+    /// concurrent creation is waited for, not reported. An existing table is
+    /// left as it is, whatever its key schema: [`check_reachable`](Self::check_reachable)
+    /// refuses one the store cannot use.
     ///
     /// # Errors
     ///
@@ -120,7 +136,10 @@ impl DynamoStore {
         let ensure = async {
             let mut created = false;
             loop {
-                match self.table_status().await? {
+                // Bound first: a temporary of the match would be held across
+                // the creation's await.
+                let table_status = self.describe().await?.as_ref().map(status);
+                match table_status {
                     Some(TableStatus::Active) => return Ok(created),
                     Some(TableStatus::Creating | TableStatus::Updating) => {}
                     Some(status) => {
@@ -138,8 +157,8 @@ impl DynamoStore {
         bounded(within, "CreateTable", ensure).await
     }
 
-    /// `None` when the table does not exist.
-    async fn table_status(&self) -> Result<Option<TableStatus>, Error> {
+    /// The table as `DescribeTable` reports it; `None` when it does not exist.
+    async fn describe(&self) -> Result<Option<TableDescription>, Error> {
         let result = self
             .client
             .describe_table()
@@ -148,10 +167,8 @@ impl DynamoStore {
             .await;
         match result {
             Ok(out) => Ok(Some(
-                out.table()
-                    .and_then(|t| t.table_status())
-                    .cloned()
-                    .unwrap_or(TableStatus::Creating),
+                out.table
+                    .unwrap_or_else(|| TableDescription::builder().build()),
             )),
             Err(e) if error::service_kind(&e) == Some(Kind::NotFound) => Ok(None),
             Err(e) => Err(error::classify("DescribeTable", e)),
@@ -164,18 +181,8 @@ impl DynamoStore {
             .client
             .create_table()
             .table_name(&*self.table)
-            .attribute_definitions(definition(
-                AttributeDefinition::builder()
-                    .attribute_name(codec::PK)
-                    .attribute_type(ScalarAttributeType::S)
-                    .build(),
-            )?)
-            .key_schema(definition(
-                KeySchemaElement::builder()
-                    .attribute_name(codec::PK)
-                    .key_type(KeyType::Hash)
-                    .build(),
-            )?)
+            .set_attribute_definitions(Some(schema::attribute_definitions()?))
+            .set_key_schema(Some(schema::key_schema()?))
             .billing_mode(BillingMode::PayPerRequest)
             .send()
             .await;
@@ -192,7 +199,7 @@ impl DynamoStore {
             .client
             .get_item()
             .table_name(&*self.table)
-            .key(codec::PK, codec::pk(key))
+            .set_key(Some(codec::item_key(key)))
             .consistent_read(true)
             .send()
             .await
@@ -227,11 +234,43 @@ impl DynamoStore {
             .unwrap_or_default();
         Ok(Fetched { items, unprocessed })
     }
+
+    /// One `Query` page of `user`'s partition from `start` (`ExclusiveStartKey`),
+    /// `ConsistentRead = true` (C2, C10). A page ends at 1 MB of items: hundreds of
+    /// slots even at the largest records, so a listing is one page in practice.
+    async fn query_user(&self, user: &UserKey, start: Option<Item>) -> Result<Page, Error> {
+        let out = self
+            .client
+            .query()
+            .table_name(&*self.table)
+            .key_condition_expression(codec::USER_CONDITION)
+            .set_expression_attribute_names(Some(codec::user_names()))
+            .expression_attribute_values(codec::USER_VALUE, codec::partition_key(user))
+            .consistent_read(true)
+            .set_exclusive_start_key(start)
+            .send()
+            .await
+            .map_err(|e| error::classify("Query", e))?;
+        Ok(Page {
+            items: out.items.unwrap_or_default(),
+            next: out.last_evaluated_key.filter(|key| !key.is_empty()),
+        })
+    }
 }
 
-/// A table-definition part the SDK builder refused (a bug here, never user input).
-fn definition<T>(built: Result<T, aws_sdk_dynamodb::error::BuildError>) -> Result<T, Error> {
-    built.map_err(|e| Error::unavailable_with("dynamodb table definition is invalid", e))
+/// One page of a user's partition.
+struct Page {
+    items: Vec<Item>,
+    /// Where the next page starts (`LastEvaluatedKey`); `None` after the last.
+    next: Option<Item>,
+}
+
+/// A described table's status; a description without one is a table still being created.
+fn status(table: &TableDescription) -> TableStatus {
+    table
+        .table_status()
+        .cloned()
+        .unwrap_or(TableStatus::Creating)
 }
 
 /// Runs `work`, failing with `Unavailable` when it takes longer than `within`.
@@ -271,7 +310,7 @@ impl Store for DynamoStore {
             .client
             .update_item()
             .table_name(&*self.table)
-            .key(codec::PK, codec::pk(key))
+            .set_key(Some(codec::item_key(key)))
             .update_expression(CLAIM_UPDATE)
             .condition_expression(condition)
             .set_expression_attribute_names(Some(codec::claim_names()))
@@ -307,30 +346,43 @@ impl Store for DynamoStore {
                 keys.len()
             )));
         }
-        let pks: Vec<String> = keys.iter().map(Key::to_string).collect();
+        let wanted: Vec<(String, String)> = keys.iter().map(codec::primary_key).collect();
         // BatchGetItem refuses a request naming a key twice: ask each once.
-        let mut distinct: Vec<&String> = pks.iter().collect();
+        let mut distinct: Vec<&(String, String)> = wanted.iter().collect();
         distinct.sort_unstable();
         distinct.dedup();
         let request = distinct
             .into_iter()
-            .map(|pk| Item::from([(codec::PK.to_owned(), AttributeValue::S(pk.clone()))]))
+            .map(|(pk, sk)| codec::key_item(pk, sk))
             .collect();
         let items = batch::fetch_all(request, self.max_attempts, DEFAULT_RETRY_BACKOFF, |k| {
             self.batch_get(k)
         })
         .await?;
-        let by_pk: HashMap<&str, &Item> = items
+        let found: HashMap<(&str, &str), &Item> = items
             .iter()
-            .filter_map(|item| match item.get(codec::PK) {
-                Some(AttributeValue::S(pk)) => Some((pk.as_str(), item)),
-                _ => None,
-            })
+            .filter_map(|item| Some((codec::stored_key(item)?, item)))
             .collect();
-        Ok(pks
+        Ok(wanted
             .iter()
-            .map(|pk| codec::owner_state(by_pk.get(pk.as_str()).copied()))
+            .map(|(pk, sk)| codec::owner_state(found.get(&(pk.as_str(), sk.as_str())).copied()))
             .collect())
+    }
+
+    /// One `Query` of the user's partition (C10), more only past a 1 MB page.
+    async fn list_sessions(&self, user: &UserKey) -> Result<Vec<UserSession>, Error> {
+        let mut sessions = Vec::new();
+        let mut start = None;
+        loop {
+            let page = self.query_user(user, start).await?;
+            for item in &page.items {
+                sessions.extend(codec::listed(item)?);
+            }
+            match page.next {
+                Some(next) => start = Some(next),
+                None => return Ok(sessions),
+            }
+        }
     }
 
     async fn current(&self, key: &Key) -> Result<CurrentView, Error> {
@@ -345,7 +397,7 @@ impl Store for DynamoStore {
             .client
             .update_item()
             .table_name(&*self.table)
-            .key(codec::PK, codec::pk(key))
+            .set_key(Some(codec::item_key(key)))
             .update_expression(RELEASE_UPDATE)
             .condition_expression(RELEASE_CONDITION)
             .set_expression_attribute_names(Some(codec::release_names()))

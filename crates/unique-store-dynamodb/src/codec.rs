@@ -1,9 +1,13 @@
 //! The record layout and its translation to and from DynamoDB items.
 //!
-//! One item per key: `pk` (S) = `Key::to_string()`, `gen` (N), `owner` (S, the
-//! owner's JSON, empty for a tombstone), `cid` (S, absent on a tombstone) and
-//! `won` (S, the recent claims' JSON `[["claim_id",gen],…]`, C9; absent on
-//! items written before it).
+//! One item per key, keyed by the user and the slot: partition key `pk` (S) =
+//! `UserKey::to_string()` (`project#env#uid`), sort key `sk` (S) = `#` followed by
+//! the slot (`#` alone for the default slot: a key attribute cannot be empty, and
+//! `#` is forbidden inside a slot, so no slot's sort key is another's). Every record
+//! of a user is then one partition, which one `Query` lists (C10). The attributes:
+//! `gen` (N), `owner` (S, the owner's JSON, empty for a tombstone), `cid` (S,
+//! absent on a tombstone) and `won` (S, the recent claims' JSON
+//! `[["claim_id",gen],…]`, C9; absent on items written before it).
 //!
 //! An item without `gen`, or with `gen` 0, was never claimed: it reads as no
 //! record and the first-login form claims it (`docs/design.md#records`).
@@ -11,10 +15,17 @@
 use std::collections::HashMap;
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use unique_core::{CasOutcome, CurrentView, Error, Fence, Key, OwnerState, StoredOwner};
+use unique_core::{
+    CasOutcome, CurrentView, Error, Fence, Key, OwnerState, StoredOwner, UserKey, UserSession,
+    listed_session,
+};
 
-/// Partition key attribute.
+/// Partition key attribute: the user.
 pub(crate) const PK: &str = "pk";
+/// Sort key attribute: [`SLOT_PREFIX`] and the slot.
+pub(crate) const SK: &str = "sk";
+/// What every sort key starts with, so the default slot's (`""`) is not empty.
+const SLOT_PREFIX: char = '#';
 /// Generation attribute (`gen` on the wire and in storage).
 pub(crate) const GEN: &str = "gen";
 /// Owner JSON attribute.
@@ -27,9 +38,63 @@ pub(crate) const WON: &str = "won";
 /// An item as the SDK returns it.
 pub(crate) type Item = HashMap<String, AttributeValue>;
 
-/// The partition key value of `key`.
-pub(crate) fn pk(key: &Key) -> AttributeValue {
-    AttributeValue::S(key.to_string())
+/// The partition key value of `user`: every slot of the user shares it.
+pub(crate) fn partition_key(user: &UserKey) -> AttributeValue {
+    AttributeValue::S(user.to_string())
+}
+
+/// The primary key of `key`'s item as `(pk, sk)`: the user, and `#` followed by
+/// the slot (`#` alone for the default slot).
+pub(crate) fn primary_key(key: &Key) -> (String, String) {
+    (key.user().to_string(), format!("{SLOT_PREFIX}{}", key.slot))
+}
+
+/// The key map of `(pk, sk)`: what a `GetItem`, `UpdateItem` or `BatchGetItem` names.
+pub(crate) fn key_item(pk: &str, sk: &str) -> Item {
+    Item::from([
+        (PK.to_owned(), AttributeValue::S(pk.to_owned())),
+        (SK.to_owned(), AttributeValue::S(sk.to_owned())),
+    ])
+}
+
+/// The key map of `key`'s item.
+pub(crate) fn item_key(key: &Key) -> Item {
+    let (pk, sk) = primary_key(key);
+    key_item(&pk, &sk)
+}
+
+/// The `(pk, sk)` of an item the table returned; `None` without both as strings.
+pub(crate) fn stored_key(item: &Item) -> Option<(&str, &str)> {
+    match (item.get(PK), item.get(SK)) {
+        (Some(AttributeValue::S(pk)), Some(AttributeValue::S(sk))) => Some((pk, sk)),
+        _ => None,
+    }
+}
+
+/// The slot of an item a listing returned, from its sort key.
+///
+/// # Errors
+///
+/// `Unavailable` when the item has no string sort key starting with `#`: no key
+/// this store writes looks like that, so the table holds something else.
+pub(crate) fn slot(item: &Item) -> Result<&str, Error> {
+    match item.get(SK) {
+        Some(AttributeValue::S(sk)) => sk
+            .strip_prefix(SLOT_PREFIX)
+            .ok_or_else(|| Error::unavailable(format!("stored sort key {sk:?} is not a slot"))),
+        _ => Err(Error::unavailable("stored item has no string sort key")),
+    }
+}
+
+/// The listing entry of one item of a user's partition (C10): decoded as
+/// `read_owner` decodes it, then judged by [`listed_session`] as every backend does.
+///
+/// # Errors
+///
+/// `Unavailable` for an item whose sort key is not a slot, and those of
+/// [`owner_state`] and [`listed_session`] (a corrupt owner).
+pub(crate) fn listed(item: &Item) -> Result<Option<UserSession>, Error> {
+    listed_session(slot(item)?, owner_state(Some(item))?)
 }
 
 /// A number attribute holding `value`.
@@ -56,6 +121,16 @@ pub(crate) const CLAIM_UPDATE: &str = "SET #gen = :next, #owner = :owner, #cid =
 pub(crate) const RELEASE_UPDATE: &str = "SET #owner = :empty REMOVE #cid";
 /// Release only at the stored gen (C5).
 pub(crate) const RELEASE_CONDITION: &str = "#gen = :gen";
+
+/// A listing's key condition: the user's whole partition (C10).
+pub(crate) const USER_CONDITION: &str = "#pk = :user";
+/// The value [`USER_CONDITION`] pins: [`partition_key`] of the user.
+pub(crate) const USER_VALUE: &str = ":user";
+
+/// The expression attribute names of a listing.
+pub(crate) fn user_names() -> HashMap<String, String> {
+    names(&[("#pk", PK)])
+}
 
 /// The expression attribute names of every claim form: all four attributes.
 /// `owner` is a DynamoDB reserved word, so every attribute goes through a
@@ -280,6 +355,60 @@ mod tests {
                 ..session(4, "x", &[("d", 4)])
             },
         ]
+    }
+
+    #[test]
+    fn a_key_is_its_user_and_hash_slot() {
+        let key = Key::new("p", "e", 4);
+        assert_eq!(primary_key(&key), ("p#e#4".to_owned(), "#".to_owned()));
+        let mobile = key.clone().with_slot("mobile");
+        assert_eq!(
+            primary_key(&mobile),
+            ("p#e#4".to_owned(), "#mobile".to_owned())
+        );
+        assert_eq!(
+            item_key(&mobile),
+            item(&[(PK, s("p#e#4")), (SK, s("#mobile"))])
+        );
+        // The default slot's pk is exactly the key before slots existed.
+        assert_eq!(primary_key(&key).0, key.to_string());
+        for it in [item_key(&key), item_key(&mobile)] {
+            let (pk, sk) = stored_key(&it).unwrap();
+            assert_eq!(pk, "p#e#4");
+            assert_eq!(slot(&it).unwrap(), &sk[1..]);
+        }
+        assert_eq!(stored_key(&item(&[(PK, s("p#e#4"))])), None);
+    }
+
+    #[test]
+    fn a_listed_item_is_its_slots_session_unless_it_holds_no_owner() {
+        let owner = r#"{"endpoint":"http://h/k"}"#;
+        let at = |sk: &str, rest: &[(&str, AttributeValue)]| {
+            let mut it = item(rest);
+            it.insert(SK.to_owned(), s(sk));
+            it
+        };
+        let live = at("#pc", &[(GEN, number(2)), (OWNER, s(owner)), (CID, s("c"))]);
+        let session = listed(&live).unwrap().unwrap();
+        assert_eq!((session.slot.as_str(), session.generation), ("pc", 2));
+        assert_eq!(session.owner, Owner::new("", "", "http://h/k"));
+        let default = at("#", &[(GEN, number(1)), (OWNER, s(owner)), (CID, s("c"))]);
+        assert_eq!(listed(&default).unwrap().unwrap().slot, "");
+        for none in [
+            at("#pc", &[(GEN, number(3)), (OWNER, s(""))]),
+            at("#pc", &[(GEN, number(0)), (OWNER, s(owner)), (CID, s("c"))]),
+            at("#pc", &[(OWNER, s(owner))]),
+        ] {
+            assert_eq!(listed(&none).unwrap(), None, "{none:?}");
+        }
+        for bad in [
+            at("#pc", &[(GEN, number(3)), (OWNER, s("{")), (CID, s("c"))]),
+            at("pc", &[(GEN, number(3)), (OWNER, s(owner)), (CID, s("c"))]),
+            item(&[(GEN, number(3)), (OWNER, s(owner))]),
+            item(&[(SK, number(1)), (GEN, number(3)), (OWNER, s(owner))]),
+        ] {
+            assert!(listed(&bad).unwrap_err().is_unavailable(), "{bad:?}");
+        }
     }
 
     #[test]

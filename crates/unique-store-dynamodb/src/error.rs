@@ -16,6 +16,7 @@ use aws_sdk_dynamodb::operation::batch_get_item::BatchGetItemError;
 use aws_sdk_dynamodb::operation::create_table::CreateTableError;
 use aws_sdk_dynamodb::operation::describe_table::DescribeTableError;
 use aws_sdk_dynamodb::operation::get_item::GetItemError;
+use aws_sdk_dynamodb::operation::query::QueryError;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use unique_core::Error;
 
@@ -87,6 +88,12 @@ service_kind!(GetItemError {
     ResourceNotFoundException => NotFound,
 });
 service_kind!(BatchGetItemError {
+    ProvisionedThroughputExceededException => Throttled,
+    RequestLimitExceeded => Throttled,
+    ThrottlingException => Throttled,
+    ResourceNotFoundException => NotFound,
+});
+service_kind!(QueryError {
     ProvisionedThroughputExceededException => Throttled,
     RequestLimitExceeded => Throttled,
     ThrottlingException => Throttled,
@@ -272,6 +279,31 @@ mod tests {
             RequestLimitExceeded::builder().build(),
         ));
         assert!(classify("GetItem", e).is_throttled());
+    }
+
+    #[test]
+    fn a_listings_throttles_are_throttled_and_other_failures_unavailable() {
+        for e in [
+            QueryError::ProvisionedThroughputExceededException(
+                ProvisionedThroughputExceededException::builder().build(),
+            ),
+            QueryError::ThrottlingException(ThrottlingException::builder().build()),
+            QueryError::RequestLimitExceeded(RequestLimitExceeded::builder().build()),
+        ] {
+            assert!(classify("Query", service(e)).is_throttled());
+        }
+        let missing = service(QueryError::ResourceNotFoundException(
+            ResourceNotFoundException::builder().build(),
+        ));
+        assert_eq!(service_kind(&missing), Some(Kind::NotFound));
+        let mapped = classify("Query", missing);
+        assert!(mapped.is_unavailable());
+        assert!(std::error::Error::source(&mapped).is_some());
+        assert!(
+            mapped
+                .to_string()
+                .starts_with("unavailable: dynamodb Query failed")
+        );
     }
 
     #[test]

@@ -6,6 +6,7 @@ mod client;
 mod codec;
 mod error;
 mod metrics;
+mod schema;
 
 pub use builder::{
     DEFAULT_ATTEMPT_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_ATTEMPTS,

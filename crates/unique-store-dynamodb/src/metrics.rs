@@ -18,6 +18,8 @@ pub struct RequestCounts {
     pub update_item: u64,
     /// `BatchGetItem` requests (`read_owners`, retries of unprocessed keys included).
     pub batch_get_item: u64,
+    /// `Query` requests (`list_sessions`, one per page).
+    pub query: u64,
     /// Every other request (`DescribeTable`, `CreateTable`, …).
     pub other: u64,
 }
@@ -25,7 +27,7 @@ pub struct RequestCounts {
 impl RequestCounts {
     /// All requests.
     pub fn total(&self) -> u64 {
-        self.get_item + self.update_item + self.batch_get_item + self.other
+        self.get_item + self.update_item + self.batch_get_item + self.query + self.other
     }
 
     /// The requests sent between `earlier` and `self` (field by field).
@@ -35,6 +37,7 @@ impl RequestCounts {
             get_item: self.get_item - earlier.get_item,
             update_item: self.update_item - earlier.update_item,
             batch_get_item: self.batch_get_item - earlier.batch_get_item,
+            query: self.query - earlier.query,
             other: self.other - earlier.other,
         }
     }
@@ -45,6 +48,7 @@ struct Counters {
     get_item: AtomicU64,
     update_item: AtomicU64,
     batch_get_item: AtomicU64,
+    query: AtomicU64,
     other: AtomicU64,
 }
 
@@ -61,6 +65,7 @@ impl RequestCounter {
             get_item: c.get_item.load(Ordering::Relaxed),
             update_item: c.update_item.load(Ordering::Relaxed),
             batch_get_item: c.batch_get_item.load(Ordering::Relaxed),
+            query: c.query.load(Ordering::Relaxed),
             other: c.other.load(Ordering::Relaxed),
         }
     }
@@ -87,6 +92,7 @@ impl Intercept for RequestCounter {
             Some("GetItem") => &self.counters.get_item,
             Some("UpdateItem") => &self.counters.update_item,
             Some("BatchGetItem") => &self.counters.batch_get_item,
+            Some("Query") => &self.counters.query,
             _ => &self.counters.other,
         };
         counter.fetch_add(1, Ordering::Relaxed);
@@ -104,12 +110,14 @@ mod tests {
             get_item: 1,
             update_item: 2,
             batch_get_item: 1,
+            query: 5,
             other: 3,
         };
         let after = RequestCounts {
             get_item: 4,
             update_item: 4,
             batch_get_item: 3,
+            query: 6,
             other: 3,
         };
         let delta = after.since(&before);
@@ -119,9 +127,10 @@ mod tests {
                 get_item: 3,
                 update_item: 2,
                 batch_get_item: 2,
+                query: 1,
                 other: 0
             }
         );
-        assert_eq!(delta.total(), 7);
+        assert_eq!(delta.total(), 8);
     }
 }

@@ -210,6 +210,7 @@ async fn lost_update_response_retried_by_the_sdk_ends_in_replay() {
             get_item: 2,
             update_item: 2,
             batch_get_item: 0,
+            query: 0,
             other: 0
         },
         "read, applied write (lost), SDK retry (condition failed), re-read"

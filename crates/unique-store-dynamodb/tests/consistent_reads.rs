@@ -1,5 +1,5 @@
-//! C2 on the wire: every `GetItem` the store sends asks for a strongly
-//! consistent read. An SDK interceptor on the client the store is built with
+//! C2 on the wire: every read the store sends (`GetItem`, `BatchGetItem`,
+//! `Query`) asks for a strongly consistent read. An SDK interceptor on the client the store is built with
 //! records each request body; the read paths run against dynalite.
 
 use std::sync::{Arc, Mutex};
@@ -8,20 +8,23 @@ use std::time::Duration;
 use aws_sdk_dynamodb::config::interceptors::BeforeTransmitInterceptorContextRef;
 use aws_sdk_dynamodb::config::{ConfigBag, Credentials, Intercept, Region, RuntimeComponents};
 use aws_sdk_dynamodb::error::BoxError;
-use unique_core::{Arbiter, ClaimInput, Key, Owner, Store};
+use unique_core::{Arbiter, ClaimInput, Key, Owner, Store, UserKey};
 use unique_store_dynamodb::DynamoStore;
 use unique_testsupport::dynalite::{ACCESS_KEY_ID, Dynalite, REGION, SECRET_ACCESS_KEY};
 
 /// The table the other integration tests share (this binary has its own dynalite).
 const TABLE: &str = "unique-test";
 
-/// Records the body of every `GetItem` request the client transmits.
-#[derive(Debug, Clone, Default)]
-struct GetItemBodies(Arc<Mutex<Vec<String>>>);
+/// The read operations, as the `x-amz-target` header names them.
+const READS: [&str; 3] = ["GetItem", "BatchGetItem", "Query"];
 
-impl Intercept for GetItemBodies {
+/// Records the operation and body of every read request the client transmits.
+#[derive(Debug, Clone, Default)]
+struct ReadBodies(Arc<Mutex<Vec<(&'static str, String)>>>);
+
+impl Intercept for ReadBodies {
     fn name(&self) -> &'static str {
-        "test: GetItem body recorder"
+        "test: read body recorder"
     }
 
     fn read_before_transmit(
@@ -32,20 +35,21 @@ impl Intercept for GetItemBodies {
     ) -> Result<(), BoxError> {
         let request = context.request();
         let target = request.headers().get("x-amz-target").unwrap_or_default();
-        if target.ends_with(".GetItem") {
-            let body = request.body().bytes().expect("a GetItem body is in memory");
+        let operation = target.rsplit('.').next().unwrap_or_default();
+        if let Some(read) = READS.into_iter().find(|read| *read == operation) {
+            let body = request.body().bytes().expect("a read's body is in memory");
             self.0
                 .lock()
                 .unwrap()
-                .push(String::from_utf8_lossy(body).into_owned());
+                .push((read, String::from_utf8_lossy(body).into_owned()));
         }
         Ok(())
     }
 }
 
 #[tokio::test]
-async fn every_get_item_is_a_consistent_read() {
-    let recorder = GetItemBodies::default();
+async fn every_read_is_a_consistent_read() {
+    let recorder = ReadBodies::default();
     let conf = aws_sdk_dynamodb::Config::builder()
         .behavior_version_latest()
         .region(Region::new(REGION))
@@ -91,15 +95,30 @@ async fn every_get_item_is_a_consistent_read() {
         .unwrap();
     store.read_owner(&key).await.unwrap();
     store.current(&key).await.unwrap();
+    store
+        .read_owners(&[key.clone(), key.clone().with_slot("mobile")])
+        .await
+        .unwrap();
+    let listing = store
+        .list_sessions(&UserKey::new("consistent-reads", "test", 1))
+        .await
+        .unwrap();
+    assert_eq!(listing.len(), 1);
     // The readiness probe's read of its sentinel key.
     store.check_ready().await.unwrap();
 
     let bodies = recorder.0.lock().unwrap().clone();
-    assert!(bodies.len() >= 6, "the read paths sent GetItem: {bodies:?}");
-    for body in &bodies {
+    for read in READS {
+        assert!(
+            bodies.iter().any(|(sent, _)| *sent == read),
+            "the read paths sent no {read}: {bodies:?}"
+        );
+    }
+    assert!(bodies.len() >= 8, "every read path was sent: {bodies:?}");
+    for (read, body) in &bodies {
         assert!(
             body.contains(r#""ConsistentRead":true"#),
-            "a GetItem without ConsistentRead: true: {body}"
+            "a {read} without ConsistentRead: true: {body}"
         );
     }
 }

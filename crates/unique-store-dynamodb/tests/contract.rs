@@ -10,8 +10,8 @@ use unique_core::{Error, Key, async_trait};
 use unique_store_contract::{RawRecord, RawWriter, Subject, store_contract_tests};
 use unique_store_dynamodb::DynamoStore;
 
-/// The raw-record hook: one unconditional `PutItem` holding exactly the given
-/// attributes (an absent `owner`, `cid` or `won` is left out of the item, so a
+/// The raw-record hook: one unconditional `PutItem` of the key's item (`pk`, `sk`)
+/// holding exactly the given attributes (an absent `owner`, `cid` or `won` is left out of the item, so a
 /// put over an item that had one removes it).
 struct RawPut(DynamoStore);
 
@@ -23,7 +23,7 @@ impl RawWriter for RawPut {
             .client()
             .put_item()
             .table_name(self.0.table())
-            .item("pk", AttributeValue::S(key.to_string()))
+            .set_item(Some(common::item_key(key)))
             .item("gen", AttributeValue::N(record.generation.to_string()));
         if let Some(owner) = record.owner {
             put = put.item("owner", AttributeValue::S(owner));

@@ -24,6 +24,7 @@ fn counts(get_item: u64, update_item: u64) -> RequestCounts {
         get_item,
         update_item,
         batch_get_item: 0,
+        query: 0,
         other: 0,
     }
 }

@@ -63,10 +63,20 @@ async fn create_table_if_missing_creates_once_then_reports_existing() {
         .unwrap()
         .table
         .unwrap();
-    let key = &table.key_schema()[0];
-    assert_eq!(key.attribute_name(), "pk");
-    let definition = &table.attribute_definitions()[0];
-    assert_eq!(definition.attribute_type().as_str(), "S");
+    // The layout of the crate docs: the user as partition key, the slot as sort key.
+    let key: Vec<_> = table
+        .key_schema()
+        .iter()
+        .map(|k| (k.attribute_name(), k.key_type().as_str()))
+        .collect();
+    assert_eq!(key, [("pk", "HASH"), ("sk", "RANGE")]);
+    let mut definitions: Vec<_> = table
+        .attribute_definitions()
+        .iter()
+        .map(|d| (d.attribute_name(), d.attribute_type().as_str()))
+        .collect();
+    definitions.sort_unstable();
+    assert_eq!(definitions, [("pk", "S"), ("sk", "S")]);
     let billing = table.billing_mode_summary().and_then(|b| b.billing_mode());
     assert_eq!(billing, Some(&BillingMode::PayPerRequest));
 }
@@ -207,6 +217,7 @@ async fn check_ready_is_one_get_item_and_writes_nothing() {
             get_item: 1,
             update_item: 0,
             batch_get_item: 0,
+            query: 0,
             other: 0
         }
     );
@@ -315,6 +326,7 @@ async fn a_given_client_is_used_and_counted() {
             get_item: 1,
             update_item: 0,
             batch_get_item: 0,
+            query: 0,
             other: 0
         }
     );
@@ -358,7 +370,7 @@ async fn put(store: &DynamoStore, key: &Key, attributes: &[(&str, AttributeValue
         .client()
         .put_item()
         .table_name(store.table())
-        .item("pk", AttributeValue::S(key.to_string()));
+        .set_item(Some(common::item_key(key)));
     for (name, value) in attributes {
         put = put.item(*name, value.clone());
     }
@@ -476,7 +488,7 @@ async fn raw_item(store: &DynamoStore, key: &Key) -> HashMap<String, AttributeVa
         .client()
         .get_item()
         .table_name(store.table())
-        .key("pk", AttributeValue::S(key.to_string()))
+        .set_key(Some(common::item_key(key)))
         .consistent_read(true)
         .send()
         .await
@@ -513,6 +525,7 @@ async fn a_claim_sets_won_and_a_release_leaves_it() {
         claimed,
         HashMap::from([
             ("pk".to_owned(), s(&key.to_string())),
+            ("sk".to_owned(), s("#")),
             ("gen".to_owned(), AttributeValue::N("2".into())),
             ("owner".to_owned(), s(&owner_json)),
             ("cid".to_owned(), s("b")),
@@ -525,6 +538,7 @@ async fn a_claim_sets_won_and_a_release_leaves_it() {
         released,
         HashMap::from([
             ("pk".to_owned(), s(&key.to_string())),
+            ("sk".to_owned(), s("#")),
             ("gen".to_owned(), AttributeValue::N("2".into())),
             ("owner".to_owned(), s("")),
             ("won".to_owned(), won),

@@ -1,7 +1,12 @@
 //! Shared by the integration tests: stores on the shared dynalite of this test binary.
 
+#![allow(dead_code)] // each test binary uses a different subset
+
+use std::collections::HashMap;
 use std::time::Duration;
 
+use aws_sdk_dynamodb::types::AttributeValue;
+use unique_core::Key;
 use unique_store_dynamodb::{DynamoStore, DynamoStoreBuilder};
 use unique_testsupport::dynalite::{ACCESS_KEY_ID, Dynalite, REGION, SECRET_ACCESS_KEY};
 
@@ -42,4 +47,14 @@ pub(crate) async fn store_at(endpoint: &str, max_attempts: u32) -> DynamoStore {
         .build()
         .await
         .expect("build a dynamodb store for dynalite")
+}
+
+/// The primary key of `key`'s item, spelled out as the crate docs define the
+/// layout: `pk` = the user (`project#env#uid`), `sk` = `#` followed by the slot
+/// (`#` alone for the default slot).
+pub(crate) fn item_key(key: &Key) -> HashMap<String, AttributeValue> {
+    HashMap::from([
+        ("pk".to_owned(), AttributeValue::S(key.user().to_string())),
+        ("sk".to_owned(), AttributeValue::S(format!("#{}", key.slot))),
+    ])
 }
