@@ -1,4 +1,4 @@
-//! The checker: the four rules over one key's operations in real-time order.
+//! The checker: the five rules, each key's operations (one slot of one user) in real-time order.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
@@ -95,11 +95,18 @@ impl fmt::Display for Violation {
 
 /// Checks every rule on every key of `history`; an empty list means it holds.
 ///
-/// Each key is checked on its own: rules (a), (b) and (d) by one sweep over the operations
+/// Each key, one slot of one user, is checked on its own (slots are keys of their own): rules (a), (b) and (d) by one sweep over the operations
 /// ordered by when they finished and started (`O(n log n)`), rule (c) with two maps.
 pub fn check(history: &History) -> Vec<Violation> {
+    // A listing is judged as one read of each slot it lists, on that slot's key. What it
+    // leaves out is not judged: a slot missing from it says no gen.
+    let listed: Vec<Op> = history.ops().iter().flat_map(Op::listed_reads).collect();
     let mut by_key: BTreeMap<&Key, Vec<&Op>> = BTreeMap::new();
-    for op in history.ops() {
+    let single_key_ops = history
+        .ops()
+        .iter()
+        .filter(|op| !matches!(op.kind, OpKind::List));
+    for op in single_key_ops.chain(&listed) {
         by_key.entry(&op.key).or_default().push(op);
     }
     let mut violations = Vec::new();
@@ -227,7 +234,7 @@ fn check_claim_ids(key: &Key, ops: &[&Op], violations: &mut Vec<Violation>) {
                 Outcome::Claimed { generation, .. },
             ) => Some((*generation, claim_id.as_str())),
             (
-                OpKind::Read,
+                OpKind::Read | OpKind::List,
                 Outcome::Read {
                     generation,
                     holder: Some(holder),
@@ -252,7 +259,9 @@ fn check_claim_ids(key: &Key, ops: &[&Op], violations: &mut Vec<Violation>) {
                 owner_of.insert(generation, (claim_id, op));
             }
         }
-        if matches!(op.kind, OpKind::Read) && !written_by(claim_id, generation, op, &writers) {
+        if matches!(op.kind, OpKind::Read | OpKind::List)
+            && !written_by(claim_id, generation, op, &writers)
+        {
             violations.push(Violation {
                 rule: Rule::OneClaimPerGen,
                 key: key.clone(),
@@ -277,7 +286,7 @@ fn check_gens_per_claim(key: &Key, ops: &[&Op], violations: &mut Vec<Violation>)
                 Outcome::Claimed { generation, .. } | Outcome::Superseded { generation, .. },
             ) => Some((claim_id.as_str(), *generation)),
             (
-                OpKind::Read,
+                OpKind::Read | OpKind::List,
                 Outcome::Read {
                     generation,
                     holder: Some(holder),
@@ -344,10 +353,12 @@ mod tests {
 
     use super::*;
 
-    /// Builds hand-made histories on one key, with times in milliseconds from one origin.
+    /// Builds hand-made histories on the slots of one user (the default slot unless
+    /// [`on`](Self::on) says otherwise), with times in milliseconds from one origin.
     struct Script {
         origin: Instant,
         ops: Vec<Op>,
+        slot: &'static str,
     }
 
     impl Script {
@@ -355,7 +366,30 @@ mod tests {
             Self {
                 origin: Instant::now(),
                 ops: Vec::new(),
+                slot: "",
             }
+        }
+
+        /// The operations that follow are on `slot`.
+        fn on(mut self, slot: &'static str) -> Self {
+            self.slot = slot;
+            self
+        }
+
+        /// A listing of the user answered with these `(slot, gen, holder)`.
+        fn list(self, span: (u64, u64), sessions: &[(&str, i64, &str)]) -> Self {
+            let sessions = sessions
+                .iter()
+                .map(|&(slot, generation, holder)| crate::history::Listed {
+                    slot: slot.to_owned(),
+                    generation,
+                    holder: holder.to_owned(),
+                })
+                .collect();
+            let slot = self.slot;
+            self.on("")
+                .op(span, OpKind::List, Outcome::Listed { sessions })
+                .on(slot)
         }
 
         fn op(mut self, span: (u64, u64), kind: OpKind, outcome: Outcome) -> Self {
@@ -363,7 +397,7 @@ mod tests {
             self.ops.push(Op {
                 id: self.ops.len(),
                 client: self.ops.len(),
-                key: Key::new("p", "e", 1),
+                key: Key::new("p", "e", 1).with_slot(self.slot),
                 kind,
                 start: at(span.0),
                 end: at(span.1),
@@ -669,6 +703,85 @@ mod tests {
             .claim((4, 5), "a", 3)
             .check();
         assert_eq!(rules(&within), [Rule::OneGenPerClaim], "{within:#?}");
+    }
+
+    #[test]
+    fn each_slot_is_checked_on_its_own() {
+        // Each slot climbs from gen 1 on its own, claim_ids and all: no rule relates them.
+        let two_slots = Script::new()
+            .claim((0, 1), "a", 5)
+            .on("mobile")
+            .claim((2, 3), "b", 1)
+            .read((4, 5), 1, Some("b"))
+            .on("")
+            .read((6, 7), 5, Some("a"))
+            .check();
+        assert!(two_slots.is_empty(), "{two_slots:#?}");
+        // The same operations on one key break (a) and (b).
+        let one_key = Script::new()
+            .claim((0, 1), "a", 5)
+            .claim((2, 3), "b", 1)
+            .read((4, 5), 1, Some("b"))
+            .read((6, 7), 5, Some("a"))
+            .check();
+        assert!(rules(&one_key).contains(&Rule::ClaimAbove), "{one_key:#?}");
+        assert!(rules(&one_key).contains(&Rule::NoGoingBack), "{one_key:#?}");
+        // A claim_id seen on another slot than the one it was sent to was never written there.
+        let crossed = Script::new()
+            .claim((0, 1), "a", 1)
+            .on("mobile")
+            .read((2, 3), 1, Some("a"))
+            .check();
+        assert_eq!(rules(&crossed), [Rule::OneClaimPerGen], "{crossed:#?}");
+        assert_eq!(crossed[0].key, Key::new("p", "e", 1).with_slot("mobile"));
+    }
+
+    #[test]
+    fn a_listing_is_judged_as_a_read_of_each_slot_it_lists() {
+        let correct = Script::new()
+            .claim((0, 1), "a", 1)
+            .on("mobile")
+            .claim((2, 3), "b", 1)
+            .list((4, 5), &[("", 1, "a"), ("mobile", 1, "b")])
+            .release((6, 7), 1, true)
+            .list((8, 9), &[("", 1, "a")])
+            .check();
+        assert!(correct.is_empty(), "{correct:#?}");
+        // A listing that shows an older gen of a slot than one already answered.
+        let back = Script::new()
+            .on("mobile")
+            .claim((0, 1), "a", 1)
+            .claim((2, 3), "b", 2)
+            .list((4, 5), &[("mobile", 1, "a")])
+            .check();
+        assert_eq!(rules(&back), [Rule::NoGoingBack], "{back:#?}");
+        assert_eq!(back[0].key, Key::new("p", "e", 1).with_slot("mobile"));
+        assert!(
+            back[0]
+                .to_string()
+                .contains("#2 client 2 list -> gen 1 held by a"),
+            "{}",
+            back[0]
+        );
+        // A listing that shows a released session.
+        let released = Script::new()
+            .on("mobile")
+            .claim((0, 1), "a", 1)
+            .release((2, 3), 1, true)
+            .list((4, 5), &[("mobile", 1, "a")])
+            .check();
+        assert_eq!(
+            rules(&released),
+            [Rule::ReleasedIsTombstone],
+            "{released:#?}"
+        );
+        // A listing that puts a slot's session on another slot.
+        let misplaced = Script::new()
+            .on("mobile")
+            .claim((0, 1), "a", 1)
+            .list((2, 3), &[("", 1, "a")])
+            .check();
+        assert_eq!(rules(&misplaced), [Rule::OneClaimPerGen], "{misplaced:#?}");
     }
 
     #[test]

@@ -29,6 +29,10 @@ pub enum OpKind {
         /// The gen released.
         generation: i64,
     },
+    /// A listing of the user's sessions on every slot (`POST /v1/sessions`, C10). The
+    /// operation's key is the user's default-slot key; the checker reads its answer as one
+    /// read of each slot it lists.
+    List,
 }
 
 impl OpKind {
@@ -36,17 +40,18 @@ impl OpKind {
     pub fn claim_id(&self) -> Option<&str> {
         match self {
             Self::Claim { claim_id } | Self::Replay { claim_id } => Some(claim_id),
-            Self::Read | Self::Release { .. } => None,
+            Self::Read | Self::Release { .. } | Self::List => None,
         }
     }
 
-    /// `claim`, `replay`, `read` or `release`.
+    /// `claim`, `replay`, `read`, `release` or `list`.
     pub fn name(&self) -> &'static str {
         match self {
             Self::Claim { .. } => "claim",
             Self::Replay { .. } => "replay",
             Self::Read => "read",
             Self::Release { .. } => "release",
+            Self::List => "list",
         }
     }
 }
@@ -69,6 +74,11 @@ pub enum Outcome {
         /// The claim_id of the session the record holds, decoded from its owner; `None` for a
         /// tombstone or no record.
         holder: Option<String>,
+    },
+    /// A listing was answered: the sessions of the user, one per slot that holds one.
+    Listed {
+        /// What each listed slot held.
+        sessions: Vec<Listed>,
     },
     /// A release was answered.
     Released {
@@ -117,7 +127,7 @@ impl Outcome {
     pub(crate) fn observed(&self, kind: &OpKind) -> Option<i64> {
         match (kind, self) {
             (OpKind::Claim { .. } | OpKind::Replay { .. }, Self::Claimed { generation, .. })
-            | (OpKind::Read, Self::Read { generation, .. })
+            | (OpKind::Read | OpKind::List, Self::Read { generation, .. })
             | (
                 OpKind::Claim { .. } | OpKind::Replay { .. },
                 Self::Superseded {
@@ -131,6 +141,17 @@ impl Outcome {
             _ => None,
         }
     }
+}
+
+/// One slot of a listing's answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listed {
+    /// The slot (`""` for the default slot).
+    pub slot: String,
+    /// The session's gen.
+    pub generation: i64,
+    /// The claim_id of the session, decoded from its owner.
+    pub holder: String,
 }
 
 /// One operation of a history.
@@ -158,6 +179,27 @@ impl Op {
     pub fn finished_before(&self, other: &Op) -> bool {
         self.end < other.start
     }
+
+    /// An answered listing as one read per listed slot: operations of kind
+    /// [`OpKind::List`] on that slot's key, with the listing's id, client and interval, each
+    /// answered as a read of a held record. Empty for any other operation.
+    pub fn listed_reads(&self) -> Vec<Op> {
+        let Outcome::Listed { sessions } = &self.outcome else {
+            return Vec::new();
+        };
+        let user = self.key.user();
+        sessions
+            .iter()
+            .map(|listed| Op {
+                key: user.key(listed.slot.as_str()),
+                outcome: Outcome::Read {
+                    generation: listed.generation,
+                    holder: Some(listed.holder.clone()),
+                },
+                ..self.clone()
+            })
+            .collect()
+    }
 }
 
 impl fmt::Display for Op {
@@ -172,7 +214,7 @@ impl fmt::Display for Op {
         match &self.kind {
             OpKind::Claim { claim_id } | OpKind::Replay { claim_id } => write!(f, " {claim_id}")?,
             OpKind::Release { generation } => write!(f, " gen {generation}")?,
-            OpKind::Read => {}
+            OpKind::Read | OpKind::List => {}
         }
         write!(f, " -> ")?;
         match &self.outcome {
@@ -188,6 +230,13 @@ impl fmt::Display for Op {
                 Some(holder) => write!(f, "gen {generation} held by {holder}"),
                 None => write!(f, "gen {generation}, no owner"),
             },
+            Outcome::Listed { sessions } => {
+                let listed: Vec<String> = sessions
+                    .iter()
+                    .map(|s| format!("{:?} gen {} held by {}", s.slot, s.generation, s.holder))
+                    .collect();
+                write!(f, "listed [{}]", listed.join(", "))
+            }
             Outcome::Released { released } => write!(f, "released {released}"),
             Outcome::Superseded {
                 generation,

@@ -8,7 +8,7 @@ mod workload;
 use std::time::Duration;
 
 pub use check::{Rule, Violation, check};
-pub use history::{History, Op, OpKind, Outcome, Pending, Recorder};
+pub use history::{History, Listed, Op, OpKind, Outcome, Pending, Recorder};
 pub use report::{Counts, Report, Tally};
 pub use workload::{Mix, Workload};
 

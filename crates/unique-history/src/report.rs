@@ -29,6 +29,7 @@ impl Tally {
             Outcome::Indeterminate(_) => self.indeterminate += 1,
             Outcome::Claimed { .. }
             | Outcome::Read { .. }
+            | Outcome::Listed { .. }
             | Outcome::Released { .. }
             | Outcome::Superseded { .. } => {
                 self.ok += 1;
@@ -60,6 +61,8 @@ pub struct Counts {
     pub read: Tally,
     /// Releases.
     pub release: Tally,
+    /// Listings of a user's sessions.
+    pub list: Tally,
     /// Releases that tombstoned the session.
     pub released: usize,
     /// Claims answered `superseded` (a retry whose login was replaced or logged out).
@@ -76,6 +79,7 @@ impl Counts {
                 OpKind::Replay { .. } => &mut counts.replay,
                 OpKind::Read => &mut counts.read,
                 OpKind::Release { .. } => &mut counts.release,
+                OpKind::List => &mut counts.list,
             };
             tally.add(&op.outcome);
             match op.outcome {
@@ -89,13 +93,14 @@ impl Counts {
     }
 
     /// The first kind of answered operation a clean run must have and this one lacks:
-    /// claims, replays, reads, and releases that held.
+    /// claims, replays, reads, releases that held, and listings.
     pub fn missing(&self) -> Option<&'static str> {
         [
             ("claims answered", self.claim.ok),
             ("replays answered", self.replay.ok),
             ("reads answered", self.read.ok),
             ("releases that held", self.released),
+            ("listings answered", self.list.ok),
         ]
         .into_iter()
         .find_map(|(what, n)| (n == 0).then_some(what))
@@ -103,7 +108,11 @@ impl Counts {
 
     /// Every operation.
     pub fn total(&self) -> usize {
-        self.claim.total() + self.replay.total() + self.read.total() + self.release.total()
+        self.claim.total()
+            + self.replay.total()
+            + self.read.total()
+            + self.release.total()
+            + self.list.total()
     }
 
     /// Operations without a telling answer.
@@ -112,6 +121,7 @@ impl Counts {
             + self.replay.indeterminate
             + self.read.indeterminate
             + self.release.indeterminate
+            + self.list.indeterminate
     }
 }
 
@@ -144,7 +154,7 @@ impl Report {
     }
 
     /// Asserts the run was clean and meaningful: no violation, and every kind of operation
-    /// answered at least once (claims, replays, reads, releases that held), so a run that did
+    /// answered at least once (claims, replays, reads, releases that held, listings), so a run that did
     /// nothing cannot pass. (Replays answered from the record are not required: on hot keys
     /// the record has usually moved on by the time a replay's turn comes.)
     ///
@@ -172,8 +182,8 @@ impl fmt::Display for Report {
         let c = &self.counts;
         write!(
             f,
-            "history {}: {} ops in {:.0?} (claim {}; replay {}; read {}; release {}; {} answered \
-             as replays, {} superseded, {} released), {} faults injected, {} violations",
+            "history {}: {} ops in {:.0?} (claim {}; replay {}; read {}; release {}; list {}; {} \
+             answered as replays, {} superseded, {} released), {} faults injected, {} violations",
             self.name,
             c.total(),
             self.duration,
@@ -181,6 +191,7 @@ impl fmt::Display for Report {
             c.replay,
             c.read,
             c.release,
+            c.list,
             c.answered_replayed,
             c.superseded,
             c.released,

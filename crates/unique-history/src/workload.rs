@@ -9,7 +9,7 @@ use unique_client::Transport;
 use unique_client_http::HttpTransport;
 use unique_core::{ClaimInput, Error, Key, Owner};
 
-use crate::history::{History, OpKind, Outcome, Recorder};
+use crate::history::{History, Listed, OpKind, Outcome, Recorder};
 use crate::report::Counts;
 
 /// After its duration, a run goes on until it has every kind of answered operation a
@@ -36,17 +36,20 @@ pub struct Mix {
     /// claimed that key once more (a retry arriving after the login was replaced; the
     /// server must answer it `superseded`, C9). A claim when it has none yet.
     pub stale_retry: u32,
+    /// A listing of a user's sessions on every slot (C10).
+    pub list: u32,
 }
 
 impl Default for Mix {
-    /// 30 % claims, 10 % replays, 5 % late retries, 40 % reads, 15 % releases.
+    /// 30 % claims, 10 % replays, 5 % late retries, 35 % reads, 15 % releases, 5 % listings.
     fn default() -> Self {
         Self {
             claim: 30,
             replay: 10,
-            read: 40,
+            read: 35,
             release: 15,
             stale_retry: 5,
+            list: 5,
         }
     }
 }
@@ -59,6 +62,7 @@ pub struct Workload {
     servers: Vec<String>,
     clients: usize,
     keys: i64,
+    slots: Vec<String>,
     duration: Duration,
     project: String,
     mix: Mix,
@@ -76,13 +80,14 @@ fn refused_kick_port() -> u16 {
 }
 
 impl Workload {
-    /// 24 clients over 4 keys for 3 s with the default [`Mix`], against these server base
-    /// URLs (`http://127.0.0.1:PORT`).
+    /// 24 clients over 4 users, each on the default slot and slot `"mobile"` (8 keys), for
+    /// 3 s with the default [`Mix`], against these server base URLs (`http://127.0.0.1:PORT`).
     pub fn new<S: Into<String>>(servers: impl IntoIterator<Item = S>) -> Self {
         Self {
             servers: servers.into_iter().map(Into::into).collect(),
             clients: 24,
             keys: 4,
+            slots: vec![String::new(), "mobile".to_owned()],
             duration: Duration::from_secs(3),
             project: "history".to_owned(),
             mix: Mix::default(),
@@ -98,10 +103,22 @@ impl Workload {
         self
     }
 
-    /// Keys they share (at least 1): uids `1..=keys`.
+    /// Users they share (at least 1): uids `1..=keys`, each on every slot of
+    /// [`slots`](Self::slots).
     #[must_use]
     pub fn keys(mut self, keys: i64) -> Self {
         self.keys = keys.max(1);
+        self
+    }
+
+    /// The slots of each user the clients log in on (`""` is the default slot); the
+    /// default slot alone when empty. Default: `""` and `"mobile"`.
+    #[must_use]
+    pub fn slots<S: Into<String>>(mut self, slots: impl IntoIterator<Item = S>) -> Self {
+        self.slots = slots.into_iter().map(Into::into).collect();
+        if self.slots.is_empty() {
+            self.slots.push(String::new());
+        }
         self
     }
 
@@ -162,7 +179,11 @@ impl Workload {
         let stop = Arc::new(AtomicBool::new(false));
         let kick_port = refused_kick_port();
         let keys: Vec<Key> = (1..=self.keys)
-            .map(|uid| Key::new(self.project.as_str(), "run", uid))
+            .flat_map(|uid| {
+                self.slots
+                    .iter()
+                    .map(move |slot| Key::new(self.project.as_str(), "run", uid).with_slot(slot))
+            })
             .collect();
         let mut tasks = Vec::with_capacity(self.clients);
         for id in 0..self.clients {
@@ -237,8 +258,8 @@ struct Client {
 impl Client {
     async fn run(mut self, stop: Arc<AtomicBool>) {
         while !stop.load(Ordering::Relaxed) {
-            let (slot, kind) = self.pick();
-            let outcome = self.perform(slot, kind).await;
+            let (index, kind) = self.pick();
+            let outcome = self.perform(index, kind).await;
             if matches!(outcome, Outcome::Indeterminate(_)) {
                 // A server that is down answers at once: back off a little (as a real
                 // client would) rather than fill the history with refused connections.
@@ -248,9 +269,9 @@ impl Client {
         }
     }
 
-    /// The next operation, drawn from the mix: claims and reads on a random key; replays and
-    /// releases on the key of the client's latest claim, as a retry or a logout follows the
-    /// login it belongs to.
+    /// The next operation, drawn from the mix: claims and reads on a random key, listings of
+    /// a random key's user; replays and releases on the key of the client's latest claim, as
+    /// a retry or a logout follows the login it belongs to.
     fn pick(&mut self) -> (usize, OpKind) {
         let Mix {
             claim,
@@ -258,19 +279,20 @@ impl Client {
             read,
             release,
             stale_retry,
+            list,
         } = self.mix;
         let mut roll = self
             .rng
-            .u32(..(claim + replay + read + release + stale_retry).max(1));
+            .u32(..(claim + replay + read + release + stale_retry + list).max(1));
         let random = self.rng.usize(..self.keys.len());
         let latest = self
             .latest
-            .and_then(|slot| self.last[slot].as_ref().map(|last| (slot, last)));
+            .and_then(|index| self.last[index].as_ref().map(|last| (index, last)));
         // A claim without an answer is retried first, with its claim_id, as a claimer does.
-        if let Some((slot, last)) = latest.filter(|_| self.retry_due) {
+        if let Some((index, last)) = latest.filter(|_| self.retry_due) {
             self.retry_due = false;
             let claim_id = last.claim_id.clone();
-            return (slot, OpKind::Replay { claim_id });
+            return (index, OpKind::Replay { claim_id });
         }
         if roll < claim || (roll < claim + replay && latest.is_none()) {
             self.claims += 1;
@@ -278,9 +300,9 @@ impl Client {
             return (random, OpKind::Claim { claim_id });
         }
         roll -= claim;
-        if let (true, Some((slot, last))) = (roll < replay, latest) {
+        if let (true, Some((index, last))) = (roll < replay, latest) {
             let claim_id = last.claim_id.clone();
-            return (slot, OpKind::Replay { claim_id });
+            return (index, OpKind::Replay { claim_id });
         }
         roll = roll.saturating_sub(replay);
         if roll < stale_retry {
@@ -292,16 +314,26 @@ impl Client {
             return (random, OpKind::Claim { claim_id });
         }
         roll -= stale_retry;
-        match latest.and_then(|(slot, last)| Some((slot, last.generation?))) {
-            Some((slot, generation)) if roll >= read => (slot, OpKind::Release { generation }),
+        if roll < list {
+            return (random, OpKind::List);
+        }
+        roll -= list;
+        match latest.and_then(|(index, last)| Some((index, last.generation?))) {
+            Some((index, generation)) if roll >= read => (index, OpKind::Release { generation }),
             _ => (random, OpKind::Read),
         }
     }
 
     /// Sends one operation, records it, and remembers what the client now holds.
-    async fn perform(&mut self, slot: usize, kind: OpKind) -> Outcome {
-        let key = &self.keys[slot];
-        let pending = self.recorder.begin(self.id, key, kind.clone());
+    async fn perform(&mut self, index: usize, kind: OpKind) -> Outcome {
+        let key = &self.keys[index];
+        let pending = if kind == OpKind::List {
+            // A listing is of the user: recorded on its default-slot key.
+            self.recorder
+                .begin(self.id, &key.user().key(""), kind.clone())
+        } else {
+            self.recorder.begin(self.id, key, kind.clone())
+        };
         let outcome = match &kind {
             OpKind::Claim { claim_id } | OpKind::Replay { claim_id } => {
                 // The claim_id rides in the owner's cluster, so a read names who holds the key.
@@ -323,13 +355,13 @@ impl Client {
                 };
                 self.retry_due = matches!(outcome, Outcome::Indeterminate(_));
                 if !matches!(outcome, Outcome::Failed(_) | Outcome::Superseded { .. }) {
-                    self.latest = Some(slot);
-                    let previous = self.last[slot].replace(Last {
+                    self.latest = Some(index);
+                    let previous = self.last[index].replace(Last {
                         claim_id: claim_id.clone(),
                         generation,
                     });
                     if let Some(previous) = previous.filter(|p| p.claim_id != *claim_id) {
-                        self.earlier[slot] = Some(previous.claim_id);
+                        self.earlier[index] = Some(previous.claim_id);
                     }
                 }
                 outcome
@@ -341,10 +373,23 @@ impl Client {
                 },
                 Err(e) => Outcome::from_error(&e),
             },
+            OpKind::List => match self.transport.sessions(&key.user()).await {
+                Ok(sessions) => Outcome::Listed {
+                    sessions: sessions
+                        .into_iter()
+                        .map(|session| Listed {
+                            slot: session.slot,
+                            generation: session.generation,
+                            holder: session.owner.cluster,
+                        })
+                        .collect(),
+                },
+                Err(e) => Outcome::from_error(&e),
+            },
             OpKind::Release { generation } => {
                 match self.transport.release(key, *generation).await {
                     Ok(released) => {
-                        if let Some(last) = &mut self.last[slot] {
+                        if let Some(last) = &mut self.last[index] {
                             // Logged out, or replaced meanwhile: either way no longer held.
                             last.generation = None;
                         }

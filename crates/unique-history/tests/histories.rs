@@ -1,5 +1,5 @@
 //! Histories against in-process servers: the memory store, which must keep every rule, and
-//! three deliberately broken stores, which the checker must catch under the rule they break.
+//! deliberately broken stores, which the checker must catch under the rule they break.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use unique_arbiter_http::{ArbiterService, serve};
 use unique_core::{
-    Arbiter, CasOutcome, CurrentView, Error, Key, Owner, OwnerState, RecentClaims, Store,
-    async_trait, encode_owner,
+    Arbiter, CasOutcome, CurrentView, Error, Key, Owner, OwnerState, RecentClaims, Store, UserKey,
+    UserSession, async_trait, encode_owner,
 };
 use unique_history::{Report, Rule, Workload, run_duration};
 use unique_store_memory::MemoryStore;
@@ -51,6 +51,10 @@ async fn memory_store_keeps_every_rule() {
         report.counts.superseded > 0,
         "late retries of replaced logins must be answered superseded: {report}"
     );
+    assert!(
+        report.counts.list.ok > 0,
+        "listings must be answered: {report}"
+    );
 }
 
 /// How a [`Broken`] store breaks its contract.
@@ -65,6 +69,12 @@ enum Breakage {
     /// Its claims keep no recent claims (C9): a late retry of a replaced login looks new
     /// and wins a second gen, kicking the newer session.
     ForgetsWins,
+    /// Every slot of a user shares the default slot's record: a login on slot `"mobile"`
+    /// replaces the one on the default slot (a partition key that drops the slot).
+    SharedSlots,
+    /// `list_sessions` answers from a per-user cache it refreshes only on every fourth
+    /// listing (C10's strongly consistent read, broken).
+    StaleListing,
 }
 
 /// A memory store broken on purpose in one way; otherwise the memory store.
@@ -72,6 +82,7 @@ struct Broken {
     inner: MemoryStore,
     breakage: Breakage,
     cache: Mutex<HashMap<Key, (CurrentView, u32)>>,
+    listings: Mutex<HashMap<UserKey, (Vec<UserSession>, u32)>>,
 }
 
 impl Broken {
@@ -80,6 +91,16 @@ impl Broken {
             inner: MemoryStore::new(),
             breakage,
             cache: Mutex::default(),
+            listings: Mutex::default(),
+        }
+    }
+
+    /// The key the store really uses: the default slot's when it shares slots.
+    fn stored(&self, key: &Key) -> Key {
+        if self.breakage == Breakage::SharedSlots {
+            key.user().key("")
+        } else {
+            key.clone()
         }
     }
 }
@@ -87,7 +108,7 @@ impl Broken {
 #[async_trait]
 impl Store for Broken {
     async fn read_owner(&self, key: &Key) -> Result<OwnerState, Error> {
-        self.inner.read_owner(key).await
+        self.inner.read_owner(&self.stored(key)).await
     }
     async fn claim_cas(
         &self,
@@ -96,6 +117,7 @@ impl Store for Broken {
         claim_id: &str,
         snap: &OwnerState,
     ) -> Result<CasOutcome, Error> {
+        let key = &self.stored(key);
         if self.breakage == Breakage::ForgetsWins {
             let forgetful = OwnerState {
                 recent_claims: RecentClaims::new(),
@@ -116,7 +138,7 @@ impl Store for Broken {
         Ok(CasOutcome::Written { generation })
     }
     async fn current(&self, key: &Key) -> Result<CurrentView, Error> {
-        let fresh = self.inner.current(key).await?;
+        let fresh = self.inner.current(&self.stored(key)).await?;
         if self.breakage != Breakage::StaleReads {
             return Ok(fresh);
         }
@@ -129,7 +151,20 @@ impl Store for Broken {
         Ok(view.clone())
     }
     async fn release(&self, key: &Key, generation: i64) -> Result<bool, Error> {
-        self.inner.release(key, generation).await
+        self.inner.release(&self.stored(key), generation).await
+    }
+    async fn list_sessions(&self, user: &UserKey) -> Result<Vec<UserSession>, Error> {
+        let fresh = self.inner.list_sessions(user).await?;
+        if self.breakage != Breakage::StaleListing {
+            return Ok(fresh);
+        }
+        let mut listings = self.listings.lock().unwrap();
+        let (listing, listed) = listings.entry(user.clone()).or_insert((fresh.clone(), 0));
+        *listed += 1;
+        if *listed % 4 == 0 {
+            *listing = fresh;
+        }
+        Ok(listing.clone())
     }
 }
 
@@ -179,4 +214,33 @@ async fn a_store_that_forgets_its_wins_breaks_one_gen_per_claim() {
     )
     .await;
     assert!(report.violations_of(Rule::OneGenPerClaim) > 0, "{report}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_that_shares_one_record_across_slots_breaks_one_claim_per_gen() {
+    let servers = vec![serve_in_process(Broken::new(Breakage::SharedSlots)).await];
+    let report = run(
+        "broken store: one record for all slots",
+        "shared",
+        servers,
+        Duration::from_secs(2),
+    )
+    .await;
+    // Reads of one slot see sessions that only claims on the other slot wrote.
+    assert!(report.violations_of(Rule::OneClaimPerGen) > 0, "{report}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_with_stale_listings_breaks_no_going_back() {
+    let servers = vec![serve_in_process(Broken::new(Breakage::StaleListing)).await];
+    let report = run(
+        "broken store: stale listings",
+        "stale-list",
+        servers,
+        Duration::from_secs(2),
+    )
+    .await;
+    assert!(report.violations_of(Rule::NoGoingBack) > 0, "{report}");
+    // Only the listings are stale: claims and reads keep the claim rules.
+    assert_eq!(report.violations_of(Rule::ClaimAbove), 0, "{report}");
 }

@@ -24,9 +24,11 @@ pub mod fence_forms;
 pub mod fenced_release;
 pub mod invariants;
 pub mod linearizability;
+pub mod listing;
 pub mod model;
 pub mod recent_claims;
 mod rival;
+pub mod slots;
 pub mod strong_reads;
 mod support;
 pub mod traps;
@@ -156,6 +158,23 @@ macro_rules! __store_contract_cases {
             invariants {
                 random_operations_match_model,
                 gen_monotone_under_concurrency,
+            }
+            slots {
+                slots_are_independent,
+                race_on_one_slot_leaves_the_other,
+                default_slot_is_the_old_key,
+                slots_distinct_from_prefix_uids,
+                unusual_slot_text_works,
+            }
+            listing {
+                empty_for_a_user_without_records,
+                lists_exactly_the_slots_holding_an_owner,
+                release_drops_a_slot_until_the_next_claim,
+                gen_0_records_not_listed,
+                corrupt_owner_fails_the_listing,
+                never_lists_another_users_records,
+                listing_sees_completed_writes,
+                many_slots_all_listed,
             }
             arbiter {
                 concurrent_claims_one_final_owner,

@@ -3,7 +3,10 @@
 
 use std::sync::Arc;
 
-use unique_core::{CasOutcome, CurrentView, Error, Key, Owner, OwnerState, RecentClaims, Store};
+use unique_core::{
+    CasOutcome, CurrentView, Error, Key, Owner, OwnerState, RecentClaims, Store, UserKey,
+    UserSession,
+};
 
 use crate::check::violated;
 use crate::{RawRecord, RawWriter, Subject};
@@ -33,6 +36,32 @@ impl Ctx {
         Key::new(self.project.clone(), self.env.clone(), uid)
     }
 
+    /// The user of [`key`](Self::key)`(uid)`, across its slots.
+    pub(crate) fn user(&self, uid: i64) -> UserKey {
+        UserKey::new(self.project.clone(), self.env.clone(), uid)
+    }
+
+    /// `list_sessions` as the store answers it.
+    pub(crate) async fn list_result(&self, user: &UserKey) -> Result<Vec<UserSession>, Error> {
+        self.store.list_sessions(user).await
+    }
+
+    /// `list_sessions` on a user none of whose owners is corrupt: it must
+    /// answer (C10), and is returned sorted by slot, as the Arbiter sorts it.
+    pub(crate) async fn list(&self, user: &UserKey) -> Vec<UserSession> {
+        match self.list_result(user).await {
+            Ok(mut sessions) => {
+                sessions.sort_by(|a, b| a.slot.cmp(&b.slot));
+                sessions
+            }
+            Err(e) => violated(
+                "C10",
+                "list_sessions must answer unless a stored owner is corrupt",
+                format_args!("list_sessions({user}) failed: {e}"),
+            ),
+        }
+    }
+
     /// The record without its recent claims: what every case but C9's
     /// compares (their expected states name gen, owner and cid only). A claim
     /// from such a snapshot writes a list of one win, which C1–C8 do not look at.
@@ -50,6 +79,20 @@ impl Ctx {
                 format_args!("read_owner({key}) failed: {e}"),
             ),
         }
+    }
+
+    /// The snapshot of a key this case has not written yet: it must be
+    /// absent, or a write on some other key (another slot, another user)
+    /// showed on this one (C1).
+    pub(crate) async fn unwritten(&self, key: &Key) -> OwnerState {
+        let snap = self.read(key).await;
+        ensure!(
+            !snap.exists,
+            "C1",
+            "each key is its own: a key never written has no record, whatever was written on other slots or users",
+            "{key} read {snap:?} before any write on it"
+        );
+        snap
     }
 
     pub(crate) async fn current(&self, key: &Key) -> Result<CurrentView, Error> {
@@ -433,6 +476,15 @@ pub(crate) fn claimed(generation: i64, claim_id: &str) -> OwnerState {
         owner_corrupt: false,
         claim_id: Some(claim_id.to_owned()),
         recent_claims: RecentClaims::new(),
+    }
+}
+
+/// The listing entry of a session on `slot` won by `claim_id` at `generation`.
+pub(crate) fn listed(slot: &str, generation: i64, claim_id: &str) -> UserSession {
+    UserSession {
+        slot: slot.to_owned(),
+        generation,
+        owner: owner_for(claim_id),
     }
 }
 

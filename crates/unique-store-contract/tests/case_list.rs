@@ -64,6 +64,8 @@ fn every_clause_has_cases() {
         "error_classification",
         "traps",
         "invariants",
+        "slots",
+        "listing",
         "arbiter",
     ] {
         let count = CASES

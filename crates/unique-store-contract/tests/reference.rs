@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use unique_core::{
-    CasOutcome, CurrentView, Error, Key, Owner, OwnerState, RecentClaims, Store, async_trait,
-    encode_owner,
+    CasOutcome, CurrentView, Error, Key, Owner, OwnerState, RecentClaims, Store, UserKey,
+    UserSession, async_trait, encode_owner,
 };
 use unique_store_contract::model::{ClaimVerdict, RecordModel};
 use unique_store_contract::{RawRecord, RawWriter, Subject, store_contract_tests};
@@ -34,6 +34,14 @@ enum Bug {
     Ttl,
     /// Writes no recent claims: every claim leaves an empty list.
     ForgetsWins,
+    /// Ignores the slot: every slot of a user shares the default slot's record.
+    SharedSlots,
+    /// Lists tombstones too (every record with a gen, owner or not).
+    ListsTombstones,
+    /// Lists every key whose text starts with the user's (uid 4 lists uid 40).
+    ListsByPrefix,
+    /// Leaves records with a corrupt owner out of the listing instead of failing it.
+    ListSkipsCorrupt,
 }
 
 struct Entry {
@@ -50,6 +58,13 @@ struct RefStore {
 
 impl RefStore {
     fn with<R>(&self, key: &Key, f: impl FnOnce(&mut RecordModel) -> R) -> R {
+        let shared;
+        let key = if self.bug == Bug::SharedSlots {
+            shared = key.user().key("");
+            &shared
+        } else {
+            key
+        };
         let mut records = self.records.lock().unwrap();
         if self.bug == Bug::Ttl
             && records
@@ -147,6 +162,37 @@ impl Store for RefStore {
             released
         }))
     }
+
+    /// Every record of `user`, read under one lock (one linearizable read).
+    async fn list_sessions(&self, user: &UserKey) -> Result<Vec<UserSession>, Error> {
+        let records = self.records.lock().unwrap();
+        let mut sessions = Vec::new();
+        for (key, entry) in records.iter() {
+            let mine = if self.bug == Bug::ListsByPrefix {
+                key.to_string().starts_with(&user.to_string())
+            } else {
+                key.user() == *user
+            };
+            let state = entry.model.state();
+            if !mine || !state.exists {
+                continue;
+            }
+            if state.owner_corrupt && self.bug != Bug::ListSkipsCorrupt {
+                return Err(Error::unavailable("stored owner is corrupt"));
+            }
+            let owner = match &state.owner {
+                Some(owner) => owner.clone(),
+                None if self.bug == Bug::ListsTombstones => Owner::default(),
+                None => continue,
+            };
+            sessions.push(UserSession {
+                slot: key.slot.clone(),
+                generation: state.generation,
+                owner,
+            });
+        }
+        Ok(sessions)
+    }
 }
 
 #[async_trait]
@@ -218,12 +264,28 @@ const MUTANTS: &[(Bug, &str, &str)] = &[
         "recent_claims::claims_append_their_wins",
         "C9",
     ),
+    (Bug::SharedSlots, "slots::slots_are_independent", "C1"),
+    (
+        Bug::ListsTombstones,
+        "listing::release_drops_a_slot_until_the_next_claim",
+        "C10",
+    ),
+    (
+        Bug::ListsByPrefix,
+        "listing::never_lists_another_users_records",
+        "C10",
+    ),
+    (
+        Bug::ListSkipsCorrupt,
+        "listing::corrupt_owner_fails_the_listing",
+        "C10",
+    ),
 ];
 
 /// The clauses a failure may name: the headings of `docs/design.md` the
 /// store contract covers.
 const CLAUSES: &[&str] = &[
-    "C1", "C2", "C3", "C4", "C5", "C6", "C7", "C8", "C9", "I2", "I3", "I4", "I6", "Records",
+    "C1", "C2", "C3", "C4", "C5", "C6", "C7", "C8", "C9", "C10", "I2", "I3", "I4", "I6", "Records",
 ];
 
 /// Feeds every mutant to the whole suite (`check_all`): the case written for

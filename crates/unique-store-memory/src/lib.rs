@@ -10,7 +10,8 @@ use std::fmt;
 use std::sync::Arc;
 
 use unique_core::{
-    CasOutcome, CurrentView, Error, Fence, Key, Owner, OwnerState, Store, async_trait,
+    CasOutcome, CurrentView, Error, Fence, Key, Owner, OwnerState, Store, UserKey, UserSession,
+    async_trait,
 };
 
 use crate::record::state_of;
@@ -120,6 +121,12 @@ impl Store for MemoryStore {
 
     async fn release(&self, key: &Key, generation: i64) -> Result<bool, Error> {
         Ok(self.table.release(key, generation))
+    }
+
+    /// One shard lock: every slot of a user is in its uid's shard, and the shard's
+    /// index names the user's slots, so nothing is scanned.
+    async fn list_sessions(&self, user: &UserKey) -> Result<Vec<UserSession>, Error> {
+        self.table.sessions(user)
     }
 
     /// One pass over the keys, each shard locked once.

@@ -3,21 +3,26 @@
 //! Run with
 //! `RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test --release -p unique-store-memory --lib loom`.
 //! Each model explores every interleaving of its threads' lock acquisitions and
-//! prints how many it explored (`--nocapture` shows them). The broken variant at
-//! the end proves the invariant checks can fail.
+//! prints how many it explored (`--nocapture` shows them). The broken variants
+//! (a read-then-write claim, a listing read slot by slot) prove the invariant
+//! checks can fail.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use loom::sync::Arc;
 use loom::thread;
-use unique_core::{CasOutcome, Fence, Key, Owner, OwnerState, RecentClaims};
+use unique_core::{CasOutcome, Fence, Key, Owner, OwnerState, RecentClaims, UserKey};
 
 use crate::record::{OwnerAttr, Record, state_of};
 use crate::table::Table;
 
 /// The message every "exactly one winner" violation carries.
 const ONE_WINNER: &str = "invariant violated: exactly one claim from one snapshot may win";
+
+/// The message of a listing that mixes records from before and after a write.
+const ONE_LISTING: &str =
+    "invariant violated: a listing reads all of a user's records at one point";
 
 fn key() -> Key {
     Key::new("p", "e", 1)
@@ -242,6 +247,112 @@ fn loom_replay_races_new_claim() {
     assert!(explored > 1);
 }
 
+/// What a listing of user 1 saw: `(slot, gen)` of each session, sorted by slot.
+type Listed = Vec<(String, i64)>;
+
+/// The listing as the store makes it: one lock for the user's records and slot index.
+fn list(table: &Table) -> Listed {
+    let user = UserKey::new("p", "e", 1);
+    let mut listed: Listed = table
+        .sessions(&user)
+        .expect("no corrupt owner")
+        .into_iter()
+        .map(|s| (s.slot, s.generation))
+        .collect();
+    listed.sort();
+    listed
+}
+
+/// One thread logs in on a new slot `"pc"` (creating its record and its index entry),
+/// then releases the default slot's session; another lists the user meanwhile. One
+/// lock holds all of the user's records, so the listing sees the state before, between
+/// or after the two writes, never the release without the claim before it, and the
+/// listing after both sees both.
+fn listing_racing_writes(list: fn(&Table) -> Listed) {
+    let (table, _) = table_with(Some(session(5, "a")));
+    let writer = {
+        let table = Arc::clone(&table);
+        thread::spawn(move || {
+            let pc = key().with_slot("pc");
+            let absent = OwnerState::absent();
+            let won = table.claim(&pc, fence(&absent), &owner("b"), "b", RecentClaims::new());
+            assert_eq!(written(&won), Some(1));
+            assert!(table.release(&key(), 5));
+        })
+    };
+    let lister = {
+        let table = Arc::clone(&table);
+        thread::spawn(move || list(&table))
+    };
+    writer.join().unwrap();
+    let seen = lister.join().unwrap();
+    let at = |states: &[(&str, i64)]| -> Listed {
+        states.iter().map(|(s, g)| ((*s).to_owned(), *g)).collect()
+    };
+    let points = [at(&[("", 5)]), at(&[("", 5), ("pc", 1)]), at(&[("pc", 1)])];
+    assert!(points.contains(&seen), "{ONE_LISTING}: saw {seen:?}");
+    assert_eq!(
+        list(&table),
+        points[2],
+        "the listing after both writes sees both"
+    );
+}
+
+#[test]
+fn loom_listing_races_a_new_slot_and_a_release() {
+    let explored = explore("listing racing a new slot and a release", || {
+        listing_racing_writes(list);
+    });
+    assert!(explored > 1);
+}
+
+/// A listing made of one read per slot, each under its own lock: it can read the
+/// default slot after the release and slot `"pc"` before the claim that preceded it.
+fn list_slot_by_slot(table: &Table) -> Listed {
+    let mut listed = Listed::new();
+    for slot in ["pc", ""] {
+        let state = table.read_with(&key().with_slot(slot), state_of);
+        if state.owner.is_some() {
+            listed.push((slot.to_owned(), state.generation));
+        }
+    }
+    listed.sort();
+    listed
+}
+
+#[test]
+fn loom_rejects_a_listing_in_several_locks() {
+    let message = violation_found("broken listing slot by slot", || {
+        listing_racing_writes(list_slot_by_slot);
+    });
+    assert!(
+        message.contains(ONE_LISTING),
+        "the model failed for another reason: {message}"
+    );
+}
+
+/// Runs a model that must fail and returns the message of its violation.
+fn violation_found(name: &str, body: impl Fn() + Send + Sync + 'static) -> String {
+    let runs = std::sync::Arc::new(AtomicUsize::new(0));
+    let counter = std::sync::Arc::clone(&runs);
+    let outcome = catch_unwind(AssertUnwindSafe(|| {
+        loom::model(move || {
+            counter.fetch_add(1, Ordering::Relaxed);
+            body();
+        });
+    }));
+    eprintln!(
+        "loom model {name}: violation found at interleaving {}",
+        runs.load(Ordering::Relaxed)
+    );
+    let payload = outcome.expect_err("the model must find the violation of the broken variant");
+    payload
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| payload.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+        .unwrap_or_default()
+}
+
 /// The bug the fence exists to prevent: read, then write unconditionally, in two
 /// critical sections. Two claimers from one snapshot can then both "win".
 fn broken_claimers_from_one_snapshot() {
@@ -272,24 +383,7 @@ fn broken_claimers_from_one_snapshot() {
 
 #[test]
 fn loom_rejects_read_then_unconditional_write() {
-    let runs = std::sync::Arc::new(AtomicUsize::new(0));
-    let counter = std::sync::Arc::clone(&runs);
-    let outcome = catch_unwind(AssertUnwindSafe(|| {
-        loom::model(move || {
-            counter.fetch_add(1, Ordering::Relaxed);
-            broken_claimers_from_one_snapshot();
-        });
-    }));
-    eprintln!(
-        "loom model broken read-then-write: violation found at interleaving {}",
-        runs.load(Ordering::Relaxed)
-    );
-    let payload = outcome.expect_err("the model must find the double win of the broken claim");
-    let message = payload
-        .downcast_ref::<String>()
-        .cloned()
-        .or_else(|| payload.downcast_ref::<&str>().map(|s| (*s).to_owned()))
-        .unwrap_or_default();
+    let message = violation_found("broken read-then-write", broken_claimers_from_one_snapshot);
     assert!(
         message.contains(ONE_WINNER),
         "the model failed for another reason: {message}"

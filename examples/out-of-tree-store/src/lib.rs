@@ -16,17 +16,24 @@
 //!   is the gen to write, [`encode_owner`] refuses an owner without endpoint,
 //!   and [`OwnerState::won_after`] is the `won` to write with them (C9);
 //! - releases: a tombstone at the stored gen, `won` kept, `false` for any
-//!   other gen.
+//!   other gen;
+//! - listings: [`UserKey::slot_range`] is the range of partition keys that
+//!   holds the user's slots besides the default one, [`UserKey::slot_of`]
+//!   names the slot of each, and [`listed_session`] decides each record's
+//!   entry (C10).
 //!
-//! The one lock makes every operation atomic and linearizable (C1); a real
-//! backend gets the same from its conditional write.
+//! Records are kept by partition key (`key.to_string()`: `p#e#uid`, or
+//! `p#e#uid#slot` off the default slot) in an ordered map, as an ordered store
+//! keeps them, so a listing is one range read. The one lock makes every
+//! operation atomic and linearizable (C1); a real backend gets the same from
+//! its conditional write.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::sync::Mutex;
 
 use unique_core::{
-    CasOutcome, CurrentView, Error, Fence, Key, Owner, OwnerState, Pins, Store, async_trait,
-    encode_owner,
+    CasOutcome, CurrentView, Error, Fence, Key, Owner, OwnerState, Pins, Store, UserKey,
+    UserSession, async_trait, encode_owner, listed_session,
 };
 
 /// One record's attributes as stored; `None` is an absent attribute.
@@ -59,7 +66,8 @@ impl Record {
 /// A [`Store`] over a map in one process.
 #[derive(Debug, Default)]
 pub struct MapStore {
-    records: Mutex<HashMap<Key, Record>>,
+    /// Records by partition key, in byte order.
+    records: Mutex<BTreeMap<String, Record>>,
 }
 
 impl MapStore {
@@ -85,10 +93,10 @@ impl MapStore {
             claim_id: claim_id.map(str::to_owned),
             won: won.map(str::to_owned),
         };
-        self.lock().insert(key.clone(), record);
+        self.lock().insert(key.to_string(), record);
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Key, Record>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Record>> {
         // A panic while holding the lock cannot leave a record half-written:
         // each write replaces or edits one record in one statement.
         self.records
@@ -100,7 +108,10 @@ impl MapStore {
 #[async_trait]
 impl Store for MapStore {
     async fn read_owner(&self, key: &Key) -> Result<OwnerState, Error> {
-        Ok(self.lock().get(key).map_or_else(OwnerState::absent, Record::state))
+        let records = self.lock();
+        Ok(records
+            .get(&key.to_string())
+            .map_or_else(OwnerState::absent, Record::state))
     }
 
     async fn claim_cas(
@@ -112,8 +123,9 @@ impl Store for MapStore {
     ) -> Result<CasOutcome, Error> {
         let fence = Fence::for_snapshot(snap)?;
         let owner = encode_owner(owner)?;
+        let pk = key.to_string();
         let mut records = self.lock();
-        let stored = records.get(key);
+        let stored = records.get(&pk);
         if !fence.holds(stored.map(Record::pins)) {
             return Ok(CasOutcome::LostRace {
                 current: Some(stored.map_or_else(OwnerState::absent, Record::state)),
@@ -125,7 +137,7 @@ impl Store for MapStore {
         // it and every claim changes the gen.
         let won = snap.won_after(claim_id, generation);
         records.insert(
-            key.clone(),
+            pk,
             Record {
                 generation,
                 owner: Some(owner),
@@ -142,7 +154,7 @@ impl Store for MapStore {
 
     async fn release(&self, key: &Key, generation: i64) -> Result<bool, Error> {
         let mut records = self.lock();
-        match records.get_mut(key) {
+        match records.get_mut(&key.to_string()) {
             Some(record) if generation > 0 && record.generation == generation => {
                 // A tombstone; `won` stays as it is (C9).
                 record.owner = Some(String::new());
@@ -151,5 +163,23 @@ impl Store for MapStore {
             }
             _ => Ok(false),
         }
+    }
+
+    async fn list_sessions(&self, user: &UserKey) -> Result<Vec<UserSession>, Error> {
+        let records = self.lock();
+        // Every record of the user: the default slot's key, then the range of its
+        // other slots, read under one lock (a real store: one strongly consistent
+        // read of the key and the range).
+        let default = records.get_key_value(&user.to_string());
+        let (start, end) = user.slot_range();
+        let mut sessions = Vec::new();
+        for (pk, record) in default.into_iter().chain(records.range(start..end)) {
+            // Every key read is the user's, so each has a slot.
+            let Some(slot) = user.slot_of(pk) else {
+                continue;
+            };
+            sessions.extend(listed_session(slot, record.state())?);
+        }
+        Ok(sessions)
     }
 }
