@@ -80,7 +80,8 @@ struct Args {
     /// Create the table when it is missing: DynamoDB (partition key `pk`, sort key `sk`,
     /// on-demand billing; a table from before device slots is refused at startup with the
     /// steps to move it) or PostgreSQL (--database-table; needs the CREATE privilege), where
-    /// it also migrates a table of an older schema (needs the table's owner).
+    /// it also migrates a table of an older schema and adds the session-listing index to a
+    /// table that lacks it (both need the table's owner).
     #[arg(long, env = "UNIQUE_CREATE_TABLE")]
     create_table: bool,
 

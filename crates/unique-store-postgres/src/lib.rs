@@ -6,6 +6,12 @@ mod schema;
 mod sql;
 mod store;
 
+/// The integration tests' punctuation-blind database, for the unit tests of plans.
+#[cfg(test)]
+#[allow(dead_code, unreachable_pub)]
+#[path = "../tests/common/icu.rs"]
+mod test_icu;
+
 pub use builder::{
     DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_CONNECTIONS, DEFAULT_OPERATION_TIMEOUT, DEFAULT_TABLE,
     PostgresStoreBuilder,

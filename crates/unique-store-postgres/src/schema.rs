@@ -1,28 +1,58 @@
-//! The table: created (or migrated) only when asked, checked at startup, versioned by its
-//! comment.
+//! The table and its listing index: created (or migrated) only when asked, checked at
+//! startup, versioned by the table's comment.
 
 use tokio_postgres::error::SqlState;
 use unique_core::Error;
 
 use crate::error::{Failure, is_schema_mismatch};
 use crate::sql::{
-    CLAIM_PARAMS, COLUMNS, READ_MANY_PARAMS, READ_PARAMS, RELEASE_PARAMS, SCHEMA_COMMENT,
-    SCHEMA_COMMENT_PREFIX, SCHEMA_VERSION, Statements,
+    CLAIM_PARAMS, COLUMNS, LIST_PARAMS, READ_MANY_PARAMS, READ_PARAMS, RELEASE_PARAMS,
+    SCHEMA_COMMENT, SCHEMA_COMMENT_PREFIX, SCHEMA_VERSION, Statements,
 };
 use crate::store::{Checkout, PostgresStore, check_params, column};
 
+/// Whether the table whose oid the SQL expression `$oid` gives has an index the listing's
+/// range can use (see `Statements::list`): a valid, non-partial btree whose first column is
+/// `pk` in the "C" collation with the default `text_ops` class, whatever its name, so an
+/// index an operator built by hand (`CREATE INDEX CONCURRENTLY … (pk COLLATE "C")`) counts.
+macro_rules! has_listing_index {
+    ($oid:literal) => {
+        concat!(
+            "EXISTS (SELECT 1 FROM pg_index i \
+             JOIN pg_class ic ON ic.oid = i.indexrelid \
+             JOIN pg_am am ON am.oid = ic.relam \
+             JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0] \
+             JOIN pg_collation co ON co.oid = i.indcollation[0] \
+             JOIN pg_opclass oc ON oc.oid = i.indclass[0] \
+             WHERE i.indrelid = ",
+            $oid,
+            " AND i.indisvalid AND i.indpred IS NULL AND am.amname = 'btree' \
+             AND a.attname = 'pk' \
+             AND co.collname = 'C' AND co.collnamespace = 'pg_catalog'::regnamespace \
+             AND oc.opcname = 'text_ops' AND oc.opcnamespace = 'pg_catalog'::regnamespace)"
+        )
+    };
+}
+
+/// Whether the table `$1` has the listing index (see [`has_listing_index`]).
+const LISTING_INDEX: &str = concat!("SELECT ", has_listing_index!("to_regclass($1)"));
+
 /// What the startup check reads in one round trip: whether the table exists, its comment,
-/// the role's privileges, `synchronous_commit`, whether the server is a standby, and the
-/// table's columns with their types in `format_type`'s words.
-const INSPECT: &str = "SELECT t.oid IS NOT NULL, obj_description(t.oid, 'pg_class'), \
+/// the role's privileges, `synchronous_commit`, whether the server is a standby, the
+/// table's columns with their types in `format_type`'s words, and whether it has the
+/// listing index.
+const INSPECT: &str = concat!(
+    "SELECT t.oid IS NOT NULL, obj_description(t.oid, 'pg_class'), \
      CASE WHEN t.oid IS NULL THEN false ELSE has_table_privilege(t.oid, 'SELECT') \
      AND has_table_privilege(t.oid, 'INSERT') AND has_table_privilege(t.oid, 'UPDATE') END, \
      current_setting('synchronous_commit'), pg_is_in_recovery(), \
      ARRAY(SELECT a.attname::text FROM pg_attribute a WHERE a.attrelid = t.oid \
      AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum), \
      ARRAY(SELECT format_type(a.atttypid, a.atttypmod) FROM pg_attribute a \
-     WHERE a.attrelid = t.oid AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum) \
-     FROM (SELECT to_regclass($1) AS oid) t";
+     WHERE a.attrelid = t.oid AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum), ",
+    has_listing_index!("t.oid"),
+    " FROM (SELECT to_regclass($1) AS oid) t"
+);
 
 /// The table's columns and their types, as in [`INSPECT`].
 const COLUMNS_SQL: &str = "SELECT \
@@ -36,6 +66,8 @@ const COLUMNS_SQL: &str = "SELECT \
 const COMMENT: &str = "SELECT obj_description(to_regclass($1), 'pg_class')";
 
 /// What [`INSPECT`] found.
+// One field per column of the query's row: the flags are independent facts, not a state.
+#[allow(clippy::struct_excessive_bools)]
 #[derive(Debug)]
 struct Inspection {
     exists: bool,
@@ -45,6 +77,8 @@ struct Inspection {
     standby: bool,
     /// `(name, type)` of each column, in table order.
     columns: Vec<(String, String)>,
+    /// The table has the listing index.
+    listing_index: bool,
 }
 
 /// How a table's comment relates to this build's schema.
@@ -77,13 +111,14 @@ fn version(comment: Option<&str>) -> Version {
 
 impl PostgresStore {
     /// Creates the table when it does not exist: `pk text PRIMARY KEY, gen bigint NOT
-    /// NULL, owner text, cid text, won text`, marked with the schema version in its
-    /// comment. A table of an older schema version is migrated instead (schema 1 → 2: `ADD
-    /// COLUMN won text`, then the comment), in one transaction holding the table's lock, so
-    /// processes starting together migrate it once. Returns whether it created the table
-    /// (a migration is `false`). Safe when several processes race. Needs the `CREATE`
-    /// privilege on the schema to create, the table's ownership to migrate; bounded by the
-    /// operation timeout.
+    /// NULL, owner text, cid text, won text`, with the listing index on `pk COLLATE "C"`,
+    /// marked with the schema version in its comment. A table of an older schema version is
+    /// migrated instead (schema 1 → 2: `ADD COLUMN won text`, then the comment), in one
+    /// transaction holding the table's lock, so processes starting together migrate it
+    /// once; a table of this version without the listing index gets it, likewise once.
+    /// Returns whether it created the table (a migration is `false`). Safe when several
+    /// processes race. Needs the `CREATE` privilege on the schema to create, the table's
+    /// ownership to migrate or index it; bounded by the operation timeout.
     ///
     /// # Errors
     ///
@@ -115,6 +150,7 @@ impl PostgresStore {
                 }
             }
             migrate_if_older(&mut c, sql).await?;
+            ensure_listing_index(&mut c, sql).await?;
             Ok((c, false))
         })
         .await
@@ -122,15 +158,16 @@ impl PostgresStore {
 
     /// The startup check: the database answers, on a primary, the table exists with this
     /// store's schema version and columns of this store's types (`pk text, gen bigint,
-    /// owner text, cid text, won text`), the role may `SELECT`, `INSERT` and `UPDATE` it,
-    /// and commits are durable (`synchronous_commit` is not `off`). Bounded by the
-    /// operation timeout. Every statement is prepared on the way, so a table of the wrong
+    /// owner text, cid text, won text`) and has the listing index, the role may `SELECT`,
+    /// `INSERT` and `UPDATE` it, and commits are durable (`synchronous_commit` is not
+    /// `off`). Bounded by the operation timeout. Every statement is prepared on the way, so a table of the wrong
     /// shape is found here, not on the first claim.
     ///
     /// # Errors
     ///
     /// `Unavailable` with a reason naming what to fix: a table of an older schema version
-    /// names its migration, a column of the wrong type names the column and its type.
+    /// names its migration, a column of the wrong type names the column and its type, a
+    /// table without the listing index names the `CREATE INDEX`.
     pub async fn check(&self) -> Result<(), Error> {
         let sql = &self.inner.sql;
         self.with_connection("startup check", |c| async move {
@@ -144,11 +181,13 @@ impl PostgresStore {
                 synchronous_commit: column(&row, 3, "synchronous_commit")?,
                 standby: column(&row, 4, "pg_is_in_recovery")?,
                 columns: names.into_iter().zip(types).collect(),
+                listing_index: column(&row, 7, "listing index")?,
             };
             verdict(sql, &found).map_err(Failure::Refused)?;
             for (statement, expected) in [
                 (&sql.read, &READ_PARAMS[..]),
                 (&sql.read_many, &READ_MANY_PARAMS[..]),
+                (&sql.list, &LIST_PARAMS[..]),
                 (&sql.first_login, &CLAIM_PARAMS[..5]),
                 (&sql.double_pin, &CLAIM_PARAMS[..]),
                 (&sql.tombstone, &CLAIM_PARAMS[..6]),
@@ -210,6 +249,83 @@ async fn migrate_if_older(c: &mut Checkout, sql: &Statements) -> Result<(), Fail
         // Dropping the transaction rolls it back; the connection is closed anyway.
         Err(failure) => Err(failure),
     }
+}
+
+/// Creates the listing index on a table of this schema version that lacks it (a table
+/// created before slots, or by hand), leaving any other table alone (the startup check
+/// judges it). The index is looked for by what it is (see [`has_listing_index`]), first
+/// without a lock, so a table that has one costs two catalog queries. Otherwise, in one transaction,
+/// the table is locked in `SHARE ROW EXCLUSIVE` mode, which conflicts with itself: of
+/// processes starting together one builds the index, and the others wait, then find it
+/// (two `CREATE INDEX IF NOT EXISTS` of one name at once can both pass the name check and
+/// one fails on the catalog). The lock blocks claims while the index builds, as any
+/// `CREATE INDEX` does; see the crate docs for building it by hand on a large table.
+async fn ensure_listing_index(c: &mut Checkout, sql: &Statements) -> Result<(), Failure> {
+    if !needs_listing_index(c.client(), sql).await? {
+        return Ok(());
+    }
+    let client = c.client_mut();
+    let tx = client.transaction().await?;
+    let built = async {
+        tx.batch_execute(&format!(
+            "LOCK TABLE {} IN SHARE ROW EXCLUSIVE MODE",
+            sql.table
+        ))
+        .await?;
+        // Again under the lock: another process may have built it, or a newer build
+        // migrated the table, meanwhile.
+        if !needs_listing_index(&tx, sql).await? {
+            return Ok(());
+        }
+        tx.batch_execute(&sql.create_listing_index).await?;
+        if has_listing_index(&tx, sql).await? {
+            return Ok(());
+        }
+        // `IF NOT EXISTS` skipped it: another relation of the schema has the name.
+        Err(Failure::Refused(Error::unavailable(format!(
+            "postgres table {} needs an index for listing a user's sessions, and the \
+             name {} is taken by another relation: create it under a name of your own: \
+             CREATE INDEX ON {} (pk COLLATE \"C\")",
+            sql.table, sql.listing_index, sql.table
+        ))))
+    }
+    .await;
+    match built {
+        Ok(()) => tx.commit().await.map_err(Failure::from),
+        Err(Failure::Pg(e)) if e.code() == Some(&SqlState::INSUFFICIENT_PRIVILEGE) => {
+            Err(Failure::Refused(Error::unavailable_with(
+                format!(
+                    "postgres table {} needs an index for listing a user's sessions, and \
+                     creating it needs the table's owner (permission denied): start with \
+                     --create-table as the owner, or run as the owner: {}",
+                    sql.table, sql.create_listing_index
+                ),
+                e,
+            )))
+        }
+        // Dropping the transaction rolls it back; the connection is closed anyway.
+        Err(failure) => Err(failure),
+    }
+}
+
+/// Whether `sql`'s table is of this schema version and lacks the listing index, as `client`
+/// (or its transaction) sees it.
+async fn needs_listing_index(
+    client: &impl deadpool_postgres::GenericClient,
+    sql: &Statements,
+) -> Result<bool, Failure> {
+    let row = client.query_one(COMMENT, &[&sql.table]).await?;
+    let comment: Option<String> = column(&row, 0, "obj_description")?;
+    Ok(version(comment.as_deref()) == Version::Current && !has_listing_index(client, sql).await?)
+}
+
+/// Whether `sql`'s table has the listing index, as `client` (or its transaction) sees it.
+async fn has_listing_index(
+    client: &impl deadpool_postgres::GenericClient,
+    sql: &Statements,
+) -> Result<bool, Failure> {
+    let row = client.query_one(LISTING_INDEX, &[&sql.table]).await?;
+    column(&row, 0, "listing index")
 }
 
 /// Each column of the schema that `columns` (`(name, type)` as `format_type` names it)
@@ -314,6 +430,15 @@ fn verdict(sql: &Statements, found: &Inspection) -> Result<(), Error> {
                 .join(", ")
         )));
     }
+    if !found.listing_index {
+        return Err(Error::unavailable(format!(
+            "postgres table {table} has no index for listing a user's sessions: start once \
+             with --create-table as the table's owner to create it, or run as the owner: {} \
+             (on a large table, CREATE INDEX CONCURRENTLY ON {table} (pk COLLATE \"C\") \
+             builds it without blocking claims)",
+            sql.create_listing_index
+        )));
+    }
     if !found.allowed {
         return Err(Error::unavailable(format!(
             "postgres role lacks SELECT, INSERT or UPDATE on {table}"
@@ -343,6 +468,7 @@ mod tests {
                 .iter()
                 .map(|(n, t)| ((*n).to_owned(), (*t).to_owned()))
                 .collect(),
+            listing_index: true,
         }
     }
 
@@ -403,5 +529,15 @@ mod tests {
         let mut off = good();
         off.synchronous_commit = "off".to_owned();
         assert!(refusal(&off).contains("synchronous_commit is off"));
+
+        let mut unindexed = good();
+        unindexed.listing_index = false;
+        let e = refusal(&unindexed);
+        assert!(e.contains("no index for listing"), "{e}");
+        assert!(e.contains("--create-table"), "{e}");
+        assert!(
+            e.contains(r#"CREATE INDEX IF NOT EXISTS "t_pk_c" ON "t" (pk COLLATE "C")"#),
+            "{e}"
+        );
     }
 }

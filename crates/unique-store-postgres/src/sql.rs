@@ -50,6 +50,14 @@ pub(crate) const READ_PARAMS: [(&str, Type); 1] = [("pk", Type::TEXT)];
 /// The batch read's parameter (an array of pks), as [`CLAIM_PARAMS`].
 pub(crate) const READ_MANY_PARAMS: [(&str, Type); 1] = [("pk", Type::TEXT_ARRAY)];
 
+/// The listing's parameters (the user's default key, then its slots' range), as
+/// [`CLAIM_PARAMS`].
+pub(crate) const LIST_PARAMS: [(&str, Type); 3] =
+    [("pk", Type::TEXT), ("pk", Type::TEXT), ("pk", Type::TEXT)];
+
+/// The suffix of the listing index's name: `<table>_pk_c`.
+const LISTING_INDEX_SUFFIX: &str = "_pk_c";
+
 /// The statement texts for one table.
 #[derive(Debug)]
 pub(crate) struct Statements {
@@ -60,6 +68,17 @@ pub(crate) struct Statements {
     /// `$1` pks (text[]) → `pk, gen, owner, cid, won` of those that exist, one round trip
     /// for a batch.
     pub(crate) read_many: String,
+    /// `$1` a user's default key, `[$2, $3)` the byte range of its slots' keys
+    /// (`UserKey::slot_range`) → `pk, gen, owner, cid, won` of every record of the user
+    /// (C10). The range compares in the "C" collation, bytewise as the range is defined:
+    /// the column's own collation is the database's default, under which a locale such as
+    /// `en_US` ignores `#` and `$` and the range would miss slots. The listing index
+    /// serves it; `pk = $1` is the primary key's lookup.
+    pub(crate) list: String,
+    /// The listing index's name as a quoted identifier (in the table's schema).
+    pub(crate) listing_index: String,
+    /// Creates the listing index on an existing table: a btree on `pk COLLATE "C"`.
+    pub(crate) create_listing_index: String,
     /// Claim forms: `$1` pk, `$2` owner, `$3` cid, `$4` the gen and `$5` the `won` list
     /// written; the pinned forms add `$6` the snapshot's gen, the double pin `$7` its cid
     /// ([`CLAIM_PARAMS`]). Each returns one row `(gen, written, owner, cid, won)`: the
@@ -70,7 +89,7 @@ pub(crate) struct Statements {
     pub(crate) tombstone: String,
     /// `$1` pk, `$2` gen → rows affected.
     pub(crate) release: String,
-    /// Creates the table and marks it (one implicit transaction).
+    /// Creates the table with its listing index and marks it (one implicit transaction).
     pub(crate) create: String,
     /// Migrates a schema-1 table to schema 2 (run inside the migration's transaction).
     pub(crate) migrate_from_1: String,
@@ -79,7 +98,12 @@ pub(crate) struct Statements {
 impl Statements {
     /// The statements for `table` (`name` or `schema.name`, letters, digits, `_` and `-`).
     pub(crate) fn for_table(table: &str) -> Result<Self, Error> {
-        let table = quote_table(table)?;
+        let quoted = quote_table(table)?;
+        // After the check: the name is valid, so ASCII.
+        let listing_index = quote_part(&listing_index_name(table));
+        let table = quoted;
+        let create_listing_index =
+            format!("CREATE INDEX IF NOT EXISTS {listing_index} ON {table} (pk COLLATE \"C\")");
         // A lost race answers in the same round trip: when the write matched no row, the
         // second branch returns the record from the statement's snapshot. The first
         // branch's NULLs are untyped, so the columns take the table's types: a table whose
@@ -93,6 +117,10 @@ impl Statements {
         Ok(Self {
             read: format!("SELECT gen, owner, cid, won FROM {table} WHERE pk = $1"),
             read_many: format!("SELECT pk, gen, owner, cid, won FROM {table} WHERE pk = ANY($1)"),
+            list: format!(
+                "SELECT pk, gen, owner, cid, won FROM {table} WHERE pk = $1 \
+                 OR (pk COLLATE \"C\" >= $2 AND pk COLLATE \"C\" < $3)"
+            ),
             // A record at gen 0 reads as absent, so the first login takes it too (C3).
             first_login: format!(
                 "WITH w AS (INSERT INTO {table} AS r (pk, gen, owner, cid, won) \
@@ -116,6 +144,7 @@ impl Statements {
             create: format!(
                 "CREATE TABLE {table} (pk text PRIMARY KEY, gen bigint NOT NULL, owner text, \
                  cid text, won text); \
+                 {create_listing_index}; \
                  COMMENT ON TABLE {table} IS '{SCHEMA_COMMENT}'"
             ),
             migrate_from_1: format!(
@@ -123,8 +152,23 @@ impl Statements {
                  COMMENT ON TABLE {table} IS '{SCHEMA_COMMENT}'"
             ),
             table,
+            listing_index,
+            create_listing_index,
         })
     }
+}
+
+/// The listing index's name: the table's name (without its schema) and `_pk_c`, the name
+/// cut so the whole stays within PostgreSQL's 63 bytes (it would cut it itself, silently).
+/// `table` is a valid table name (ASCII), checked by [`quote_table`].
+fn listing_index_name(table: &str) -> String {
+    let name = table.rsplit('.').next().unwrap_or(table);
+    let room = 63 - LISTING_INDEX_SUFFIX.len();
+    format!("{}{LISTING_INDEX_SUFFIX}", &name[..name.len().min(room)])
+}
+
+fn quote_part(part: &str) -> String {
+    format!("\"{part}\"")
 }
 
 /// `name` or `schema.name` as quoted identifiers. Only letters, digits, `_` and `-` (up to
@@ -145,7 +189,7 @@ fn quote_table(table: &str) -> Result<String, Error> {
     }
     Ok(parts
         .iter()
-        .map(|p| format!("\"{p}\""))
+        .map(|p| quote_part(p))
         .collect::<Vec<_>>()
         .join("."))
 }
@@ -164,5 +208,20 @@ mod tests {
         for bad in ["", "a.b.c", "x\"y", "a b", "t;drop", ".t", &"x".repeat(64)] {
             assert!(quote_table(bad).unwrap_err().is_invalid_params(), "{bad}");
         }
+    }
+
+    #[test]
+    fn the_listing_index_is_named_after_the_table_within_63_bytes() {
+        let sql = Statements::for_table("ops.Sessions-1").unwrap();
+        assert_eq!(sql.listing_index, "\"Sessions-1_pk_c\"");
+        assert_eq!(
+            sql.create_listing_index,
+            "CREATE INDEX IF NOT EXISTS \"Sessions-1_pk_c\" ON \"ops\".\"Sessions-1\" \
+             (pk COLLATE \"C\")"
+        );
+        let long = "t".repeat(63);
+        let name = listing_index_name(&long);
+        assert_eq!(name.len(), 63);
+        assert!(name.ends_with("_pk_c"), "{name}");
     }
 }

@@ -16,7 +16,7 @@ use unique_store_contract::RivalKicker;
 const TABLE: &str = "unique_round_trips";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn round_trips_per_claim_replay_lost_race_and_release() {
+async fn round_trips_per_claim_replay_lost_race_release_and_listing() {
     let server = common::server();
     let rival = common::store_on(&server, TABLE).await;
     let proxy = WireProxy::start(server.addr().expect("a private server")).await;
@@ -96,6 +96,21 @@ async fn round_trips_per_claim_replay_lost_race_and_release() {
     assert_eq!(states[0].as_ref().unwrap().generation, 4);
     assert!(states[1..].iter().all(|s| !s.as_ref().unwrap().exists));
 
+    // A listing of a user with sessions on three slots is one statement.
+    let user = Key::new("roundtrips", "test", 7).user();
+    for slot in ["", "pc", "mobile"] {
+        let cid = format!("cid-{slot}");
+        arbiter
+            .claim(&claim(&user.key(slot), "http://d.invalid/kick", &cid))
+            .await
+            .unwrap();
+    }
+    let before = proxy.round_trips();
+    let sessions = store.list_sessions(&user).await.unwrap();
+    let listing = proxy.round_trips() - before;
+    assert_eq!(listing, 1, "listing of three slots: one query");
+    assert_eq!(sessions.len(), 3);
+
     assert_eq!(
         proxy.connections(),
         1,
@@ -104,6 +119,6 @@ async fn round_trips_per_claim_replay_lost_race_and_release() {
     println!(
         "postgres round trips (wire): first login = {first_login}, replacing a session = \
          {replacing}, replay = {replayed}, lost race then win = {contended}, release = {release}, \
-         batch read of 100 keys = {batch}"
+         batch read of 100 keys = {batch}, listing = {listing}"
     );
 }

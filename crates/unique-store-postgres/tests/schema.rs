@@ -121,7 +121,7 @@ async fn a_schema_1_table_is_migrated_and_serves_recent_claims() {
 
 /// A migration that finds the table locked by a newer build migrating it (to "schema 3")
 /// waits, reads the version again under the lock, and leaves the table alone: it is never
-/// marked as schema 2 again.
+/// marked as schema 2 again, nor given this build's listing index.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_migration_leaves_a_table_a_newer_build_migrated_meanwhile() {
     let server = common::server();
@@ -165,10 +165,19 @@ async fn a_migration_leaves_a_table_a_newer_build_migrated_meanwhile() {
         Some("unique-store-postgres schema 3"),
         "the newer version stays"
     );
+    let indexes: i64 = admin
+        .query_one(
+            "SELECT count(*) FROM pg_index WHERE indrelid = to_regclass($1)",
+            &[&table],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(indexes, 1, "no listing index on a table of another version");
 }
 
 /// A column of another type (altered by hand under a running store): reads, batch reads,
-/// claims of each form and `current` are `Unavailable`, never a panic, both on the
+/// listings, claims of each form and `current` are `Unavailable`, never a panic, both on the
 /// connections whose statements were prepared before the change and on new ones; the
 /// answers on new connections name the invalid schema and the column. The startup check
 /// refuses the table naming the column and its type.
@@ -224,6 +233,7 @@ async fn a_column_altered_by_hand_fails_reads_and_claims_without_a_panic() {
                         .map(drop),
                 ),
                 ("current", store.current(&held).await.map(drop)),
+                ("listing", store.list_sessions(&held.user()).await.map(drop)),
                 (
                     "first login",
                     store

@@ -15,15 +15,23 @@ use rusqlite::types::ValueRef;
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
-use rusqlite::{Connection, OptionalExtension, Row, Statement, ToSql, params_from_iter};
+use rusqlite::{Connection, OptionalExtension, Row, Statement, ToSql, params, params_from_iter};
 use unique_core::{
-    CasOutcome, Error, Fence, MAX_BATCH_KEYS, Owner, OwnerState, RecentClaims, StoredOwner,
+    CasOutcome, Error, Fence, MAX_BATCH_KEYS, Owner, OwnerState, RecentClaims, StoredOwner, UserKey,
 };
 
 use crate::error::map_sqlite;
 
 /// Strong read of one record (every read is a fresh WAL snapshot, C2).
 pub(crate) const SELECT: &str = "SELECT gen, owner, cid, won FROM records WHERE pk = ?1";
+
+/// Every record of one user (C10): `?1` its default slot's key, `[?2, ?3)` the byte range
+/// of its other slots' keys (`UserKey::slot_range`). `pk` is `TEXT` with SQLite's default
+/// `BINARY` collation, so `>=` and `<` compare bytes, as the range is defined, and both arms
+/// are searches of the primary key (a `MULTI-INDEX OR`), never a scan of the table. `pk`
+/// comes last so [`decode_row`] reads the same columns as [`SELECT`].
+pub(crate) const SELECT_USER: &str = "SELECT gen, owner, cid, won, pk FROM records
+     WHERE pk = ?1 OR (pk >= ?2 AND pk < ?3)";
 
 // The claim statements bind a prefix of the same parameters: ?1 pk, ?2 owner,
 // ?3 cid, ?4 the gen to write, ?5 won, ?6 the pinned gen, ?7 the pinned cid.
@@ -339,6 +347,20 @@ pub(crate) fn read_states(conn: &Connection, pks: &[String]) -> rusqlite::Result
         .collect())
 }
 
+/// Every record of `user` as `conn` sees it, with its partition key, in one statement
+/// (one read transaction: every record from the same latest commit, C2).
+pub(crate) fn read_user(
+    conn: &Connection,
+    user: &UserKey,
+) -> rusqlite::Result<Vec<(String, OwnerState)>> {
+    let (start, end) = user.slot_range();
+    let mut stmt = conn.prepare_cached(SELECT_USER)?;
+    let rows = stmt.query_map(params![user.to_string(), start, end], |row| {
+        Ok((row.get(4)?, decode_row(row)?))
+    })?;
+    rows.collect()
+}
+
 fn decode_row(row: &Row<'_>) -> rusqlite::Result<OwnerState> {
     let generation: i64 = row.get(0)?;
     // A tombstone has an empty or NULL owner; anything that is not a JSON
@@ -572,5 +594,66 @@ mod tests {
         };
         assert_eq!(fence.next_generation(), i64::MAX - 1);
         check_statement(fence, &[], Some((last, Some("c"))));
+    }
+
+    /// C10: one statement reads the user's default key and every key of its slots' range,
+    /// and no other user's key however close it sorts (a longer uid, another project or
+    /// env, the user's own prefix without a slot).
+    #[test]
+    fn a_users_records_are_its_default_key_and_its_slots_only() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let conn = conn(&dir);
+        let user = UserKey::new("p", "e", 4);
+        let mine = [
+            "p#e#4",
+            "p#e#4#a",
+            "p#e#4#mobile",
+            "p#e#4#$",
+            "p#e#4#~~",
+            "p#e#4#\u{10ffff}",
+        ];
+        let others = [
+            "p#e#40", "p#e#41#a", "p#e#3#a", "p#e#-4", "p#ex#4#a", "px#e#4#a", "p#e", "p#e#4$",
+        ];
+        for (generation, pk) in (1..).zip(mine.iter().chain(&others)) {
+            put(&conn, pk, Some((generation, Some("c"))));
+        }
+        let mut read: Vec<(String, i64)> = read_user(&conn, &user)
+            .expect("read")
+            .into_iter()
+            .map(|(pk, state)| (pk, state.generation))
+            .collect();
+        read.sort();
+        let mut expected: Vec<(String, i64)> = (1..)
+            .zip(mine)
+            .map(|(generation, pk)| (pk.to_owned(), generation))
+            .collect();
+        expected.sort();
+        assert_eq!(read, expected);
+    }
+
+    /// C10 stays cheap on a file of any size: both arms of the listing are searches of
+    /// the primary key, never a scan of the table.
+    #[test]
+    fn the_listing_searches_the_primary_key() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let conn = conn(&dir);
+        let mut stmt = conn
+            .prepare(&format!("EXPLAIN QUERY PLAN {SELECT_USER}"))
+            .expect("explain");
+        let plan: Vec<String> = stmt
+            .query_map(params!["p#e#4", "p#e#4#", "p#e#4$"], |row| row.get(3))
+            .expect("plan")
+            .collect::<rusqlite::Result<_>>()
+            .expect("plan rows");
+        let searches = plan
+            .iter()
+            .filter(|step| step.starts_with("SEARCH records USING PRIMARY KEY"))
+            .count();
+        assert_eq!(searches, 2, "{plan:?}");
+        assert!(
+            !plan.iter().any(|step| step.starts_with("SCAN")),
+            "{plan:?}"
+        );
     }
 }

@@ -105,8 +105,9 @@ pub(crate) fn open_reader(options: &SqliteStoreBuilder) -> Result<Connection, Er
     // Readers never write; this makes a bug that tries to fail loudly.
     conn.pragma_update(None, "query_only", true)
         .map_err(failed)?;
-    conn.prepare_cached(crate::records::SELECT)
-        .map_err(failed)?;
+    for statement in [crate::records::SELECT, crate::records::SELECT_USER] {
+        conn.prepare_cached(statement).map_err(failed)?;
+    }
     Ok(conn)
 }
 

@@ -4,7 +4,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use unique_core::{
-    CasOutcome, CurrentView, Error, Fence, Key, Owner, OwnerState, Store, async_trait, encode_owner,
+    CasOutcome, CurrentView, Error, Fence, Key, Owner, OwnerState, Store, UserKey, UserSession,
+    async_trait, encode_owner, listed_session,
 };
 
 use crate::cache::RecordCache;
@@ -12,7 +13,7 @@ use crate::error::map_sqlite;
 use crate::exclusive::FileLock;
 use crate::options::{SqliteStoreBuilder, Synchronous};
 use crate::readers::Readers;
-use crate::records::{Write, Written, read_state, read_states};
+use crate::records::{Write, Written, read_state, read_states, read_user};
 use crate::schema::{check_path, open_checkpointer, open_reader, open_writer};
 use crate::writer::Writer;
 
@@ -202,6 +203,28 @@ impl Store for SqliteStore {
         Ok(states.into_iter().map(Ok).collect())
     }
 
+    /// One statement on one pooled connection (see `read_user`): the file, never the
+    /// record cache, as for `read_owners`. A read starts from the latest commit, and a
+    /// write is answered only after its commit, so the listing sees every claim and
+    /// release answered before it began (C10).
+    async fn list_sessions(&self, user: &UserKey) -> Result<Vec<UserSession>, Error> {
+        let owned = user.clone();
+        let records = self
+            .readers
+            .run(move |conn| read_user(conn, &owned).map_err(|e| map_sqlite("listing", e)))
+            .await?;
+        let mut sessions = Vec::with_capacity(records.len());
+        for (pk, state) in records {
+            // The statement selects only this user's keys; `slot_of` names their slot.
+            if let Some(slot) = user.slot_of(&pk)
+                && let Some(session) = listed_session(slot, state)?
+            {
+                sessions.push(session);
+            }
+        }
+        Ok(sessions)
+    }
+
     /// [`check`](SqliteStore::check): the read pool answers and the table is there,
     /// without touching any key.
     async fn check_ready(&self) -> Result<(), Error> {
@@ -209,18 +232,22 @@ impl Store for SqliteStore {
     }
 }
 
-/// `key`'s partition key, `project#env#uid` as `Key`'s `Display` writes it,
-/// built without the formatting machinery (which was 950 instructions per
-/// call, measured; the store makes two per claim).
+/// `key`'s partition key as `Key`'s `Display` writes it (`project#env#uid`, then
+/// `#slot` off the default slot), built without the formatting machinery (which
+/// was 950 instructions per call, measured; the store makes two per claim).
 fn partition_key(key: &Key) -> String {
     use std::fmt::Write as _;
-    let mut pk = String::with_capacity(key.project.len() + key.env.len() + 22);
+    let mut pk = String::with_capacity(key.project.len() + key.env.len() + key.slot.len() + 23);
     pk.push_str(&key.project);
     pk.push('#');
     pk.push_str(&key.env);
     pk.push('#');
     // Writing into a String cannot fail.
     let _ = write!(pk, "{}", key.uid);
+    if !key.slot.is_empty() {
+        pk.push('#');
+        pk.push_str(&key.slot);
+    }
     pk
 }
 
@@ -230,14 +257,14 @@ mod tests {
 
     #[test]
     fn partition_key_is_the_keys_display() {
-        for (project, env, uid) in [
-            ("p", "e", 1),
-            ("game-1", "prod", 42),
-            ("é", "staging", i64::MAX),
-            ("x", "y", i64::MIN),
-            ("", "", 0),
+        for (project, env, uid, slot) in [
+            ("p", "e", 1, ""),
+            ("game-1", "prod", 42, "mobile"),
+            ("é", "staging", i64::MAX, "ü"),
+            ("x", "y", i64::MIN, "$"),
+            ("", "", 0, ""),
         ] {
-            let key = Key::new(project, env, uid);
+            let key = Key::new(project, env, uid).with_slot(slot);
             assert_eq!(partition_key(&key), key.to_string());
         }
     }

@@ -1,4 +1,4 @@
-//! The store contract suite (`unique-store-contract`, C1–C8 and the traps) run
+//! The store contract suite (`unique-store-contract`, C1–C10 and the traps) run
 //! against `SqliteStore`: every case on a fresh database file in its own
 //! temporary directory (on disk, so WAL and the fsync path are the real ones).
 //! One test per case with the default reads (on the calling task); the single

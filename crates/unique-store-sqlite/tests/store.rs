@@ -1,6 +1,6 @@
 //! Behaviour specific to the SQLite store: durability across reopen, startup
 //! errors, lock contention, group commit under concurrent tasks, odd stored data.
-//! The generic C1–C8 behaviour is in `contract.rs`.
+//! The generic C1–C10 behaviour is in `contract.rs`.
 
 mod common;
 

@@ -6,7 +6,10 @@
 
 #![allow(dead_code, unreachable_pub)] // each test binary uses a different subset
 
+pub mod icu;
 pub mod wire;
+
+pub use icu::punctuation_blind_database;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -38,9 +41,12 @@ pub fn builder(url: &str, table: &str) -> PostgresStoreBuilder {
 /// A store on `table` of `server`'s database, with the table created. The caller keeps
 /// `server` alive (the shared one stops when its last holder lets go).
 pub async fn store_on(server: &PostgresServer, table: &str) -> PostgresStore {
-    let store = builder(server.url(), table)
-        .build()
-        .expect("build the store");
+    store_at(server.url(), table).await
+}
+
+/// A store on `table` of the database at `url`, with the table created.
+pub async fn store_at(url: &str, table: &str) -> PostgresStore {
+    let store = builder(url, table).build().expect("build the store");
     store
         .create_table_if_missing()
         .await
@@ -55,7 +61,12 @@ pub async fn store_on(server: &PostgresServer, table: &str) -> PostgresStore {
 /// A direct connection to `server`'s database (the connection task runs on the caller's
 /// runtime).
 pub async fn connect(server: &PostgresServer) -> tokio_postgres::Client {
-    let (client, connection) = tokio_postgres::connect(server.url(), NoTls)
+    connect_to(server.url()).await
+}
+
+/// A direct connection to the database at `url`.
+pub async fn connect_to(url: &str) -> tokio_postgres::Client {
+    let (client, connection) = tokio_postgres::connect(url, NoTls)
         .await
         .expect("connect to the test database");
     tokio::spawn(connection);
@@ -71,8 +82,14 @@ pub struct PgRaw {
 
 impl PgRaw {
     pub async fn new(server: Arc<PostgresServer>, store: &PostgresStore) -> Self {
+        let url = server.url().to_owned();
+        Self::at(&url, server, store).await
+    }
+
+    /// On the database at `url` of `server`.
+    pub async fn at(url: &str, server: Arc<PostgresServer>, store: &PostgresStore) -> Self {
         Self {
-            client: connect(&server).await,
+            client: connect_to(url).await,
             table: store.table().to_owned(),
             _server: server,
         }
@@ -110,6 +127,18 @@ pub async fn subject() -> Subject {
     let server = server();
     let store = store_on(&server, TABLE).await;
     let raw = PgRaw::new(server, &store).await;
+    Subject {
+        store: Arc::new(store),
+        raw: Arc::new(raw),
+    }
+}
+
+/// As [`subject`], in the [punctuation-blind database](punctuation_blind_database).
+pub async fn punctuation_blind_subject() -> Subject {
+    let server = server();
+    let url = punctuation_blind_database(&server).await;
+    let store = store_at(&url, TABLE).await;
+    let raw = PgRaw::at(&url, server, &store).await;
     Subject {
         store: Arc::new(store),
         raw: Arc::new(raw),
