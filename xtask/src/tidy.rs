@@ -189,6 +189,26 @@ fn tracked_files(root: &Path) -> Vec<PathBuf> {
 mod tests {
     use super::*;
 
+    /// The whole tidy over this repository, so a plain `cargo test` sees a dangling citation
+    /// or a guide that no longer matches the code (it is a `cargo xtask ci` step too).
+    #[test]
+    fn tidy_workspace() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .parent()
+            .expect("xtask lives in the workspace root");
+        if let Err(dangling) = check(root) {
+            let listed: Vec<String> = dangling
+                .iter()
+                .map(|d| format!("{}:{}: {}", d.file, d.line, d.what))
+                .collect();
+            panic!(
+                "tidy found {} problems:\n{}",
+                listed.len(),
+                listed.join("\n")
+            );
+        }
+    }
+
     const DESIGN_TEXT: &str = "# Design\n## Store capabilities\n### C3 three-form fenced claim\n\
                                ### I5a strict exclusion\n### S1 first login\n";
 
