@@ -294,7 +294,9 @@ async fn invalid_bodies_are_400_and_touch_nothing() {
             false,
         ),
         (key(json!({"reason": 5})), "reason: invalid type", true),
-        (key(json!({"slot": "a"})), "unknown field `slot`", true),
+        (key(json!({"device": "a"})), "unknown field `device`", true),
+        (key(json!({"slot": "a#b"})), "slot must not contain '#'", false),
+        (key(json!({"slot": 5})), "slot: invalid type", true),
         (
             json!({"project": "game", "env": "prod"}),
             "missing field `uid`",
