@@ -295,7 +295,11 @@ async fn invalid_bodies_are_400_and_touch_nothing() {
         ),
         (key(json!({"reason": 5})), "reason: invalid type", true),
         (key(json!({"device": "a"})), "unknown field `device`", true),
-        (key(json!({"slot": "a#b"})), "slot must not contain '#'", false),
+        (
+            key(json!({"slot": "a#b"})),
+            "slot must not contain '#'",
+            false,
+        ),
         (key(json!({"slot": 5})), "slot: invalid type", true),
         (
             json!({"project": "game", "env": "prod"}),

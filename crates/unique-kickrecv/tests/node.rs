@@ -418,7 +418,10 @@ async fn each_slot_of_a_user_is_its_own_session_on_the_node() {
         })
     );
     assert_eq!(a.generation(&pc), None);
-    assert_eq!((a.generation(&key()), a.generation(&mobile)), (Some(1), Some(1)));
+    assert_eq!(
+        (a.generation(&key()), a.generation(&mobile)),
+        (Some(1), Some(1))
+    );
 
     // An operator lists the user's sessions and logs the "mobile" one out.
     let operator = HttpTransport::new(&url).unwrap();
@@ -444,7 +447,10 @@ async fn each_slot_of_a_user_is_its_own_session_on_the_node() {
         })
     );
     let left = operator.sessions(&key().user()).await.unwrap();
-    assert_eq!(left.iter().map(|s| s.slot.as_str()).collect::<Vec<_>>(), ["", "pc"]);
+    assert_eq!(
+        left.iter().map(|s| s.slot.as_str()).collect::<Vec<_>>(),
+        ["", "pc"]
+    );
 
     // Heartbeats over the user's remaining slots keep A's default-slot session.
     tokio::time::sleep(HEARTBEAT * 4).await;

@@ -5,7 +5,8 @@ use std::time::Instant;
 
 use metrics::{Counter, Histogram, Unit};
 use unique_core::{
-    CasOutcome, CurrentView, Error, Key, Owner, OwnerState, Store, UserKey, UserSession, async_trait,
+    CasOutcome, CurrentView, Error, Key, Owner, OwnerState, Store, UserKey, UserSession,
+    async_trait,
 };
 
 use crate::{STORE_ERRORS_TOTAL, STORE_LOST_RACES_TOTAL, STORE_OPERATION_DURATION_SECONDS};

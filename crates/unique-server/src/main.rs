@@ -86,8 +86,10 @@ struct Args {
     create_table: bool,
 
     /// PostgreSQL connection URL (with --store postgres), e.g.
-    /// postgres://unique:PASSWORD@db.internal:5432/app. Prefer the environment variable: a
-    /// command line is visible to other users of the machine. Never logged.
+    /// postgres://unique:PASSWORD@db.internal:5432/app?sslmode=verify-full&sslrootcert=/etc/unique/db-ca.pem
+    /// (libpq's sslmode and sslrootcert; without sslmode a host off loopback is verified
+    /// against the system roots). Prefer the environment variable: a command line is
+    /// visible to other users of the machine. Never logged.
     #[arg(long, env = "UNIQUE_DATABASE_URL", hide_env_values = true, value_parser = DatabaseUrl::parse)]
     database_url: Option<DatabaseUrl>,
 
@@ -595,6 +597,7 @@ async fn open_postgres(args: &Args) -> Result<unique_store_postgres::PostgresSto
         target = store.target(),
         max_connections = args.database_max_connections,
         operation_timeout = %args.store_operation_timeout,
+        tls = %store.tls(),
         "postgres store ready"
     );
     Ok(store)

@@ -89,15 +89,30 @@ async fn slots_listing_and_logout(addr: &str, audit: &Path) {
     let (mobile, default) = (node.http_url("/mobile"), node.http_url("/default"));
 
     assert_eq!(post("/v1/sessions", user()).await, json!({"sessions": []}));
-    for (slot, endpoint, claim_id) in [("", &default, "d1"), ("pc", &pc_a, "p1"), ("mobile", &mobile, "m1")] {
+    for (slot, endpoint, claim_id) in [
+        ("", &default, "d1"),
+        ("pc", &pc_a, "p1"),
+        ("mobile", &mobile, "m1"),
+    ] {
         let won = post("/v1/claim", claim(slot, endpoint, claim_id)).await;
-        assert_eq!((&won["gen"], &won["has_prev"]), (&json!(1), &json!(false)), "{won}");
+        assert_eq!(
+            (&won["gen"], &won["has_prev"]),
+            (&json!(1), &json!(false)),
+            "{won}"
+        );
     }
-    assert!(node.requests().is_empty(), "a slot's first login kicks no other slot");
+    assert!(
+        node.requests().is_empty(),
+        "a slot's first login kicks no other slot"
+    );
 
     // A second login on "pc" kicks the first "pc" session only, naming the slot.
     let won = post("/v1/claim", claim("pc", &pc_b, "p2")).await;
-    assert_eq!((&won["gen"], &won["kicked"]), (&json!(2), &json!(true)), "{won}");
+    assert_eq!(
+        (&won["gen"], &won["kicked"]),
+        (&json!(2), &json!(true)),
+        "{won}"
+    );
     let kicks = node.requests();
     assert_eq!(kicks.len(), 1);
     assert_eq!(kicks[0].target, "/pc-a");
@@ -137,7 +152,10 @@ async fn slots_listing_and_logout(addr: &str, audit: &Path) {
     );
     let mut release = user();
     release["gen"] = json!(1);
-    assert_eq!(post("/v1/release", release).await, json!({"released": true}));
+    assert_eq!(
+        post("/v1/release", release).await,
+        json!({"released": true})
+    );
 
     let sessions = post("/v1/sessions", user()).await;
     assert_eq!(listed(&sessions), [("pc".into(), 2, pc_b.clone())]);
@@ -199,7 +217,13 @@ async fn slots_listing_and_logout_on_postgres() {
     let dir = tempfile::tempdir().unwrap();
     let mut command = Command::new(BIN);
     command
-        .args(["--listen", "127.0.0.1:0", "--store", "postgres", "--create-table"])
+        .args([
+            "--listen",
+            "127.0.0.1:0",
+            "--store",
+            "postgres",
+            "--create-table",
+        ])
         .args(["--database-table", &fresh("sessions")])
         .env("UNIQUE_DATABASE_URL", db.url())
         .env("RUST_LOG", "warn");

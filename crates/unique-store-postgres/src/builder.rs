@@ -4,12 +4,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
-use tokio_postgres::NoTls;
 use tokio_postgres::config::TargetSessionAttrs;
 use unique_core::Error;
 
 use crate::sql::Statements;
 use crate::store::{Inner, PostgresStore};
+use crate::tls::{TlsParams, TlsSetup};
 
 /// The default table name.
 pub const DEFAULT_TABLE: &str = "unique_records";
@@ -17,7 +17,8 @@ pub const DEFAULT_TABLE: &str = "unique_records";
 /// The default number of pooled connections per store (per server process).
 pub const DEFAULT_MAX_CONNECTIONS: u16 = 16;
 
-/// The default time allowed to open a connection (TCP, TLS-less startup, authentication).
+/// The default time allowed to open a connection (TCP, TLS handshake, startup,
+/// authentication).
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// The default bound on one store call: waiting for a connection, connecting, the
@@ -84,13 +85,20 @@ impl PostgresStoreBuilder {
     ///
     /// # Errors
     ///
-    /// `InvalidParams` when the URL cannot be parsed (the message never repeats it) or the
-    /// table name is not allowed.
+    /// `InvalidParams` when the URL cannot be parsed (the message never repeats it), its TLS
+    /// parameters are not usable (an unknown `sslmode`, `verify-ca` without `sslrootcert`,
+    /// a root file that cannot be read or holds no certificate: see the crate docs' TLS
+    /// section), or the table name is not allowed.
     pub fn build(self) -> Result<PostgresStore, Error> {
         let sql = Statements::for_table(&self.table)?;
-        let mut config: tokio_postgres::Config = self.url.parse().map_err(|e| {
+        // The driver knows neither verify-ca, verify-full nor sslrootcert: the TLS
+        // parameters are taken out first and applied here.
+        let (url, tls_params) = TlsParams::take(&self.url)?;
+        let mut config: tokio_postgres::Config = url.parse().map_err(|e| {
             Error::invalid(format!("postgres connection url cannot be parsed: {e}"))
         })?;
+        let (tls, ssl_mode, connector) = TlsSetup::resolve(tls_params, &config)?;
+        config.ssl_mode(ssl_mode);
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(self.connect_timeout);
         }
@@ -105,7 +113,7 @@ impl PostgresStoreBuilder {
         let target = describe_target(&config);
         let manager = Manager::from_config(
             config,
-            NoTls,
+            connector,
             ManagerConfig {
                 // No query on checkout: a pooled connection costs no extra round trip. A
                 // connection that broke since is closed on first failure, never reused.
@@ -125,6 +133,8 @@ impl PostgresStoreBuilder {
                 pool,
                 sql,
                 target,
+                tls_summary: tls.to_string(),
+                tls,
                 operation_timeout: self.operation_timeout,
             }),
         })

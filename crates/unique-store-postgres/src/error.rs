@@ -24,6 +24,7 @@ use tokio_postgres::error::SqlState;
 use unique_core::Error;
 
 use crate::sql::SCHEMA_VERSION;
+use crate::tls::{TlsSetup, tls_problem};
 
 /// Why an operation on a pooled connection failed; [`into_error`](Self::into_error) turns
 /// it into the store's error. Any failure closes the connection (see `with_connection`).
@@ -93,6 +94,39 @@ pub(crate) fn map_pg(what: &str, e: tokio_postgres::Error) -> Error {
     )
 }
 
+/// Maps a failure to open a connection (what the pool's backend errors are: it recycles
+/// without a query). A TLS failure names the problem and the TLS setup (`sslmode=…`, the
+/// root file); a refusal by `pg_hba.conf` (SQLSTATE 28000) carries the server's words,
+/// which name the host, user and database and whether the connection was encrypted, and,
+/// for a connection without TLS, says that the server may want TLS.
+fn map_connect(what: &str, e: tokio_postgres::Error, tls: &TlsSetup) -> Error {
+    if let Some(problem) = tls_problem(&e) {
+        return Error::unavailable_with(
+            format!("postgres {what} failed: TLS: {problem}; {tls}"),
+            e,
+        );
+    }
+    if e.code() != Some(&SqlState::INVALID_AUTHORIZATION_SPECIFICATION) {
+        return map_pg(what, e);
+    }
+    let refusal = e.as_db_error().map_or("", |db| db.message());
+    let hint = if tls.plain() {
+        format!(
+            "; the connection did not use TLS ({tls}): a server that accepts only TLS \
+             connections needs sslmode=verify-full (or require)"
+        )
+    } else {
+        String::new()
+    };
+    Error::unavailable_with(
+        format!(
+            "postgres {what} failed: the server refused the connection: {refusal}{hint} \
+             (sqlstate 28000)"
+        ),
+        e,
+    )
+}
+
 /// A SQLSTATE that one of this store's fixed statements only meets on a table whose columns
 /// are not the schema's (altered by hand, or altered under a prepared statement).
 pub(crate) fn is_schema_mismatch(code: &SqlState) -> bool {
@@ -105,10 +139,10 @@ pub(crate) fn is_schema_mismatch(code: &SqlState) -> bool {
     .contains(code)
 }
 
-/// Maps a failure to get a connection from the pool.
-pub(crate) fn map_pool(what: &str, e: PoolError) -> Error {
+/// Maps a failure to get a connection from the pool; `tls` is how the store connects.
+pub(crate) fn map_pool(what: &str, e: PoolError, tls: &TlsSetup) -> Error {
     match e {
-        PoolError::Backend(e) => map_pg(what, e),
+        PoolError::Backend(e) => map_connect(what, e, tls),
         PoolError::Timeout(kind) => Error::unavailable(format!(
             "postgres {what} failed: {}",
             describe_timeout(kind)
@@ -211,6 +245,13 @@ mod tests {
         }
     }
 
+    fn loopback() -> TlsSetup {
+        let config = "host=127.0.0.1".parse().unwrap();
+        TlsSetup::resolve(crate::tls::TlsParams::default(), &config)
+            .unwrap()
+            .0
+    }
+
     #[test]
     fn timeouts_are_unavailable_and_named() {
         for (kind, reason) in [
@@ -218,11 +259,11 @@ mod tests {
             (TimeoutType::Create, "connecting"),
             (TimeoutType::Recycle, "pooled connection"),
         ] {
-            let e = map_pool("read", PoolError::Timeout(kind));
+            let e = map_pool("read", PoolError::Timeout(kind), &loopback());
             assert!(e.is_unavailable());
             assert!(e.to_string().contains(reason), "{e}");
         }
-        let e = map_pool("read", PoolError::Closed);
+        let e = map_pool("read", PoolError::Closed, &loopback());
         assert!(e.is_unavailable());
         let e = timed_out("claim", Duration::from_secs(3));
         assert!(e.is_unavailable());

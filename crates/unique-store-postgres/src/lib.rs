@@ -5,6 +5,7 @@ mod error;
 mod schema;
 mod sql;
 mod store;
+mod tls;
 
 /// The integration tests' punctuation-blind database, for the unit tests of plans.
 #[cfg(test)]

@@ -20,6 +20,7 @@ use crate::schema::explain;
 use crate::sql::{
     CLAIM_PARAMS, LIST_PARAMS, READ_MANY_PARAMS, READ_PARAMS, RELEASE_PARAMS, Statements,
 };
+use crate::tls::TlsSetup;
 
 /// A [`Store`] on one PostgreSQL table; see the crate docs. Cheap to clone (the pool is
 /// shared).
@@ -32,6 +33,8 @@ pub(crate) struct Inner {
     pub(crate) pool: Pool,
     pub(crate) sql: Statements,
     pub(crate) target: String,
+    pub(crate) tls: TlsSetup,
+    pub(crate) tls_summary: String,
     pub(crate) operation_timeout: Duration,
 }
 
@@ -39,6 +42,7 @@ impl fmt::Debug for PostgresStore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("PostgresStore")
             .field("target", &self.inner.target)
+            .field("tls", &self.inner.tls_summary)
             .field("table", &self.inner.sql.table)
             .finish_non_exhaustive()
     }
@@ -56,6 +60,13 @@ impl PostgresStore {
         &self.inner.target
     }
 
+    /// The TLS setup in libpq's words, for logs: the `sslmode` in force and where it came
+    /// from, and what the certificate check trusts (`sslmode=verify-full, sslrootcert=PATH`;
+    /// `sslmode=disable (the default for a loopback host)`). Never the password.
+    pub fn tls(&self) -> &str {
+        &self.inner.tls_summary
+    }
+
     /// The table as a quoted SQL identifier.
     pub fn table(&self) -> &str {
         &self.inner.sql.table
@@ -71,7 +82,12 @@ impl PostgresStore {
     {
         let limit = self.inner.operation_timeout;
         let call = async {
-            let client = self.inner.pool.get().await.map_err(|e| map_pool(what, e))?;
+            let client = self
+                .inner
+                .pool
+                .get()
+                .await
+                .map_err(|e| map_pool(what, e, &self.inner.tls))?;
             match op(Checkout(Some(client))).await {
                 Ok((mut checkout, value)) => {
                     checkout.keep();

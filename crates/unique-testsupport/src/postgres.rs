@@ -15,6 +15,13 @@
 //! Set [`DATABASE_URL_ENV`] (`UNIQUE_TEST_DATABASE_URL`) to a connection URL to run the tests
 //! against an existing database instead: nothing is started then, and the tests create their own
 //! tables in it (each test uses its own table or keys).
+//!
+//! [`PostgresServer::start_tls`] (and [`shared_tls`]) start a private server that accepts only
+//! TLS over TCP: `ssl = on` with a certificate for `127.0.0.1` and `localhost` from a CA made
+//! on the spot ([`TestPki`]), and a `pg_hba.conf` whose TCP lines are all `hostssl`, so a
+//! connection without TLS is refused ("no pg_hba.conf entry … no encryption"). Its
+//! [`ServerTls`] names the CA's PEM file, and one of a CA that signed nothing it presents.
+//! It is set up over its Unix socket, in its private directory, the one way in without TLS.
 
 use std::fs::{self, File};
 use std::net::{Ipv4Addr, SocketAddr};
@@ -26,6 +33,7 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 use crate::apt::{self, tail};
+use crate::pki::TestPki;
 use crate::{ChildGuard, free_port};
 
 /// The environment variable naming an existing database to test against instead of a private
@@ -59,6 +67,19 @@ struct Private {
     guard: ChildGuard,
     addr: SocketAddr,
     dir: PathBuf,
+    tls: Option<ServerTls>,
+}
+
+/// The CA files of a server started by [`PostgresServer::start_tls`], in its scratch
+/// directory (removed with it).
+#[derive(Debug, Clone)]
+pub struct ServerTls {
+    /// PEM: the CA that signed the server's certificate (for `127.0.0.1` and `localhost`),
+    /// what a client names in `sslrootcert` to verify it.
+    pub ca_file: PathBuf,
+    /// PEM: a CA of another name that signed nothing the server presents; a client that
+    /// trusts only it must refuse the server (the issuer is unknown to it).
+    pub other_ca_file: PathBuf,
 }
 
 impl PostgresServer {
@@ -85,11 +106,26 @@ impl PostgresServer {
     ///
     /// When PostgreSQL cannot be installed or does not come up, with a message saying why.
     pub fn start_private() -> Self {
+        Self::start_own(false)
+    }
+
+    /// Starts a private server that accepts only TLS connections over TCP (see the module
+    /// docs), whatever [`DATABASE_URL_ENV`] says. Its [`url`](Self::url) has no `sslmode`:
+    /// each test adds the TLS parameters it tests.
+    ///
+    /// # Panics
+    ///
+    /// As [`start_private`](Self::start_private).
+    pub fn start_tls() -> Self {
+        Self::start_own(true)
+    }
+
+    fn start_own(tls: bool) -> Self {
         let bin = bin_dir();
         let mut last_failure = String::new();
         // A port that was free a moment ago can be taken before the server binds it.
         for _ in 0..3 {
-            match try_start(&bin) {
+            match try_start(&bin, tls) {
                 Ok(private) => {
                     return Self {
                         url: format!("postgres://{USER}:{PASSWORD}@{}/{DATABASE}", private.addr),
@@ -110,6 +146,11 @@ impl PostgresServer {
     /// The private server's address; `None` for a database named by [`DATABASE_URL_ENV`].
     pub fn addr(&self) -> Option<SocketAddr> {
         self.private.as_ref().map(|p| p.addr)
+    }
+
+    /// The CA files of a server from [`start_tls`](Self::start_tls); `None` for any other.
+    pub fn tls(&self) -> Option<&ServerTls> {
+        self.private.as_ref().and_then(|p| p.tls.as_ref())
     }
 
     /// Stops the private server now (immediate shutdown), e.g. to test a lost database.
@@ -145,6 +186,17 @@ impl Drop for PostgresServer {
 pub fn shared() -> Arc<PostgresServer> {
     static SHARED: Mutex<Weak<PostgresServer>> = Mutex::new(Weak::new());
     crate::shared_in(&SHARED, PostgresServer::start)
+}
+
+/// The TLS-only server ([`PostgresServer::start_tls`]) shared by the tests of this binary,
+/// like [`shared`].
+///
+/// # Panics
+///
+/// As [`PostgresServer::start_tls`].
+pub fn shared_tls() -> Arc<PostgresServer> {
+    static SHARED: Mutex<Weak<PostgresServer>> = Mutex::new(Weak::new());
+    crate::shared_in(&SHARED, PostgresServer::start_tls)
 }
 
 /// The directory holding `initdb`, `postgres`, `pg_isready` and `createdb`, installing Debian's
@@ -225,7 +277,7 @@ fn server_command(program: &Path, dir: &Path, identity: Option<(u32, u32)>) -> C
     cmd
 }
 
-fn try_start(bin: &Path) -> Result<Private, String> {
+fn try_start(bin: &Path, tls: bool) -> Result<Private, String> {
     let port = free_port();
     let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
     let dir = std::env::temp_dir().join(format!(
@@ -234,14 +286,31 @@ fn try_start(bin: &Path) -> Result<Private, String> {
     ));
     let _ = fs::remove_dir_all(&dir);
     fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    let result = init_and_start(bin, &dir, addr);
+    let result = init_and_start(bin, &dir, addr, tls);
     if result.is_err() {
         let _ = fs::remove_dir_all(&dir);
     }
-    result.map(|guard| Private { guard, addr, dir })
+    result.map(|(guard, tls)| Private {
+        guard,
+        addr,
+        dir,
+        tls,
+    })
 }
 
-fn init_and_start(bin: &Path, dir: &Path, addr: SocketAddr) -> Result<ChildGuard, String> {
+/// How setup commands reach the server: its TCP address, or for a TLS-only server its Unix
+/// socket (the only way in without TLS).
+struct Setup {
+    host: String,
+    port: u16,
+}
+
+fn init_and_start(
+    bin: &Path,
+    dir: &Path,
+    addr: SocketAddr,
+    tls: bool,
+) -> Result<(ChildGuard, Option<ServerTls>), String> {
     let identity = server_identity();
     let data = dir.join("data");
     let pwfile = dir.join("pwfile");
@@ -269,9 +338,24 @@ fn init_and_start(bin: &Path, dir: &Path, addr: SocketAddr) -> Result<ChildGuard
             tail(&String::from_utf8_lossy(&init.stderr), 800)
         ));
     }
+    let (tls_args, tls, setup) = if tls {
+        let (args, files) = write_tls_files(dir, identity)?;
+        let setup = Setup {
+            host: dir.display().to_string(),
+            port: addr.port(),
+        };
+        (args, Some(files), setup)
+    } else {
+        let setup = Setup {
+            host: addr.ip().to_string(),
+            port: addr.port(),
+        };
+        (Vec::new(), None, setup)
+    };
     let log_path = dir.join("postgres.log");
     let log = File::create(&log_path).map_err(|e| format!("cannot create the log: {e}"))?;
     let child = server_command(&bin.join("postgres"), dir, identity)
+        .args(tls_args)
         .arg("-D")
         .arg(&data)
         .args(["-p", &addr.port().to_string()])
@@ -288,9 +372,10 @@ fn init_and_start(bin: &Path, dir: &Path, addr: SocketAddr) -> Result<ChildGuard
         .spawn()
         .map_err(|e| format!("cannot run postgres: {e}"))?;
     let mut guard = ChildGuard::new(child, "postgres");
-    let ready = wait_until_ready(bin, &mut guard, addr).and_then(|()| create_database(bin, addr));
+    let ready =
+        wait_until_ready(bin, &mut guard, &setup).and_then(|()| create_database(bin, &setup));
     match ready {
-        Ok(()) => Ok(guard),
+        Ok(()) => Ok((guard, tls)),
         Err(failure) => {
             guard.stop_with("QUIT", Duration::from_secs(5));
             let log = fs::read_to_string(&log_path).unwrap_or_default();
@@ -299,9 +384,79 @@ fn init_and_start(bin: &Path, dir: &Path, addr: SocketAddr) -> Result<ChildGuard
     }
 }
 
-fn client_command(bin: &Path, program: &str, addr: SocketAddr) -> Command {
+/// The server's certificate, key and `pg_hba.conf` for TLS only over TCP, written into
+/// `dir` (the key owner-only, as PostgreSQL demands, and owned by the server's user), and
+/// the `-c` arguments that use them.
+fn write_tls_files(
+    dir: &Path,
+    identity: Option<(u32, u32)>,
+) -> Result<(Vec<String>, ServerTls), String> {
+    use std::os::unix::fs::PermissionsExt;
+
+    let pki = TestPki::generate();
+    let other = other_ca().map_err(|e| format!("rcgen cannot make a CA: {e}"))?;
+    let tls = ServerTls {
+        ca_file: dir.join("ca.pem"),
+        other_ca_file: dir.join("other-ca.pem"),
+    };
+    let cert = dir.join("server.crt");
+    let key = dir.join("server.key");
+    let hba = dir.join("pg_hba.conf");
+    let files = [
+        (&tls.ca_file, pki.server_ca.as_str()),
+        (&tls.other_ca_file, other.as_str()),
+        (&cert, pki.server_chain.as_str()),
+        (&key, pki.server_key.as_str()),
+        (&hba, HBA_TLS_ONLY),
+    ];
+    for (path, contents) in files {
+        fs::write(path, contents).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        if let Some((uid, gid)) = identity {
+            std::os::unix::fs::chown(path, Some(uid), Some(gid))
+                .map_err(|e| format!("cannot hand {} to uid {uid}: {e}", path.display()))?;
+        }
+    }
+    fs::set_permissions(&key, fs::Permissions::from_mode(0o600))
+        .map_err(|e| format!("cannot restrict {}: {e}", key.display()))?;
+    let args = [
+        "ssl=on".to_owned(),
+        format!("ssl_cert_file={}", cert.display()),
+        format!("ssl_key_file={}", key.display()),
+        format!("hba_file={}", hba.display()),
+    ]
+    .into_iter()
+    .flat_map(|setting| ["-c".to_owned(), setting])
+    .collect();
+    Ok((args, tls))
+}
+
+/// A self-signed CA (PEM) named unlike [`TestPki`]'s, so a chain from the server's CA finds
+/// no issuer in it.
+fn other_ca() -> Result<String, rcgen::Error> {
+    let mut params = rcgen::CertificateParams::new(Vec::<String>::new())?;
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "unique test other CA");
+    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    params.key_usages = vec![
+        rcgen::KeyUsagePurpose::KeyCertSign,
+        rcgen::KeyUsagePurpose::CrlSign,
+    ];
+    Ok(params.self_signed(&rcgen::KeyPair::generate()?)?.pem())
+}
+
+/// The TLS-only server's `pg_hba.conf`: over TCP only `hostssl` lines, so a connection
+/// without TLS matches none; the Unix socket, in the server's private directory, sets it up.
+const HBA_TLS_ONLY: &str = "\
+# unique-testsupport: TLS only over TCP; the socket (a private directory) is for setup.
+local   all all              trust
+hostssl all all 127.0.0.1/32 scram-sha-256
+hostssl all all ::1/128      scram-sha-256
+";
+
+fn client_command(bin: &Path, program: &str, setup: &Setup) -> Command {
     let mut cmd = Command::new(bin.join(program));
-    cmd.args(["-h", &addr.ip().to_string(), "-p", &addr.port().to_string()])
+    cmd.args(["-h", &setup.host, "-p", &setup.port.to_string()])
         .args(["-U", USER])
         .env("PGPASSWORD", PASSWORD)
         .env("PGCONNECT_TIMEOUT", "2")
@@ -311,13 +466,14 @@ fn client_command(bin: &Path, program: &str, addr: SocketAddr) -> Command {
 
 /// Polls `pg_isready` until the server accepts connections, failing when it exits or the
 /// time is up.
-fn wait_until_ready(bin: &Path, guard: &mut ChildGuard, addr: SocketAddr) -> Result<(), String> {
+fn wait_until_ready(bin: &Path, guard: &mut ChildGuard, setup: &Setup) -> Result<(), String> {
     let deadline = Instant::now() + START_LIMIT;
+    let addr = format!("{}:{}", setup.host, setup.port);
     loop {
         if let Some(status) = guard.exited() {
             return Err(format!("postgres on {addr} exited early with {status}"));
         }
-        let ready = client_command(bin, "pg_isready", addr)
+        let ready = client_command(bin, "pg_isready", setup)
             .args(["-d", "postgres", "-t", "1"])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -335,8 +491,8 @@ fn wait_until_ready(bin: &Path, guard: &mut ChildGuard, addr: SocketAddr) -> Res
     }
 }
 
-fn create_database(bin: &Path, addr: SocketAddr) -> Result<(), String> {
-    let created = client_command(bin, "createdb", addr)
+fn create_database(bin: &Path, setup: &Setup) -> Result<(), String> {
+    let created = client_command(bin, "createdb", setup)
         .arg(DATABASE)
         .output()
         .map_err(|e| format!("cannot run createdb: {e}"))?;
@@ -356,11 +512,60 @@ mod tests {
     use super::*;
 
     fn accepts_queries(bin: &Path, addr: SocketAddr) -> bool {
-        client_command(bin, "pg_isready", addr)
+        let setup = Setup {
+            host: addr.ip().to_string(),
+            port: addr.port(),
+        };
+        client_command(bin, "pg_isready", &setup)
             .args(["-d", DATABASE, "-t", "2"])
             .stdout(Stdio::null())
             .status()
             .is_ok_and(|s| s.success())
+    }
+
+    /// libpq's own view of the TLS-only server: verify-full with its CA connects over TLS,
+    /// a connection without TLS finds no `pg_hba.conf` line, and the other CA is refused.
+    #[test]
+    fn tls_server_accepts_only_verified_tls_over_tcp() {
+        let server = PostgresServer::start_tls();
+        let tls = server.tls().expect("a TLS server has CA files");
+        let port = server.addr().expect("a private server").port();
+        let psql = |params: String| {
+            Command::new(bin_dir().join("psql"))
+                .arg(format!(
+                    "host=127.0.0.1 port={port} user={USER} dbname={DATABASE} {params}"
+                ))
+                .args([
+                    "-Atc",
+                    "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()",
+                ])
+                .env("PGPASSWORD", PASSWORD)
+                .env("PGCONNECT_TIMEOUT", "5")
+                .stdin(Stdio::null())
+                .output()
+                .expect("run psql")
+        };
+        let verified = psql(format!(
+            "sslmode=verify-full sslrootcert={}",
+            tls.ca_file.display()
+        ));
+        assert_eq!(
+            String::from_utf8_lossy(&verified.stdout).trim(),
+            "t",
+            "{}",
+            String::from_utf8_lossy(&verified.stderr)
+        );
+        let plain = psql("sslmode=disable".to_owned());
+        let refusal = String::from_utf8_lossy(&plain.stderr);
+        assert!(!plain.status.success());
+        assert!(refusal.contains("no pg_hba.conf entry"), "{refusal}");
+        let other = psql(format!(
+            "sslmode=verify-ca sslrootcert={}",
+            tls.other_ca_file.display()
+        ));
+        let refusal = String::from_utf8_lossy(&other.stderr);
+        assert!(!other.status.success());
+        assert!(refusal.contains("certificate verify failed"), "{refusal}");
     }
 
     #[test]

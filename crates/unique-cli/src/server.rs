@@ -1,0 +1,304 @@
+//! The calls to a server: `current`, `sessions`, `logout`, `release`, over
+//! `unique-client-http`'s transport, and how their answers are shown.
+
+use std::path::Path;
+
+use rustls::pki_types::CertificateDer;
+use rustls::pki_types::pem::PemObject;
+use unique_client::Transport;
+use unique_client_http::HttpTransport;
+use unique_core::{CurrentView, Error, Key, LogoutInput, LogoutOutcome, Owner, UserSession};
+use unique_wire::{ReleaseAnswer, SessionsAnswer};
+
+use crate::cli::{Cli, DEFAULT_TIMEOUT, KeyArgs, UserArgs};
+use crate::exit::{Failure, INVALID};
+
+/// One call to the server, as the command line named it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Call<'a> {
+    Current(&'a KeyArgs),
+    Sessions(&'a UserArgs),
+    Logout(&'a KeyArgs, &'a str),
+    Release(&'a KeyArgs, i64),
+}
+
+/// Makes `call` to the server the global options of `cli` name; the text to print.
+pub(crate) async fn run(cli: &Cli, call: Call<'_>) -> Result<String, Failure> {
+    let transport = transport(cli)?;
+    let failed = |e: Error| Failure::from_call(&e);
+    let json = cli.json;
+    match call {
+        Call::Current(key) => {
+            let view = transport.current(&key.key()).await.map_err(failed)?;
+            Ok(if json { to_json(&view) } else { current(&view) })
+        }
+        Call::Sessions(user) => {
+            let sessions = transport.sessions(&user.user()).await.map_err(failed)?;
+            Ok(if json {
+                to_json(&SessionsAnswer { sessions })
+            } else {
+                sessions_table(&sessions)
+            })
+        }
+        Call::Logout(key, reason) => {
+            let input = LogoutInput {
+                key: key.key(),
+                reason: Some(reason.to_owned()),
+            };
+            let outcome = transport.logout(&input).await.map_err(failed)?;
+            Ok(if json {
+                to_json(&outcome)
+            } else {
+                logout(&outcome)
+            })
+        }
+        Call::Release(key, generation) => {
+            let released = transport
+                .release(&key.key(), generation)
+                .await
+                .map_err(failed)?;
+            Ok(if json {
+                to_json(&ReleaseAnswer { released })
+            } else {
+                release(&key.key(), generation, released)
+            })
+        }
+    }
+}
+
+/// The transport the global options describe.
+fn transport(cli: &Cli) -> Result<HttpTransport, Failure> {
+    let timeout = cli.timeout.unwrap_or(DEFAULT_TIMEOUT);
+    let mut builder = HttpTransport::builder(cli.server.as_str())
+        .timeout(timeout)
+        .connect_timeout(timeout)
+        .user_agent(concat!("unique-cli/", env!("CARGO_PKG_VERSION")));
+    if let Some(token) = cli.token.as_deref().filter(|t| !t.is_empty()) {
+        builder = builder.bearer_token(token);
+    }
+    if let Some(path) = &cli.ca_cert {
+        builder = builder.tls_config(private_ca(path)?);
+    }
+    // The builder's messages name the option's problem, never the URL or the token.
+    builder.build().map_err(|e| match e {
+        Error::InvalidParams(message) => Failure::new(
+            INVALID,
+            format!("cannot use --server or --token: {message}"),
+        ),
+        other => Failure::new(INVALID, other.to_string()),
+    })
+}
+
+/// A client configuration trusting only the CA certificates of the PEM file at `path`.
+fn private_ca(path: &Path) -> Result<rustls::ClientConfig, Failure> {
+    let shown = path.display();
+    let pem = std::fs::read(path)
+        .map_err(|e| Failure::file(format!("--ca-cert: cannot read {shown}: {e}")))?;
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(&pem) {
+        let cert =
+            cert.map_err(|e| Failure::file(format!("--ca-cert: {shown} is not PEM: {e}")))?;
+        roots.add(cert).map_err(|e| {
+            Failure::file(format!(
+                "--ca-cert: {shown} holds an unusable certificate: {e}"
+            ))
+        })?;
+    }
+    if roots.is_empty() {
+        return Err(Failure::file(format!(
+            "--ca-cert: {shown} holds no PEM certificate"
+        )));
+    }
+    unique_tls::client_config(roots)
+        .map_err(|e| Failure::file(format!("--ca-cert: no TLS configuration: {e}")))
+}
+
+/// One line of JSON: the server's answer shape.
+pub(crate) fn to_json(value: &impl serde::Serialize) -> String {
+    serde_json::to_string(value).expect("answer types serialise")
+}
+
+/// Where a session lives: `region/cluster` (`-` for a missing part, `-` for neither).
+fn place(owner: &Owner) -> String {
+    if owner.region.is_empty() && owner.cluster.is_empty() {
+        return "-".to_owned();
+    }
+    let part = |s: &str| {
+        if s.is_empty() {
+            "-".to_owned()
+        } else {
+            s.to_owned()
+        }
+    };
+    format!("{}/{}", part(&owner.region), part(&owner.cluster))
+}
+
+fn endpoint(owner: &Owner) -> &str {
+    if owner.endpoint.is_empty() {
+        "-"
+    } else {
+        &owner.endpoint
+    }
+}
+
+fn current(view: &CurrentView) -> String {
+    match (&view.owner, view.exists) {
+        (Some(owner), _) => format!(
+            "online at gen {}: {} {}",
+            view.generation,
+            place(owner),
+            endpoint(owner)
+        ),
+        (None, true) => format!(
+            "offline at gen {} (logged out or released; the next login gets gen {})",
+            view.generation,
+            view.generation.saturating_add(1)
+        ),
+        (None, false) => "no record: never logged in (the next login gets gen 1)".to_owned(),
+    }
+}
+
+fn sessions_table(sessions: &[UserSession]) -> String {
+    if sessions.is_empty() {
+        return "no online session".to_owned();
+    }
+    let rows: Vec<[String; 4]> = sessions
+        .iter()
+        .map(|s| {
+            let slot = if s.slot.is_empty() {
+                "(default)".to_owned()
+            } else {
+                s.slot.clone()
+            };
+            [
+                slot,
+                s.generation.to_string(),
+                place(&s.owner),
+                endpoint(&s.owner).to_owned(),
+            ]
+        })
+        .collect();
+    let header = ["SLOT", "GEN", "REGION/CLUSTER", "ENDPOINT"].map(str::to_owned);
+    let mut widths = [0usize; 3];
+    for row in std::iter::once(&header).chain(&rows) {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    std::iter::once(&header)
+        .chain(&rows)
+        .map(|[slot, generation, place, endpoint]| {
+            format!(
+                "{slot:<w0$}  {generation:<w1$}  {place:<w2$}  {endpoint}",
+                w0 = widths[0],
+                w1 = widths[1],
+                w2 = widths[2]
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn logout(outcome: &LogoutOutcome) -> String {
+    let generation = outcome.generation;
+    match (outcome.released, outcome.kick_detail) {
+        (true, None) => format!("logged out gen {generation}; its node confirmed the kick"),
+        (true, Some(detail)) => format!(
+            "logged out gen {generation}; the kick did not confirm ({detail}): the node is \
+             presumed offline, and the session's heartbeat evicts it"
+        ),
+        (false, _) if generation == 0 => "nothing to log out: no record".to_owned(),
+        (false, _) => format!("nothing to log out: no online session (gen {generation})"),
+    }
+}
+
+fn release(key: &Key, generation: i64, released: bool) -> String {
+    if released {
+        format!("released gen {generation} of {key}")
+    } else {
+        format!(
+            "not released: {key} is not online at gen {generation} (already released or \
+             logged out, or a newer login holds it)"
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use unique_core::KickDetail;
+
+    use super::*;
+
+    fn owner() -> Owner {
+        Owner::new("eu", "c1", "http://127.0.0.1:9001/kick")
+    }
+
+    #[test]
+    fn current_says_online_offline_or_never() {
+        let online = CurrentView {
+            generation: 3,
+            owner: Some(owner()),
+            exists: true,
+        };
+        assert_eq!(
+            current(&online),
+            "online at gen 3: eu/c1 http://127.0.0.1:9001/kick"
+        );
+        let offline = CurrentView {
+            generation: 3,
+            owner: None,
+            exists: true,
+        };
+        assert!(current(&offline).starts_with("offline at gen 3 ("));
+        assert!(current(&CurrentView::default()).starts_with("no record"));
+    }
+
+    #[test]
+    fn sessions_are_a_table_with_aligned_columns() {
+        let sessions = [
+            UserSession {
+                slot: String::new(),
+                generation: 12,
+                owner: owner(),
+            },
+            UserSession {
+                slot: "mobile".into(),
+                generation: 1,
+                owner: Owner::new("", "", "http://10.0.0.7:9001/kick"),
+            },
+        ];
+        assert_eq!(
+            sessions_table(&sessions),
+            "SLOT       GEN  REGION/CLUSTER  ENDPOINT\n\
+             (default)  12   eu/c1           http://127.0.0.1:9001/kick\n\
+             mobile     1    -               http://10.0.0.7:9001/kick"
+        );
+        assert_eq!(sessions_table(&[]), "no online session");
+        assert_eq!(place(&Owner::new("eu", "", "")), "eu/-");
+    }
+
+    #[test]
+    fn logout_says_what_happened_to_the_session_and_the_node() {
+        let mut outcome = LogoutOutcome {
+            released: true,
+            generation: 4,
+            kicked: true,
+            kick_detail: None,
+        };
+        assert_eq!(
+            logout(&outcome),
+            "logged out gen 4; its node confirmed the kick"
+        );
+        outcome.kicked = false;
+        outcome.kick_detail = Some(KickDetail::Timeout);
+        assert!(logout(&outcome).contains("did not confirm (timeout)"));
+        outcome.released = false;
+        outcome.kick_detail = None;
+        assert_eq!(
+            logout(&outcome),
+            "nothing to log out: no online session (gen 4)"
+        );
+        outcome.generation = 0;
+        assert_eq!(logout(&outcome), "nothing to log out: no record");
+    }
+}
