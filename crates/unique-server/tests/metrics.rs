@@ -208,8 +208,8 @@ async fn metrics_count_a_scripted_sequence_exactly_and_pass_promtool() {
         .collect();
     assert_eq!(
         store_errors.len(),
-        15,
-        "5 operations (read_owners included) × 3 kinds: {store_errors:?}"
+        18,
+        "6 operations (read_owners and list_sessions included) × 3 kinds: {store_errors:?}"
     );
     assert!(
         store_errors.iter().all(|(_, n)| **n == 0.0),
