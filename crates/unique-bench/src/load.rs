@@ -26,6 +26,8 @@ pub(crate) struct LoadPlan {
     pub(crate) keys: KeyChoice,
     /// Share of requests that retry the previous claim with its claim_id.
     pub(crate) replay_share: f64,
+    /// The round (from 1): with random users, each round has its own key sequence.
+    pub(crate) round: usize,
 }
 
 /// The owner JSON of every claim, on every target. One endpoint for every
@@ -216,8 +218,8 @@ struct Worker<C> {
 
 impl<C: Connector> Worker<C> {
     async fn run(self) -> Measurement {
-        // Seeded per connection, so every target sees the same key sequence.
-        let mut rng = fastrand::Rng::with_seed(self.id as u64 + 1);
+        // Seeded per connection (and round), so every target sees the same key sequence.
+        let mut rng = fastrand::Rng::with_seed(self.plan.keys.seed(self.id, self.plan.round));
         let mut part = Measurement::empty(self.plan.duration);
         let mut client: Option<C::Client> = None;
         let mut claim_id = String::new();
@@ -247,8 +249,7 @@ impl<C: Connector> Worker<C> {
             if !replay {
                 uid = self.plan.keys.pick(&mut rng);
                 sequence += 1;
-                claim_id.clear();
-                let _ = write!(claim_id, "c{}-{sequence}", self.id);
+                write_claim_id(&mut claim_id, self.plan.round, self.id, sequence);
             }
             let result = connection
                 .claim(Claim {
@@ -276,6 +277,15 @@ impl<C: Connector> Worker<C> {
         }
         part
     }
+}
+
+/// The claim_id of a connection's `sequence`th claim of `round`: unique in the run. A
+/// fixed key set repeats its key sequence every round, and the server answers a claim_id that
+/// won an earlier gen as `superseded` (C9), Redis one still on its key as a replay: a
+/// claim_id without the round would make later rounds measure those instead of logins.
+fn write_claim_id(out: &mut String, round: usize, connection: usize, sequence: u64) {
+    out.clear();
+    let _ = write!(out, "r{round}c{connection}-{sequence}");
 }
 
 /// Prints a progress line about four times a second (on a terminal; every two
@@ -328,6 +338,22 @@ fn bar(fraction: f64, width: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn claim_ids_differ_across_rounds_and_connections() {
+        let mut ids = std::collections::HashSet::new();
+        let mut id = String::new();
+        for round in 1..=12 {
+            for connection in 0..12 {
+                for sequence in 1..=12 {
+                    write_claim_id(&mut id, round, connection, sequence);
+                    assert!(ids.insert(id.clone()), "{id} twice");
+                }
+            }
+        }
+        write_claim_id(&mut id, 1, 2, 3);
+        assert_eq!(id, "r1c2-3");
+    }
 
     #[test]
     fn bar_fills_in_proportion() {

@@ -8,6 +8,7 @@ mod floor;
 mod http_client;
 mod keys;
 mod load;
+mod pin;
 mod redis_client;
 mod report;
 mod server;
@@ -19,8 +20,9 @@ use clap::{Parser, ValueEnum};
 
 use crate::cpu::Process;
 use crate::http_client::HttpConnector;
-use crate::keys::KeyChoice;
+use crate::keys::{KeyChoice, Keys};
 use crate::load::{LoadPlan, Measurement};
+use crate::pin::{Placement, Unpinned};
 use crate::redis_client::RedisConnector;
 use crate::report::{Role, Row};
 use crate::server::{DbSync, ServerStore, UniqueServer, Variant};
@@ -51,11 +53,13 @@ struct Args {
     #[arg(long, default_value_t = 5)]
     rounds: usize,
 
-    /// Number of distinct keys (uids 1..=keys).
-    #[arg(long, default_value_t = 10_000)]
-    keys: u64,
+    /// Which uids the claims go to: `random` (uniform over 1..=10^8, a fresh sequence each
+    /// round: nearly every claim is a first login), or a count N (uids 1..=N, the same
+    /// sequence each round; `--keys 10000` is the bench's default before random users).
+    #[arg(long, default_value = "random", value_parser = clap::value_parser!(Keys))]
+    keys: Keys,
 
-    /// How each request picks its key.
+    /// How each request picks its key among --keys.
     #[arg(long, value_enum, default_value_t = Dist::Uniform)]
     dist: Dist,
 
@@ -76,7 +80,22 @@ struct Args {
     #[arg(long, value_enum, value_delimiter = ',', default_values_t = Target::ALL)]
     targets: Vec<Target>,
 
-    /// Worker threads of the client's runtime (the client shares the machine with the server).
+    /// Run unpinned, client and servers sharing every CPU (the bench before issue 26). By
+    /// default the servers run on one CPU and the load generator on another, when the
+    /// process may use at least two.
+    #[arg(long, conflicts_with = "pinned_only")]
+    no_pin: bool,
+
+    /// Measure pinned only: no unpinned pass after the pinned one.
+    #[arg(long)]
+    pinned_only: bool,
+
+    /// Which of --targets a pinned run measures again unpinned, after the pinned pass, on
+    /// freshly started servers.
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = Target::UNPINNED)]
+    unpinned_targets: Vec<Target>,
+
+    /// Worker threads of the client's runtime (pinned, they share the load generator's CPU).
     #[arg(long, default_value_t = 1)]
     client_threads: usize,
 
@@ -101,7 +120,8 @@ struct Args {
 enum Dist {
     /// Every key equally likely.
     Uniform,
-    /// --hot-share of the requests go to --hot-keys keys, the rest uniformly to all.
+    /// --hot-share of the requests go to --hot-keys keys (the lowest uids), the rest
+    /// uniformly to all.
     Hot,
 }
 
@@ -147,6 +167,15 @@ impl Target {
         Target::HttpFloor,
     ];
 
+    /// What a pinned run measures again unpinned by default: the memory and durable
+    /// defaults and their Redis baselines.
+    const UNPINNED: [Target; 4] = [
+        Target::Redis,
+        Target::RedisAof,
+        Target::Memory,
+        Target::SqliteFull,
+    ];
+
     fn label(self) -> &'static str {
         match self {
             Target::Redis => "redis lua script",
@@ -177,9 +206,10 @@ fn main() -> ExitCode {
 }
 
 fn run(args: &Args) -> Result<(), String> {
+    let keys = KeyChoice::from_keys(args.keys)?;
     let keys = match args.dist {
-        Dist::Uniform => KeyChoice::uniform(args.keys)?,
-        Dist::Hot => KeyChoice::hot(args.keys, args.hot_keys, args.hot_share)?,
+        Dist::Uniform => keys,
+        Dist::Hot => keys.hot(args.hot_keys, args.hot_share)?,
     };
     if !(0.0..=1.0).contains(&args.replay_share) {
         return Err("--replay-share must be between 0 and 1".into());
@@ -196,32 +226,158 @@ fn run(args: &Args) -> Result<(), String> {
         duration: args.duration,
         keys,
         replay_share: args.replay_share,
+        round: 1,
     };
     let needs_server = args
         .targets
         .iter()
         .any(|t| !matches!(t, Target::Redis | Target::RedisAof | Target::HttpFloor));
+    // Built before anything is pinned: cargo gets every CPU.
     let server_bin = match (&args.server_bin, needs_server) {
         (Some(path), _) => Some(path.clone()),
         (None, true) => Some(server::build_release()?),
         (None, false) => None,
     };
+    let allowed = pin::allowed(None);
+    let placement = pin::plan(args.no_pin, allowed.as_deref());
+    if let Placement::Unpinned(why @ (Unpinned::OneCpu(_) | Unpinned::Unknown)) = &placement {
+        eprintln!(
+            "unique-bench: running unpinned: {}",
+            match why {
+                Unpinned::OneCpu(_) => "pinning needs two CPUs, this process may use one",
+                _ => "the CPUs this process may use could not be read",
+            }
+        );
+    }
+    let mut report = String::new();
+    for pass in passes(args, &placement) {
+        let context = PassContext {
+            args,
+            plan: &plan,
+            server_bin: server_bin.as_deref(),
+            allowed: allowed.as_deref(),
+        };
+        report.push('\n');
+        report.push_str(&run_pass(&context, &pass)?);
+    }
+    print!("{report}");
+    Ok(())
+}
+
+/// One set of targets measured under one placement, on servers of its own.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Pass {
+    /// `pinned (the headline table)` or `unpinned`: the first words of the pass's report.
+    title: &'static str,
+    placement: Placement,
+    targets: Vec<Target>,
+}
+
+/// The passes of a run: pinned, then the `--unpinned-targets` of `--targets` unpinned
+/// (unless `--pinned-only`); or one unpinned pass when the run cannot or may not pin.
+fn passes(args: &Args, placement: &Placement) -> Vec<Pass> {
+    if !placement.is_pinned() {
+        return vec![Pass {
+            title: "unpinned",
+            placement: placement.clone(),
+            targets: args.targets.clone(),
+        }];
+    }
+    let mut passes = vec![Pass {
+        title: "pinned (the headline table)",
+        placement: placement.clone(),
+        targets: args.targets.clone(),
+    }];
+    let again: Vec<Target> = args
+        .targets
+        .iter()
+        .copied()
+        .filter(|t| args.unpinned_targets.contains(t))
+        .collect();
+    if !args.pinned_only && !again.is_empty() {
+        passes.push(Pass {
+            title: "unpinned (as with --no-pin)",
+            placement: Placement::Unpinned(Unpinned::Asked),
+            targets: again,
+        });
+    }
+    passes
+}
+
+/// What every pass shares.
+struct PassContext<'a> {
+    args: &'a Args,
+    plan: &'a LoadPlan,
+    server_bin: Option<&'a std::path::Path>,
+    /// The CPUs the process started with (restored after a pinned pass).
+    allowed: Option<&'a [usize]>,
+}
+
+/// Starts the pass's servers (on the server CPU when pinned), measures them in rounds
+/// (from the client CPU when pinned), stops them, and returns the pass's report.
+fn run_pass(context: &PassContext<'_>, pass: &Pass) -> Result<String, String> {
+    let args = context.args;
+    let mut placement = pass.placement.describe(context.allowed);
+    eprintln!("unique-bench: {}: {placement}", pass.title);
+    if let Placement::Pinned { server, .. } = pass.placement {
+        // Every server started from here on, and all it forks, inherits this CPU.
+        pin::move_self(&[server])?;
+    }
+    // Every server runs for the whole pass; the ones not being measured sit idle.
+    let running = pass
+        .targets
+        .iter()
+        .map(|&target| Running::start(target, context.server_bin, args.server_workers))
+        .collect::<Result<Vec<_>, _>>()?;
+    if let Placement::Pinned { server, client } = pass.placement {
+        let stray: Vec<String> = running
+            .iter()
+            .filter_map(|r| {
+                let cpus = pin::allowed(Some(r.pid));
+                (cpus.as_deref() != Some(&[server][..])).then(|| {
+                    format!(
+                        "{} (pid {}) on CPUs {}",
+                        r.target.label(),
+                        r.pid,
+                        cpus.as_deref()
+                            .map_or_else(|| "?".to_owned(), pin::format_list)
+                    )
+                })
+            })
+            .collect();
+        if stray.is_empty() {
+            placement.push_str(" (read back from every server process)");
+        } else {
+            let warning = format!("NOT PINNED: {}", stray.join(", "));
+            eprintln!("unique-bench: warning: {warning}");
+            placement = format!("{placement}; {warning}");
+        }
+        // The client runtime built below inherits this CPU.
+        pin::move_self(&[client])?;
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(args.client_threads.max(1))
         .enable_all()
         .build()
         .map_err(|e| format!("cannot start the client runtime: {e}"))?;
-
-    let describe = report::plan_line(&plan, args.rounds, args.client_threads, args.server_workers);
+    let describe = format!(
+        "{}: {}",
+        pass.title,
+        report::plan_line(
+            context.plan,
+            args.rounds,
+            args.client_threads,
+            args.server_workers,
+            &placement
+        )
+    );
     eprintln!("{describe}");
-    // Every server runs for the whole bench; the ones not being measured sit idle.
-    let running = args
-        .targets
-        .iter()
-        .map(|&target| Running::start(target, server_bin.as_deref(), args.server_workers))
-        .collect::<Result<Vec<_>, _>>()?;
     let mut rounds: Vec<Vec<Measurement>> = running.iter().map(|_| Vec::new()).collect();
     for round in 1..=args.rounds {
+        let plan = LoadPlan {
+            round,
+            ..context.plan.clone()
+        };
         for (target, measured) in running.iter().zip(&mut rounds) {
             let label = format!("{} {round}/{}", target.target.label(), args.rounds);
             measured.push(target.measure(&runtime, &label, &plan));
@@ -246,10 +402,13 @@ fn run(args: &Args) -> Result<(), String> {
             rounds,
         })
         .collect();
-    println!();
-    println!("{describe}");
-    print!("{}", report::table(&rows));
-    Ok(())
+    drop(runtime);
+    drop(running);
+    if pass.placement.is_pinned() {
+        let original = context.allowed.ok_or("pinned without a known CPU set")?;
+        pin::move_self(original)?;
+    }
+    Ok(format!("{describe}\n{}", report::table(&rows)))
 }
 
 /// A target whose server runs until this is dropped.
@@ -347,5 +506,97 @@ impl Running {
                 )
             });
         measurement
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Args {
+        Args::try_parse_from(std::iter::once("unique-bench").chain(args.iter().copied())).unwrap()
+    }
+
+    const PINNED: Placement = Placement::Pinned {
+        server: 0,
+        client: 1,
+    };
+
+    #[test]
+    fn the_defaults_are_random_users_pinned_then_unpinned() {
+        let args = parse(&[]);
+        assert_eq!(args.keys, Keys::Random);
+        assert_eq!(args.dist, Dist::Uniform);
+        assert!(!args.no_pin && !args.pinned_only);
+        let passes = passes(&args, &pin::plan(args.no_pin, Some(&[0, 1])));
+        assert_eq!(passes.len(), 2);
+        assert_eq!(passes[0].placement, PINNED);
+        assert_eq!(passes[0].targets, Target::ALL);
+        assert_eq!(passes[1].placement, Placement::Unpinned(Unpinned::Asked));
+        assert_eq!(passes[1].targets, Target::UNPINNED);
+    }
+
+    #[test]
+    fn no_pin_and_a_key_count_are_the_bench_before_issue_26() {
+        let args = parse(&["--no-pin", "--keys", "10000"]);
+        assert_eq!(args.keys, Keys::Count(10_000));
+        let passes = passes(&args, &pin::plan(args.no_pin, Some(&[0, 1])));
+        assert_eq!(
+            passes,
+            [Pass {
+                title: "unpinned",
+                placement: Placement::Unpinned(Unpinned::Asked),
+                targets: Target::ALL.to_vec(),
+            }]
+        );
+        // Connection i seeded i + 1 in every round, as before.
+        let keys = KeyChoice::from_keys(args.keys).unwrap();
+        assert_eq!((keys.seed(0, 1), keys.seed(0, 2)), (1, 1));
+    }
+
+    #[test]
+    fn the_unpinned_pass_measures_the_chosen_targets_in_the_run_order() {
+        let args = parse(&[
+            "--targets",
+            "sqlite-full,memory,postgres",
+            "--unpinned-targets",
+            "memory,sqlite-full,redis",
+        ]);
+        let passes = passes(&args, &PINNED);
+        assert_eq!(
+            passes[1].targets,
+            [Target::SqliteFull, Target::Memory],
+            "only targets of --targets, in their order"
+        );
+        let none = parse(&["--targets", "postgres"]);
+        assert_eq!(passes_len(&none, &PINNED), 1, "nothing to measure again");
+        let only = parse(&["--pinned-only"]);
+        assert_eq!(passes_len(&only, &PINNED), 1);
+    }
+
+    fn passes_len(args: &Args, placement: &Placement) -> usize {
+        passes(args, placement).len()
+    }
+
+    #[test]
+    fn a_machine_that_cannot_pin_runs_one_unpinned_pass() {
+        let args = parse(&[]);
+        let one_cpu = pin::plan(false, Some(&[0]));
+        let passes = passes(&args, &one_cpu);
+        assert_eq!(passes.len(), 1);
+        assert_eq!(passes[0].placement, one_cpu);
+        assert_eq!(passes[0].targets, Target::ALL);
+    }
+
+    #[test]
+    fn bad_flags_are_refused() {
+        let parse_err = |args: &[&str]| {
+            Args::try_parse_from(std::iter::once("unique-bench").chain(args.iter().copied()))
+                .is_err()
+        };
+        assert!(parse_err(&["--no-pin", "--pinned-only"]));
+        assert!(parse_err(&["--keys", "0"]));
+        assert!(parse_err(&["--keys", "everyone"]));
+        assert!(parse_err(&["--unpinned-targets", "nothing"]));
     }
 }

@@ -4,14 +4,15 @@ use std::fmt::Write as _;
 
 use crate::load::{LoadPlan, Measurement};
 
-/// One line describing the run, printed above the table.
+/// One line describing the run, printed above the table; `placement` says where the
+/// servers and the client ran (pinned or not, on which CPUs).
 pub(crate) fn plan_line(
     plan: &LoadPlan,
     rounds: usize,
     client_threads: usize,
     server_workers: usize,
+    placement: &str,
 ) -> String {
-    let cores = std::thread::available_parallelism().map_or(0, std::num::NonZero::get);
     let workers = if server_workers == 0 {
         "one per core".to_owned()
     } else {
@@ -20,7 +21,7 @@ pub(crate) fn plan_line(
     format!(
         "{} connections (one request in flight each), {rounds} rounds of {:?} measured after \
          {:?} warm-up per target, {}, {:.0}% replays; client {client_threads} threads, \
-         unique-server {workers} workers; {cores} cores shared by client and server",
+         unique-server {workers} workers; {placement}",
         plan.connections,
         plan.duration,
         plan.warmup,
@@ -64,7 +65,7 @@ pub(crate) fn table(rows: &[Row]) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "{:<22} {:>10} {:>9} {:>8} {:>8} {:>8} {:>8} {:>7} {:>20} {:>20} {:>20} {:>14}",
+        "{:<29} {:>10} {:>9} {:>8} {:>8} {:>8} {:>8} {:>7} {:>20} {:>20} {:>20} {:>14}",
         "target",
         "ok",
         "ok/s",
@@ -88,7 +89,7 @@ pub(crate) fn table(rows: &[Row]) -> String {
             .map_or_else(|| "-".to_owned(), |(c, s)| format!("{c:.1}+{s:.1}"));
         let _ = writeln!(
             out,
-            "{:<22} {:>10} {:>9.0} {:>8} {:>8} {:>8} {:>8} {:>7} {:>20} {:>20} {:>20} {:>14}",
+            "{:<29} {:>10} {:>9.0} {:>8} {:>8} {:>8} {:>8} {:>7} {:>20} {:>20} {:>20} {:>14}",
             row.label,
             h.len(),
             total.throughput(),
