@@ -171,7 +171,12 @@ async fn slots_listing_and_logout(addr: &str, audit: &Path) {
         .collect();
     assert_eq!(summary, [(1, true), (2, false), (1, true)], "{views}");
 
-    // Every session event has its line, in order, naming its slot.
+    assert_audit_lines(audit);
+}
+
+/// Every session event of the sequence has its line in the audit log, in order, naming its
+/// slot.
+fn assert_audit_lines(audit: &Path) {
     let text = std::fs::read_to_string(audit).unwrap();
     let lines: Vec<(String, String, i64)> = text
         .lines()
