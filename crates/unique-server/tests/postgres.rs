@@ -12,18 +12,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use unique_testsupport::postgres::{self, PASSWORD, PostgresServer};
 use unique_testsupport::{ChildGuard, free_port};
 
-use common::{BIN, announced_addr, http, request, stop_with_sigterm};
-
-/// The server on `table` of the database at `url`, the URL passed through the environment
-/// as a deployment would (so it is not on the command line).
-fn server_command(url: &str, table: &str) -> Command {
-    let mut cmd = Command::new(BIN);
-    cmd.args(["--listen", "127.0.0.1:0", "--store", "postgres"])
-        .args(["--database-table", table])
-        .env("UNIQUE_DATABASE_URL", url)
-        .env("RUST_LOG", "info");
-    cmd
-}
+use common::{BIN, announced_addr, http, postgres_command, request, stop_with_sigterm};
 
 /// Starts the server and waits for its address; stderr is piped (the caller reads it).
 fn serve(mut command: Command) -> (String, std::process::Child) {
@@ -55,7 +44,7 @@ fn fresh_project(what: &str) -> String {
 #[test]
 fn serves_claims_on_postgres_and_creates_the_table_without_logging_the_password() {
     let db = postgres::shared();
-    let mut command = server_command(db.url(), "server_binary_test");
+    let mut command = postgres_command(db.url(), "server_binary_test");
     command.arg("--create-table");
     let (addr, child) = serve(command);
     let project = fresh_project("srv");
@@ -106,7 +95,7 @@ fn failed_startup(command: &mut Command) -> String {
 #[test]
 fn missing_table_without_create_is_a_clear_startup_error() {
     let db = postgres::shared();
-    let err = failed_startup(&mut server_command(db.url(), "no_such_table"));
+    let err = failed_startup(&mut postgres_command(db.url(), "no_such_table"));
     assert!(err.contains("\"no_such_table\" is missing"), "{err}");
     assert!(err.contains("--create-table"), "{err}");
 }
@@ -117,7 +106,7 @@ fn unreachable_database_is_a_clear_startup_error() {
         "postgres://unique:{PASSWORD}@127.0.0.1:{}/unique_test",
         free_port()
     );
-    let err = failed_startup(&mut server_command(&url, "t"));
+    let err = failed_startup(&mut postgres_command(&url, "t"));
     assert!(
         err.contains("postgres table \"t\" at unique@127.0.0.1:"),
         "{err}"
@@ -162,7 +151,7 @@ fn race_across_servers(servers: usize) {
     let mut processes = Vec::new();
     let mut addrs = Vec::new();
     for i in 0..servers {
-        let mut command = server_command(db.url(), "scale_out");
+        let mut command = postgres_command(db.url(), "scale_out");
         command
             .args(["--max-claim-attempts", "10"])
             .env("RUST_LOG", "warn");

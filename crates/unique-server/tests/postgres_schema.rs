@@ -13,15 +13,12 @@ use std::time::{Duration, Instant};
 use unique_store_postgres::tokio_postgres::{self, NoTls};
 use unique_testsupport::postgres::{self, PASSWORD};
 
-use common::{BIN, http, start};
+use common::{http, postgres_command, start};
 
 /// The server on `table` of the database at `url` (passed through the environment).
 fn server_command(url: &str, table: &str) -> Command {
-    let mut cmd = Command::new(BIN);
-    cmd.args(["--listen", "127.0.0.1:0", "--store", "postgres"])
-        .args(["--database-table", table])
-        .env("UNIQUE_DATABASE_URL", url)
-        .env("RUST_LOG", "warn");
+    let mut cmd = postgres_command(url, table);
+    cmd.env("RUST_LOG", "warn");
     cmd
 }
 

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use unique_testsupport::postgres::{self, PASSWORD, PostgresServer};
 
-use common::{BIN, announced_addr, http, stop_with_sigterm};
+use common::{announced_addr, http, postgres_command, stop_with_sigterm};
 
 const TABLE: &str = "server_tls_test";
 
@@ -18,12 +18,7 @@ const TABLE: &str = "server_tls_test";
 /// through the environment as a deployment would. Without `--create-table`, a refusal comes
 /// from the startup check.
 fn server_command(db: &PostgresServer, params: &str) -> Command {
-    let mut cmd = Command::new(BIN);
-    cmd.args(["--listen", "127.0.0.1:0", "--store", "postgres"])
-        .args(["--database-table", TABLE])
-        .env("UNIQUE_DATABASE_URL", format!("{}?{params}", db.url()))
-        .env("RUST_LOG", "info");
-    cmd
+    postgres_command(&format!("{}?{params}", db.url()), TABLE)
 }
 
 /// Runs the server to its exit, which must be a refusal within the startup check's bound;

@@ -9,7 +9,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use common::{BIN, dynamodb_command, post_json, start, write_secret};
+use common::{BIN, dynamodb_command, post_json, postgres_command, start, write_secret};
 use serde_json::{Value, json};
 use unique_kick_contract::{Behaviour, Peer};
 use unique_testsupport::ChildGuard;
@@ -220,18 +220,8 @@ async fn slots_listing_and_logout_on_sqlite() {
 async fn slots_listing_and_logout_on_postgres() {
     let db = unique_testsupport::postgres::shared();
     let dir = tempfile::tempdir().unwrap();
-    let mut command = Command::new(BIN);
-    command
-        .args([
-            "--listen",
-            "127.0.0.1:0",
-            "--store",
-            "postgres",
-            "--create-table",
-        ])
-        .args(["--database-table", &fresh("sessions")])
-        .env("UNIQUE_DATABASE_URL", db.url())
-        .env("RUST_LOG", "warn");
+    let mut command = postgres_command(db.url(), &fresh("sessions"));
+    command.arg("--create-table").env("RUST_LOG", "warn");
     let (addr, _server): (String, ChildGuard) =
         start(&mut with_admin_and_audit(command, dir.path()));
     slots_listing_and_logout(&addr, &dir.path().join("audit.log")).await;

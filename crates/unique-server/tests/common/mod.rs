@@ -66,6 +66,18 @@ pub(crate) fn dynamodb_command(endpoint_url: &str, table: &str) -> Command {
     cmd
 }
 
+/// The server on `--store postgres`, table `table` of the database at `url`, on any free
+/// loopback port, the URL passed through the environment as a deployment would (so it is
+/// not on the command line), with info logs.
+pub(crate) fn postgres_command(url: &str, table: &str) -> Command {
+    let mut cmd = Command::new(BIN);
+    cmd.args(["--listen", "127.0.0.1:0", "--store", "postgres"])
+        .args(["--database-table", table])
+        .env("UNIQUE_DATABASE_URL", url)
+        .env("RUST_LOG", "info");
+    cmd
+}
+
 /// Sends one raw HTTP/1.1 request on a fresh connection and returns the whole answer
 /// (the request should say `connection: close`).
 pub(crate) fn exchange(addr: &str, request: &str) -> String {
