@@ -1,26 +1,35 @@
-//! Single-caller cases of the `Directory` contract (D1–D7, D9).
+//! Single-caller cases of the `Directory` contract (D1–D7, D9, D10).
+//!
+//! Time passes only on the store's clock ([`Subject::pass`]); callers pass
+//! [`Subject::now`] unless a case says their clocks disagree.
 
 use std::collections::HashSet;
 use std::time::{Duration, UNIX_EPOCH};
 
 use super::{
-    Subject, TTL, ensure, fresh_token, lookup, plus, release, start_time, stored, verify_is,
-    whole_ms,
+    Seen, Subject, TTL, ensure, fresh_token, lookup, release, seen, seen_opt, stored, verify_is,
 };
 use crate::check::refused;
 use unique_lease::{Lease, MAX_ID_LEN, MAX_TIME_MILLIS, MAX_TOKEN_LEN, MAX_TTL};
 
+const MS: Duration = Duration::from_millis(1);
+
 /// D7: a room nobody ever held reads as `None`.
 pub async fn lookup_of_unknown_room_is_none(s: Subject) {
-    let seen = lookup(&*s.directory, "d7-unknown").await;
-    ensure_eq!(seen, None, "D7", "a room nobody held must read as none");
+    let got = lookup(&*s.directory, "d7-unknown").await;
+    ensure_eq!(
+        seen_opt(got.as_ref()),
+        None,
+        "D7",
+        "a room nobody held must read as none"
+    );
 }
 
 /// D1: a free room is granted to the caller with a fresh token, an epoch >= 1 and
-/// `expires_at = now + ttl`; lookup and verify then see exactly that lease.
+/// `ttl_left = ttl`; lookup and verify then see exactly that lease.
 pub async fn ensure_grants_a_free_room(s: Subject) {
     let d = &*s.directory;
-    let now = start_time();
+    let now = s.now();
     let lease = ensure(d, "d1-free", "a", now, TTL).await;
     ensure!(
         lease.room_id == "d1-free" && lease.is_held_by("a"),
@@ -42,68 +51,72 @@ pub async fn ensure_grants_a_free_room(s: Subject) {
         lease.epoch
     );
     ensure_eq!(
-        lease.expires_at,
-        whole_ms(now) + TTL,
+        lease.ttl_left,
+        TTL,
         "D1",
-        "a grant must expire at now + ttl"
+        "a grant must have the whole ttl left"
     );
     ensure!(
-        lease.valid_at(now),
+        lease.valid_at(now) && lease.expires_at == now + TTL,
         "D1",
-        "a grant must be valid at now",
-        "{lease:?}"
+        "a grant must be placed on the caller's clock at now + ttl",
+        "{lease:?} asked at {now:?}"
     );
     ensure_eq!(
-        lookup(d, "d1-free").await,
-        Some(lease.clone()),
+        seen_opt(lookup(d, "d1-free").await.as_ref()),
+        Some(seen(&lease)),
         "D1",
         "a grant must be stored as returned"
     );
     verify_is(d, "d1-free", "a", &lease.lease_token, now, true).await;
 }
 
-/// D1, D9: `now` is truncated to the millisecond and the ttl rounded up to one.
+/// D1, D9: the ttl is rounded up to the millisecond.
 pub async fn grant_uses_millisecond_resolution(s: Subject) {
     let d = &*s.directory;
-    let now = whole_ms(start_time()) + Duration::from_micros(999);
-    let ttl = Duration::from_micros(1_500);
-    let lease = ensure(d, "d9-ms", "a", now, ttl).await;
+    let lease = ensure(d, "d9-ms", "a", s.now(), Duration::from_micros(1_500)).await;
     ensure_eq!(
-        lease.expires_at,
-        plus(whole_ms(now), 2),
+        lease.ttl_left,
+        2 * MS,
         "D9",
-        "now must be truncated to the millisecond and the ttl rounded up to one"
+        "the ttl must be rounded up to the millisecond"
     );
     let stored = stored(d, "d9-ms").await;
     ensure_eq!(
-        stored.expires_at,
-        lease.expires_at,
+        stored.ttl_left,
+        lease.ttl_left,
         "D9",
         "a lease must be stored in whole milliseconds, as returned"
+    );
+    s.pass(MS);
+    ensure_eq!(
+        stored_left(&s, "d9-ms").await,
+        MS,
+        "D9",
+        "a lease must be stored in whole milliseconds, as returned",
+        "one millisecond later"
     );
 }
 
 /// D9: a zero ttl means the default 30 s.
 pub async fn zero_ttl_means_thirty_seconds(s: Subject) {
-    let now = start_time();
-    let lease = ensure(&*s.directory, "d9-zero-ttl", "a", now, Duration::ZERO).await;
+    let lease = ensure(&*s.directory, "d9-zero-ttl", "a", s.now(), Duration::ZERO).await;
     ensure_eq!(
-        lease.expires_at,
-        whole_ms(now) + Duration::from_secs(30),
+        lease.ttl_left,
+        Duration::from_secs(30),
         "D9",
         "a zero ttl must mean 30 s"
     );
 }
 
 /// D2: the holder renewing before expiry keeps token and epoch and moves the expiry
-/// to `now + ttl`.
+/// to the store's now + ttl.
 pub async fn renewal_keeps_token_and_epoch(s: Subject) {
     let d = &*s.directory;
-    let t0 = start_time();
-    let first = ensure(d, "d2-renew", "a", t0, TTL).await;
+    let first = ensure(d, "d2-renew", "a", s.now(), TTL).await;
     for step in 1..=5_u64 {
-        let now = plus(t0, step * 4_000);
-        let renewed = ensure(d, "d2-renew", "a", now, TTL).await;
+        s.pass(Duration::from_secs(4));
+        let renewed = ensure(d, "d2-renew", "a", s.now(), TTL).await;
         ensure_eq!(
             (&renewed.lease_token, renewed.epoch),
             (&first.lease_token, first.epoch),
@@ -112,55 +125,50 @@ pub async fn renewal_keeps_token_and_epoch(s: Subject) {
             "renewal {step}"
         );
         ensure_eq!(
-            renewed.expires_at,
-            whole_ms(now) + TTL,
+            renewed.ttl_left,
+            TTL,
             "D2",
-            "a renewal must expire at max(expires_at, now + ttl)",
+            "a renewal must expire at max(expiry, now + ttl)",
             "renewal {step}"
         );
-        verify_is(d, "d2-renew", "a", &first.lease_token, now, true).await;
+        verify_is(d, "d2-renew", "a", &first.lease_token, s.now(), true).await;
     }
+    s.pass(TTL.saturating_sub(MS));
     ensure_eq!(
-        stored(d, "d2-renew").await.expires_at,
-        plus(whole_ms(t0), 20_000) + TTL,
+        stored_left(&s, "d2-renew").await,
+        MS,
         "D2",
         "a renewal must be stored",
-        "expiry after the last renewal"
+        "the last renewal's expiry"
     );
 }
 
-/// D2: a renewal never shortens the lease (a smaller ttl, or a delayed renewal with
-/// an older `now`, leaves the expiry where it was).
+/// D2, D10: a renewal never shortens the lease: a smaller ttl, or a caller whose
+/// clock lags, leaves the expiry where it was.
 pub async fn renewal_never_shortens_the_lease(s: Subject) {
     let d = &*s.directory;
-    let t0 = start_time();
-    let long = ensure(d, "d2-shorten", "a", t0, Duration::from_mins(1)).await;
-    let short = ensure(
-        d,
-        "d2-shorten",
-        "a",
-        plus(t0, 1_000),
-        Duration::from_secs(1),
-    )
-    .await;
+    let long = ensure(d, "d2-shorten", "a", s.now(), Duration::from_mins(1)).await;
+    s.pass(Duration::from_secs(1));
+    let short = ensure(d, "d2-shorten", "a", s.now(), Duration::from_secs(1)).await;
     ensure_eq!(
-        short.expires_at,
-        long.expires_at,
+        (&short.lease_token, short.ttl_left),
+        (&long.lease_token, Duration::from_secs(59)),
         "D2",
         "a renewal must never shorten the lease",
         "a renewal with a smaller ttl"
     );
-    let stale = ensure(d, "d2-shorten", "a", t0 - Duration::from_secs(5), TTL).await;
+    let lagging = s.now() - Duration::from_secs(5);
+    let stale = ensure(d, "d2-shorten", "a", lagging, TTL).await;
     ensure_eq!(
-        (&stale.lease_token, stale.expires_at),
-        (&long.lease_token, long.expires_at),
+        (&stale.lease_token, stale.ttl_left),
+        (&long.lease_token, Duration::from_secs(59)),
         "D2",
         "a renewal must keep the token and never shorten the lease",
-        "a renewal with an older now"
+        "a renewal from a caller whose clock lags 5 s"
     );
     ensure_eq!(
-        lookup(d, "d2-shorten").await,
-        Some(long),
+        stored_left(&s, "d2-shorten").await,
+        Duration::from_secs(59),
         "D2",
         "a renewal must never shorten the stored lease"
     );
@@ -169,37 +177,41 @@ pub async fn renewal_never_shortens_the_lease(s: Subject) {
 /// D3: another node's valid lease is returned unchanged and nothing is written.
 pub async fn valid_lease_of_another_node_is_returned_unchanged(s: Subject) {
     let d = &*s.directory;
-    let t0 = start_time();
-    let held = ensure(d, "d3-held", "a", t0, TTL).await;
+    let held = ensure(d, "d3-held", "a", s.now(), TTL).await;
+    let mut passed = Duration::ZERO;
     for (node, at) in [("b", 0), ("c", 5_000), ("b", 9_999)] {
-        let seen = ensure(d, "d3-held", node, plus(t0, at), Duration::from_mins(10)).await;
+        let at = Duration::from_millis(at);
+        s.pass(at.saturating_sub(passed));
+        passed = at;
+        let got = ensure(d, "d3-held", node, s.now(), Duration::from_mins(10)).await;
         ensure_eq!(
-            seen,
-            held,
+            seen(&got),
+            Seen {
+                ttl_left: TTL.saturating_sub(at),
+                ..seen(&held)
+            },
             "D3",
             "another node's valid lease must be returned unchanged",
-            "{node} asking {at} ms after a's grant"
+            "{node} asking {at:?} after a's grant"
         );
     }
     ensure_eq!(
-        lookup(d, "d3-held").await,
-        Some(held.clone()),
+        stored_left(&s, "d3-held").await,
+        MS,
         "D3",
         "asking for a room held elsewhere must write nothing"
     );
-    let late = plus(t0, 9_999);
-    verify_is(d, "d3-held", "a", &held.lease_token, late, true).await;
-    verify_is(d, "d3-held", "b", &held.lease_token, late, false).await;
+    verify_is(d, "d3-held", "a", &held.lease_token, s.now(), true).await;
+    verify_is(d, "d3-held", "b", &held.lease_token, s.now(), false).await;
 }
 
 /// D1, D4: after expiry another node takes over with a new token and a higher
 /// epoch; the old token is rejected from then on.
 pub async fn takeover_after_expiry_issues_new_token_and_higher_epoch(s: Subject) {
     let d = &*s.directory;
-    let t0 = start_time();
-    let old = ensure(d, "d4-takeover", "a", t0, TTL).await;
-    let later = old.expires_at + Duration::from_secs(1);
-    let new = ensure(d, "d4-takeover", "b", later, TTL).await;
+    let old = ensure(d, "d4-takeover", "a", s.now(), TTL).await;
+    s.pass(TTL + Duration::from_secs(1));
+    let new = ensure(d, "d4-takeover", "b", s.now(), TTL).await;
     ensure!(
         new.is_held_by("b") && new.lease_token != old.lease_token,
         "D1",
@@ -208,18 +220,18 @@ pub async fn takeover_after_expiry_issues_new_token_and_higher_epoch(s: Subject)
     );
     ensure_higher_epoch(&new, &old);
     ensure_eq!(
-        new.expires_at,
-        whole_ms(later) + TTL,
+        new.ttl_left,
+        TTL,
         "D1",
-        "a grant must expire at now + ttl"
+        "a grant must have the whole ttl left"
     );
-    verify_is(d, "d4-takeover", "a", &old.lease_token, later, false).await;
-    verify_is(d, "d4-takeover", "b", &new.lease_token, later, true).await;
+    verify_is(d, "d4-takeover", "a", &old.lease_token, s.now(), false).await;
+    verify_is(d, "d4-takeover", "b", &new.lease_token, s.now(), true).await;
     // The old holder coming back is told b has the room.
-    let back = ensure(d, "d4-takeover", "a", later, TTL).await;
+    let back = ensure(d, "d4-takeover", "a", s.now(), TTL).await;
     ensure_eq!(
-        back,
-        new,
+        seen(&back),
+        seen(&new),
         "D3",
         "another node's valid lease must be returned unchanged",
         "the old holder coming back"
@@ -229,17 +241,21 @@ pub async fn takeover_after_expiry_issues_new_token_and_higher_epoch(s: Subject)
 /// D1: the expiry instant itself is expired; one millisecond before it is not.
 pub async fn expiry_instant_is_already_expired(s: Subject) {
     let d = &*s.directory;
-    let old = ensure(d, "d1-instant", "a", start_time(), TTL).await;
-    let before = old.expires_at - Duration::from_millis(1);
-    let still = ensure(d, "d1-instant", "b", before, TTL).await;
+    let old = ensure(d, "d1-instant", "a", s.now(), TTL).await;
+    s.pass(TTL.saturating_sub(MS));
+    let still = ensure(d, "d1-instant", "b", s.now(), TTL).await;
     ensure_eq!(
-        still,
-        old,
+        seen(&still),
+        Seen {
+            ttl_left: MS,
+            ..seen(&old)
+        },
         "D3",
         "a lease must be valid until its expiry instant",
         "one millisecond before it"
     );
-    let taken = ensure(d, "d1-instant", "b", old.expires_at, TTL).await;
+    s.pass(MS);
+    let taken = ensure(d, "d1-instant", "b", s.now(), TTL).await;
     ensure!(
         taken.is_held_by("b"),
         "D1",
@@ -253,8 +269,9 @@ pub async fn expiry_instant_is_already_expired(s: Subject) {
 /// higher epoch, and its old token is dead.
 pub async fn holder_returning_after_expiry_gets_a_new_token(s: Subject) {
     let d = &*s.directory;
-    let old = ensure(d, "d1-return", "a", start_time(), TTL).await;
-    let new = ensure(d, "d1-return", "a", old.expires_at, TTL).await;
+    let old = ensure(d, "d1-return", "a", s.now(), TTL).await;
+    s.pass(TTL);
+    let new = ensure(d, "d1-return", "a", s.now(), TTL).await;
     ensure!(
         new.is_held_by("a") && new.lease_token != old.lease_token,
         "D1",
@@ -262,21 +279,19 @@ pub async fn holder_returning_after_expiry_gets_a_new_token(s: Subject) {
         "{new:?} after {old:?}"
     );
     ensure_higher_epoch(&new, &old);
-    let at = old.expires_at;
-    verify_is(d, "d1-return", "a", &old.lease_token, at, false).await;
-    verify_is(d, "d1-return", "a", &new.lease_token, at, true).await;
+    verify_is(d, "d1-return", "a", &old.lease_token, s.now(), false).await;
+    verify_is(d, "d1-return", "a", &new.lease_token, s.now(), true).await;
 }
 
 /// D4: epochs strictly increase over many holdings ended by release or by expiry,
 /// and no token is ever issued twice.
 pub async fn epoch_grows_across_release_and_expiry(s: Subject) {
     let d = &*s.directory;
-    let mut now = start_time();
     let mut last = 0;
     let mut tokens = HashSet::new();
     for round in 0..20_u32 {
         let node = ["a", "b", "c"][(round % 3) as usize];
-        let lease = ensure(d, "d4-cycle", node, now, TTL).await;
+        let lease = ensure(d, "d4-cycle", node, s.now(), TTL).await;
         ensure!(
             lease.is_held_by(node),
             "D1",
@@ -305,15 +320,14 @@ pub async fn epoch_grows_across_release_and_expiry(s: Subject) {
                 "the holder's release must delete its lease",
                 "round {round}: refused"
             );
-            ensure_eq!(
-                lookup(d, "d4-cycle").await,
-                None,
+            ensure!(
+                lookup(d, "d4-cycle").await.is_none(),
                 "D6",
                 "a release must delete the lease",
                 "round {round}"
             );
         } else {
-            now = lease.expires_at;
+            s.pass(TTL);
         }
     }
 }
@@ -321,7 +335,7 @@ pub async fn epoch_grows_across_release_and_expiry(s: Subject) {
 /// D5: only the current holder's node and token verify.
 pub async fn verify_accepts_only_the_current_holding(s: Subject) {
     let d = &*s.directory;
-    let now = start_time();
+    let now = s.now();
     let lease = ensure(d, "d5-verify", "a", now, TTL).await;
     let token = &lease.lease_token;
     verify_is(d, "d5-verify", "a", token, now, true).await;
@@ -335,28 +349,35 @@ pub async fn verify_accepts_only_the_current_holding(s: Subject) {
 /// D5: a lease is rejected from its expiry instant on, even with the right token.
 pub async fn verify_rejects_an_expired_lease(s: Subject) {
     let d = &*s.directory;
-    let lease = ensure(d, "d5-expired", "a", start_time(), TTL).await;
+    let lease = ensure(d, "d5-expired", "a", s.now(), TTL).await;
     let token = &lease.lease_token;
-    let before = lease.expires_at - Duration::from_millis(1);
-    verify_is(d, "d5-expired", "a", token, before, true).await;
-    verify_is(d, "d5-expired", "a", token, lease.expires_at, false).await;
-    let much_later = lease.expires_at + Duration::from_hours(24 * 365);
-    verify_is(d, "d5-expired", "a", token, much_later, false).await;
+    s.pass(TTL.saturating_sub(MS));
+    verify_is(d, "d5-expired", "a", token, s.now(), true).await;
+    s.pass(MS);
+    verify_is(d, "d5-expired", "a", token, s.now(), false).await;
+    s.pass(Duration::from_hours(24 * 365));
+    verify_is(d, "d5-expired", "a", token, s.now(), false).await;
 }
 
-/// D5: verify never renews and never takes over, whatever it answers.
+/// D5, D10: verify never renews and never takes over, whatever it answers, and a
+/// verifier's clock running behind cannot revive an expired lease.
 pub async fn verify_never_renews_or_takes_over(s: Subject) {
     let d = &*s.directory;
-    let lease = ensure(d, "d5-readonly", "a", start_time(), TTL).await;
-    let late = lease.expires_at + Duration::from_secs(5);
+    let lease = ensure(d, "d5-readonly", "a", s.now(), TTL).await;
     let token = &lease.lease_token;
-    verify_is(d, "d5-readonly", "a", token, late, false).await;
-    verify_is(d, "d5-readonly", "b", token, late, false).await;
-    let early = lease.expires_at - Duration::from_secs(1);
-    verify_is(d, "d5-readonly", "a", token, early, true).await;
+    s.pass(TTL.saturating_sub(Duration::from_secs(1)));
+    verify_is(d, "d5-readonly", "a", token, s.now(), true).await;
+    s.pass(Duration::from_secs(6));
+    verify_is(d, "d5-readonly", "a", token, s.now(), false).await;
+    verify_is(d, "d5-readonly", "b", token, s.now(), false).await;
+    let behind = s.now() - TTL;
+    verify_is(d, "d5-readonly", "a", token, behind, false).await;
     ensure_eq!(
-        lookup(d, "d5-readonly").await,
-        Some(lease),
+        seen_opt(lookup(d, "d5-readonly").await.as_ref()),
+        Some(Seen {
+            ttl_left: Duration::ZERO,
+            ..seen(&lease)
+        }),
         "D5",
         "verify_owner must never write"
     );
@@ -365,12 +386,12 @@ pub async fn verify_never_renews_or_takes_over(s: Subject) {
 /// D5: a room without a lease verifies as `false` (not an error).
 pub async fn verify_of_unknown_room_is_false(s: Subject) {
     let d = &*s.directory;
-    verify_is(d, "d5-none", "a", &fresh_token(), start_time(), false).await;
-    ensure_eq!(
-        lookup(d, "d5-none").await,
-        None,
+    verify_is(d, "d5-none", "a", &fresh_token(), s.now(), false).await;
+    ensure!(
+        lookup(d, "d5-none").await.is_none(),
         "D5",
-        "verify_owner must never write"
+        "verify_owner must never write",
+        "a lease appeared"
     );
 }
 
@@ -378,7 +399,7 @@ pub async fn verify_of_unknown_room_is_false(s: Subject) {
 /// room is then free for anyone, with a higher epoch.
 pub async fn release_by_holder_deletes_the_lease(s: Subject) {
     let d = &*s.directory;
-    let now = start_time();
+    let now = s.now();
     let lease = ensure(d, "d6-release", "a", now, TTL).await;
     ensure!(
         release(d, "d6-release", "a", &lease.lease_token).await,
@@ -386,11 +407,11 @@ pub async fn release_by_holder_deletes_the_lease(s: Subject) {
         "the holder's release must delete its lease and answer true",
         "refused"
     );
-    ensure_eq!(
-        lookup(d, "d6-release").await,
-        None,
+    ensure!(
+        lookup(d, "d6-release").await.is_none(),
         "D6",
-        "a release must delete the lease"
+        "a release must delete the lease",
+        "a lease remained"
     );
     verify_is(d, "d6-release", "a", &lease.lease_token, now, false).await;
     ensure!(
@@ -420,7 +441,7 @@ pub async fn release_by_holder_deletes_the_lease(s: Subject) {
 /// room that has no lease.
 pub async fn release_by_another_node_changes_nothing(s: Subject) {
     let d = &*s.directory;
-    let now = start_time();
+    let now = s.now();
     let lease = ensure(d, "d6-other", "a", now, TTL).await;
     ensure!(
         !release(d, "d6-other", "b", &lease.lease_token).await,
@@ -429,8 +450,8 @@ pub async fn release_by_another_node_changes_nothing(s: Subject) {
         "b's release of a's lease answered true"
     );
     ensure_eq!(
-        lookup(d, "d6-other").await,
-        Some(lease.clone()),
+        seen_opt(lookup(d, "d6-other").await.as_ref()),
+        Some(seen(&lease)),
         "D6",
         "a release by another node must change nothing"
     );
@@ -447,14 +468,14 @@ pub async fn release_by_another_node_changes_nothing(s: Subject) {
 /// the old holder's release is refused.
 pub async fn release_of_an_expired_lease_by_its_holder(s: Subject) {
     let d = &*s.directory;
-    let t0 = start_time();
-    let a = ensure(d, "d6-expired", "a", t0, TTL).await;
+    let a = ensure(d, "d6-expired", "a", s.now(), TTL).await;
+    s.pass(TTL);
     let kept = stored(d, "d6-expired").await;
     ensure!(
-        !kept.valid_at(a.expires_at),
+        kept.same_holding(&a) && kept.ttl_left.is_zero(),
         "D7",
         "lookup must return the stored lease as it is",
-        "{kept:?} valid at its expiry instant"
+        "{kept:?} at its expiry instant"
     );
     ensure!(
         release(d, "d6-expired", "a", &a.lease_token).await,
@@ -462,15 +483,16 @@ pub async fn release_of_an_expired_lease_by_its_holder(s: Subject) {
         "the holder's release must delete its lease, expired or not",
         "an expired lease nobody took over: refused"
     );
-    ensure_eq!(
-        lookup(d, "d6-expired").await,
-        None,
+    ensure!(
+        lookup(d, "d6-expired").await.is_none(),
         "D6",
-        "a release must delete the lease"
+        "a release must delete the lease",
+        "a lease remained"
     );
 
-    let a = ensure(d, "d6-expired", "a", t0, TTL).await;
-    let b = ensure(d, "d6-expired", "b", a.expires_at, TTL).await;
+    let a = ensure(d, "d6-expired", "a", s.now(), TTL).await;
+    s.pass(TTL);
+    let b = ensure(d, "d6-expired", "b", s.now(), TTL).await;
     ensure!(
         b.is_held_by("b"),
         "D1",
@@ -484,29 +506,45 @@ pub async fn release_of_an_expired_lease_by_its_holder(s: Subject) {
         "a's release after b took over answered true"
     );
     ensure_eq!(
-        lookup(d, "d6-expired").await,
-        Some(b),
+        seen_opt(lookup(d, "d6-expired").await.as_ref()),
+        Some(seen(&b)),
         "D6",
         "a refused release must change nothing"
     );
 }
 
-/// D7: lookup returns an expired lease as stored (it has no `now`) and never takes
-/// over; the caller judges it with `valid_at`.
+/// D7: lookup returns an expired lease as stored, with no time left, and never
+/// takes over.
 pub async fn lookup_returns_an_expired_lease_without_taking_over(s: Subject) {
     let d = &*s.directory;
-    let lease = ensure(d, "d7-expired", "a", start_time(), TTL).await;
-    let kept = stored(d, "d7-expired").await;
-    ensure_eq!(kept, lease, "D7", "lookup must return the stored lease");
-    ensure!(
-        !kept.valid_at(lease.expires_at),
+    let lease = ensure(d, "d7-expired", "a", s.now(), TTL).await;
+    ensure_eq!(
+        seen(&stored(d, "d7-expired").await),
+        seen(&lease),
         "D7",
-        "lookup must return the stored lease as it is",
-        "{kept:?} valid at its expiry instant"
+        "lookup must return the stored lease"
+    );
+    s.pass(TTL);
+    let expired = Seen {
+        ttl_left: Duration::ZERO,
+        ..seen(&lease)
+    };
+    let kept = stored(d, "d7-expired").await;
+    ensure_eq!(
+        seen(&kept),
+        expired.clone(),
+        "D7",
+        "lookup must return an expired lease with no time left"
+    );
+    ensure!(
+        !kept.valid_at(kept.expires_at) && !kept.is_live(),
+        "D7",
+        "an expired lease must read as expired on the caller's clocks",
+        "{kept:?}"
     );
     ensure_eq!(
-        lookup(d, "d7-expired").await,
-        Some(lease),
+        seen(&stored(d, "d7-expired").await),
+        expired,
         "D7",
         "lookup must never write"
     );
@@ -517,9 +555,9 @@ pub async fn lookup_returns_an_expired_lease_without_taking_over(s: Subject) {
 /// it again) or a token never issued answers false and leaves the newer holding.
 pub async fn release_with_another_token_changes_nothing(s: Subject) {
     let d = &*s.directory;
-    let t0 = start_time();
-    let first = ensure(d, "d6-token", "a", t0, TTL).await;
-    let again = ensure(d, "d6-token", "a", first.expires_at, TTL).await;
+    let first = ensure(d, "d6-token", "a", s.now(), TTL).await;
+    s.pass(TTL);
+    let again = ensure(d, "d6-token", "a", s.now(), TTL).await;
     ensure!(
         again.is_held_by("a") && again.lease_token != first.lease_token,
         "D1",
@@ -537,8 +575,8 @@ pub async fn release_with_another_token_changes_nothing(s: Subject) {
             "{what} released a's newer holding"
         );
         ensure_eq!(
-            lookup(d, "d6-token").await,
-            Some(again.clone()),
+            seen_opt(lookup(d, "d6-token").await.as_ref()),
+            Some(seen(&again)),
             "D6",
             "a release with another token must change nothing",
             "{what}"
@@ -552,11 +590,95 @@ pub async fn release_with_another_token_changes_nothing(s: Subject) {
     );
 }
 
+/// D10: two directories on one store whose callers' clocks disagree by many ttls
+/// never see two valid holdings: b's clock runs five ttls ahead and is told a holds
+/// the room; a's clock runs five ttls behind and still renews; only the store's
+/// clock passing the expiry frees the room, and then for b at once.
+pub async fn callers_clocks_never_decide_expiry(s: Subject) {
+    let (a_dir, b_dir) = (&*s.directory, &*s.peer);
+    let ahead = |s: &Subject| s.now() + 5 * TTL;
+    let behind = |s: &Subject| s.now() - 5 * TTL;
+    let held = ensure(a_dir, "d10-skew", "a", s.now(), TTL).await;
+    let told = ensure(b_dir, "d10-skew", "b", ahead(&s), TTL).await;
+    ensure_eq!(
+        seen(&told),
+        seen(&held),
+        "D10",
+        "a caller's clock must never decide expiry",
+        "b, whose clock runs 5 ttls ahead, asking for a's room"
+    );
+    verify_is(b_dir, "d10-skew", "a", &held.lease_token, ahead(&s), true).await;
+    s.pass(TTL / 2);
+    let renewed = ensure(a_dir, "d10-skew", "a", behind(&s), TTL).await;
+    ensure_eq!(
+        (&renewed.lease_token, renewed.ttl_left),
+        (&held.lease_token, TTL),
+        "D10",
+        "a caller's clock must never decide expiry",
+        "a, whose clock runs 5 ttls behind, renewing"
+    );
+    let told = ensure(b_dir, "d10-skew", "b", ahead(&s), TTL).await;
+    ensure_eq!(
+        (told.node_id.as_str(), &told.lease_token),
+        ("a", &held.lease_token),
+        "D10",
+        "a caller's clock must never decide expiry",
+        "b asking again after a's renewal"
+    );
+    s.pass(TTL);
+    let b = ensure(b_dir, "d10-skew", "b", behind(&s), TTL).await;
+    ensure!(
+        b.is_held_by("b") && b.epoch > held.epoch,
+        "D10",
+        "a lease must expire by the store's clock, whatever the caller's",
+        "b, whose clock now runs 5 ttls behind, was told {b:?} a ttl after a's renewal"
+    );
+    let a_view = ensure(a_dir, "d10-skew", "a", ahead(&s), TTL).await;
+    ensure_eq!(
+        (a_view.node_id.as_str(), &a_view.lease_token),
+        ("b", &b.lease_token),
+        "D10",
+        "a caller's clock must never decide expiry",
+        "a asking with its clock ahead after b took over"
+    );
+}
+
+/// D10: a holder whose clock jumped far ahead gets the ttl it asked for, not an
+/// expiry on its own clock: the room is free one ttl later.
+pub async fn a_caller_clock_far_ahead_cannot_pin_a_room(s: Subject) {
+    let d = &*s.directory;
+    let far = s.now() + Duration::from_hours(24 * 365);
+    let pinned = ensure(d, "d10-jump", "a", far, TTL).await;
+    ensure_eq!(
+        pinned.ttl_left,
+        TTL,
+        "D10",
+        "a lease must last its ttl on the store's clock, whatever the caller's",
+        "a grant asked with a clock a year ahead"
+    );
+    let renewed = ensure(d, "d10-jump", "a", far + TTL, TTL).await;
+    ensure_eq!(
+        renewed.ttl_left,
+        TTL,
+        "D10",
+        "a lease must last its ttl on the store's clock, whatever the caller's",
+        "a renewal asked with a clock a year ahead"
+    );
+    s.pass(TTL);
+    let taken = ensure(&*s.peer, "d10-jump", "b", s.now(), TTL).await;
+    ensure!(
+        taken.is_held_by("b"),
+        "D10",
+        "a lease must expire by the store's clock, whatever the caller's",
+        "b was told {taken:?} a ttl after a's renewal"
+    );
+}
+
 /// D8: rooms never interfere: holders, releases and epochs of one room leave
 /// another alone.
 pub async fn rooms_are_independent(s: Subject) {
     let d = &*s.directory;
-    let now = start_time();
+    let now = s.now();
     let r1 = ensure(d, "d8-room-1", "a", now, TTL).await;
     let r2 = ensure(d, "d8-room-2", "b", now, TTL).await;
     ensure!(
@@ -566,8 +688,8 @@ pub async fn rooms_are_independent(s: Subject) {
         "{r1:?} and {r2:?}"
     );
     ensure_eq!(
-        ensure(d, "d8-room-2", "a", now, TTL).await,
-        r2,
+        seen(&ensure(d, "d8-room-2", "a", now, TTL).await),
+        seen(&r2),
         "D8",
         "rooms must never interfere",
         "a's holding of room 1 answered for room 2"
@@ -586,24 +708,24 @@ pub async fn rooms_are_independent(s: Subject) {
         "a's release of room 2 answered true"
     );
     ensure_eq!(
-        lookup(d, "d8-room-2").await,
-        Some(r2),
+        seen_opt(lookup(d, "d8-room-2").await.as_ref()),
+        Some(seen(&r2)),
         "D8",
         "rooms must never interfere",
         "room 2 after room 1 was released"
     );
-    ensure_eq!(
-        lookup(d, "d8-room-1").await,
-        None,
+    ensure!(
+        lookup(d, "d8-room-1").await.is_none(),
         "D6",
-        "a release must delete the lease"
+        "a release must delete the lease",
+        "a lease remained"
     );
 }
 
 /// D9: bad ids, tokens, times and ttls are `InvalidParams`, and nothing is written.
 pub async fn invalid_lease_inputs_are_rejected_before_storage(s: Subject) {
     let d = &*s.directory;
-    let now = start_time();
+    let now = s.now();
     let long = "x".repeat(MAX_ID_LEN + 1);
     let bad_ids = ["", "d9\nroom", "d9\0", "d9\u{1b}[31m", long.as_str()];
     for bad in bad_ids {
@@ -625,11 +747,11 @@ pub async fn invalid_lease_inputs_are_rejected_before_storage(s: Subject) {
         let got = d.verify_owner("d9-bad-node", bad, "t", now).await;
         refused(got, "D9", format_args!("verify_owner node {bad:?}"));
     }
-    ensure_eq!(
-        lookup(d, "d9-bad-node").await,
-        None,
+    ensure!(
+        lookup(d, "d9-bad-node").await.is_none(),
         "D9",
-        "a refused call must write nothing"
+        "a refused call must write nothing",
+        "a lease appeared"
     );
 
     let long_token = "t".repeat(MAX_TOKEN_LEN + 1);
@@ -649,11 +771,11 @@ pub async fn invalid_lease_inputs_are_rejected_before_storage(s: Subject) {
     let too_long = MAX_TTL + Duration::from_millis(1);
     let got = d.ensure_owner("d9-time", "a", now, too_long).await;
     refused(got, "D9", format_args!("ensure_owner ttl {too_long:?}"));
-    ensure_eq!(
-        lookup(d, "d9-time").await,
-        None,
+    ensure!(
+        lookup(d, "d9-time").await.is_none(),
         "D9",
-        "a refused call must write nothing"
+        "a refused call must write nothing",
+        "a lease appeared"
     );
 }
 
@@ -661,7 +783,7 @@ pub async fn invalid_lease_inputs_are_rejected_before_storage(s: Subject) {
 /// do not collide with their prefixes.
 pub async fn ids_at_the_length_limit_work(s: Subject) {
     let d = &*s.directory;
-    let now = start_time();
+    let now = s.now();
     let mut room = String::from("d9:room/é");
     room.push_str(&"r".repeat(MAX_ID_LEN - room.len()));
     let node = "n".repeat(MAX_ID_LEN);
@@ -673,16 +795,16 @@ pub async fn ids_at_the_length_limit_work(s: Subject) {
         "{lease:?}"
     );
     ensure_eq!(
-        lookup(d, &room).await,
-        Some(lease.clone()),
+        seen_opt(lookup(d, &room).await.as_ref()),
+        Some(seen(&lease)),
         "D9",
         "ids of the maximum length must work"
     );
-    ensure_eq!(
-        lookup(d, "d9:room/é").await,
-        None,
+    ensure!(
+        lookup(d, "d9:room/é").await.is_none(),
         "D9",
-        "an id must not collide with its prefix"
+        "an id must not collide with its prefix",
+        "the prefix read a lease"
     );
     verify_is(d, &room, &node, &lease.lease_token, now, true).await;
     ensure!(
@@ -704,4 +826,9 @@ fn ensure_higher_epoch(new: &Lease, old: &Lease) {
         new.epoch,
         old.epoch
     );
+}
+
+/// The time the store says `room`'s stored lease has left.
+async fn stored_left(s: &Subject, room: &str) -> Duration {
+    stored(&*s.directory, room).await.ttl_left
 }

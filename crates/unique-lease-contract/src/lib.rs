@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use check::Answer;
-use unique_lease::{Directory, Lease, ManualClock, NodeRegistry};
+use unique_lease::{Clock, Directory, Lease, ManualClock, NodeRegistry};
 
 pub use lease::*;
 pub use model::*;
@@ -30,10 +30,17 @@ pub use registry::*;
 pub struct Subject {
     /// The directory under test.
     pub directory: Arc<dyn Directory>,
+    /// A second directory over the same store and clock, as another process would
+    /// open it (D10 cases: callers with other clocks). Defaults to `directory`;
+    /// backends that keep state per instance (DynamoDB's observations) should give
+    /// a real second instance.
+    pub peer: Arc<dyn Directory>,
     /// The registry under test (usually the same backend).
     pub registry: Arc<dyn NodeRegistry>,
-    /// The clock the registry reads; cases advance it to expire registrations.
-    /// Factories should start it at [`start_time`].
+    /// The store's clock: the backend judges every expiry on it (in place of Redis
+    /// `TIME`, the database's clock, …), and cases advance it to let time pass.
+    /// Callers' `now` arguments are other clocks. Factories start it at
+    /// [`start_time`].
     pub clock: Arc<ManualClock>,
     /// Anything the backend needs kept alive while the case runs (a server guard).
     pub keep_alive: Option<Arc<dyn Any + Send + Sync>>,
@@ -45,10 +52,28 @@ impl Subject {
     pub fn new<B: Directory + NodeRegistry>(backend: Arc<B>, clock: Arc<ManualClock>) -> Self {
         Self {
             directory: backend.clone(),
+            peer: backend.clone(),
             registry: backend,
             clock,
             keep_alive: None,
         }
+    }
+
+    /// Sets the second directory instance over the same store and clock.
+    #[must_use]
+    pub fn with_peer(mut self, peer: Arc<dyn Directory>) -> Self {
+        self.peer = peer;
+        self
+    }
+
+    /// The store's clock now: what a caller whose clock agrees with the store passes.
+    pub fn now(&self) -> SystemTime {
+        self.clock.now()
+    }
+
+    /// Lets `by` pass on the store's clock.
+    pub fn pass(&self, by: Duration) {
+        self.clock.advance(by);
     }
 
     /// Keeps `guard` alive as long as the subject.
@@ -157,6 +182,9 @@ macro_rules! __unique_lease_cases {
             release_with_another_token_changes_nothing,
             // D7, D8, D9
             lookup_returns_an_expired_lease_without_taking_over,
+            // D10
+            callers_clocks_never_decide_expiry,
+            a_caller_clock_far_ahead_cannot_pin_a_room,
             rooms_are_independent,
             invalid_lease_inputs_are_rejected_before_storage,
             ids_at_the_length_limit_work,
@@ -204,11 +232,6 @@ macro_rules! __unique_lease_case_tests {
 /// The default ttl of the cases.
 const TTL: Duration = Duration::from_secs(10);
 
-/// `t + ms` milliseconds.
-fn plus(t: SystemTime, ms: u64) -> SystemTime {
-    t + Duration::from_millis(ms)
-}
-
 /// `t` truncated to the millisecond.
 fn whole_ms(t: SystemTime) -> SystemTime {
     let ms = t
@@ -240,9 +263,36 @@ impl Drop for SeedReport {
     }
 }
 
+/// What a case compares of a lease: the holding and the time the store said was
+/// left. The store's clock stands still between the calls a case compares, so two
+/// answers about one holding agree on all of it; `expires_at` and `deadline` are
+/// the callers' clocks and are left out.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct Seen {
+    room_id: String,
+    node_id: String,
+    lease_token: String,
+    epoch: u64,
+    ttl_left: Duration,
+}
+
+fn seen(lease: &Lease) -> Seen {
+    Seen {
+        room_id: lease.room_id.clone(),
+        node_id: lease.node_id.clone(),
+        lease_token: lease.lease_token.clone(),
+        epoch: lease.epoch,
+        ttl_left: lease.ttl_left,
+    }
+}
+
+fn seen_opt(lease: Option<&Lease>) -> Option<Seen> {
+    lease.map(seen)
+}
+
 /// D5: `verify_owner(room, node, token, now)` must answer `want` (true iff the
-/// stored lease has this node and token and is valid at `now`); a case states
-/// what the stored lease is by the calls it made before.
+/// stored lease has this node and token and is valid on the store's clock); a case
+/// states what the stored lease is by the calls it made before.
 async fn verify_is(
     directory: &dyn Directory,
     room: &str,
@@ -259,7 +309,7 @@ async fn verify_is(
         got,
         want,
         "D5",
-        "verify_owner must be true iff the lease has this node and token and is valid at now",
+        "verify_owner must be true iff the lease has this node and token and is valid",
         "room {room:?} node {node:?} token {token:?} at {now:?}"
     );
 }

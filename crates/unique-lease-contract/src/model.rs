@@ -5,13 +5,12 @@ use crate::check::Answer;
 use std::collections::HashSet;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use super::{SeedReport, Subject, fresh_token, start_time, whole_ms};
-use unique_lease::Lease;
+use super::{SeedReport, Seen, Subject, fresh_token, seen, seen_opt, whole_ms};
 
 const ROOMS: usize = 3;
 const NODES: [&str; 4] = ["a", "b", "c", "d"];
 
-/// The model's view of one room's lease (times in milliseconds).
+/// The model's view of one room's lease (times in milliseconds on the store's clock).
 #[derive(Debug, Clone)]
 struct ModelLease {
     node: usize,
@@ -51,13 +50,14 @@ impl Model {
             .filter(|l| l.exp > 0 && now < l.exp)
     }
 
-    fn as_lease(&self, room: usize) -> Option<Lease> {
-        self.leases[room].as_ref().map(|l| Lease {
+    /// What the store must report about `room` at `now`.
+    fn as_seen(&self, room: usize, now: u64) -> Option<Seen> {
+        self.leases[room].as_ref().map(|l| Seen {
             room_id: self.rooms[room].clone(),
             node_id: NODES[l.node].to_owned(),
             lease_token: l.token.clone(),
             epoch: l.epoch,
-            expires_at: at(l.exp),
+            ttl_left: Duration::from_millis(l.exp.saturating_sub(now)),
         })
     }
 }
@@ -70,8 +70,9 @@ fn millis(t: SystemTime) -> u64 {
     u64::try_from(t.duration_since(UNIX_EPOCH).unwrap().as_millis()).unwrap()
 }
 
-/// D1–D7: three seeded sequences of 1500 random operations (ensure with random ttls
-/// and sometimes a stale `now`, verify with current / stale / forged tokens,
+/// D1–D7, D10: three seeded sequences of 1500 random operations while the store's
+/// clock moves on (ensure with random ttls and sometimes a caller clock behind or
+/// ahead, verify with current / stale / forged tokens,
 /// release, lookup) over 3 rooms and 4 nodes, each result compared with the
 /// reference model: held-elsewhere and renewal results exactly, grants by node,
 /// expiry, a never-issued token and an epoch above every earlier one of the room.
@@ -87,18 +88,26 @@ pub async fn random_sequences_match_the_reference_model(s: Subject) {
 
 async fn run_sequence(s: &Subject, seed: u64, mut model: Model) {
     let mut rng = fastrand::Rng::with_seed(seed);
-    let mut clock = millis(whole_ms(start_time()));
+    let mut clock = millis(whole_ms(s.now()));
     for step in 0..1500 {
-        clock += rng.u64(0..2_500);
-        // One call in ten carries a stale `now`, as a delayed request would.
-        let now = if rng.u8(0..10) == 0 {
-            clock - rng.u64(0..1_000)
-        } else {
-            clock
+        let pass = rng.u64(0..2_500);
+        s.pass(Duration::from_millis(pass));
+        clock += pass;
+        // One call in ten comes from a caller whose clock is off by up to 5 s.
+        let caller = match rng.u8(0..20) {
+            0 => clock - rng.u64(0..5_000),
+            1 => clock + rng.u64(0..5_000),
+            _ => clock,
         };
         let room = rng.usize(0..ROOMS);
         let node = rng.usize(0..NODES.len());
-        let ctx = format!("seed {seed} step {step} room {room} node {node} now {now}");
+        let ctx = format!(
+            "seed {seed} step {step} room {room} node {node} store's clock {clock} caller's {caller}"
+        );
+        let now = Now {
+            store: clock,
+            caller,
+        };
         match rng.u8(0..20) {
             0..=9 => ensure(s, &mut model, &mut rng, room, node, now, &ctx).await,
             10..=13 => verify(s, &model, &mut rng, room, node, now, &ctx).await,
@@ -130,8 +139,8 @@ async fn run_sequence(s: &Subject, seed: u64, mut model: Model) {
                     .await
                     .answer("D7", "lookup must answer a valid call");
                 ensure_eq!(
-                    stored,
-                    model.as_lease(room),
+                    seen_opt(stored.as_ref()),
+                    model.as_seen(room, clock),
                     "D7",
                     "lookup must return the stored lease, expired ones included",
                     "{ctx}"
@@ -141,13 +150,20 @@ async fn run_sequence(s: &Subject, seed: u64, mut model: Model) {
     }
 }
 
+/// One step's two clocks, in ms: the store's (which judges) and the caller's.
+#[derive(Clone, Copy)]
+struct Now {
+    store: u64,
+    caller: u64,
+}
+
 async fn ensure(
     s: &Subject,
     model: &mut Model,
     rng: &mut fastrand::Rng,
     room: usize,
     node: usize,
-    now: u64,
+    now: Now,
     ctx: &str,
 ) {
     let (ttl, ttl_ms) = match rng.u8(0..20) {
@@ -160,14 +176,22 @@ async fn ensure(
     };
     let got = s
         .directory
-        .ensure_owner(&model.rooms[room], NODES[node], at(now), ttl)
+        .ensure_owner(&model.rooms[room], NODES[node], at(now.caller), ttl)
         .await
         .answer("D1", "ensure_owner must answer a valid call with a lease");
+    let (now, caller) = (now.store, now.caller);
+    ensure_eq!(
+        got.expires_at,
+        at(caller) + got.ttl_left,
+        "D1",
+        "a lease must be placed on the caller's clock at now + ttl left",
+        "{ctx}"
+    );
     match model.valid(room, now).cloned() {
         Some(held) if held.node != node => {
             ensure_eq!(
-                Some(got),
-                model.as_lease(room),
+                Some(seen(&got)),
+                model.as_seen(room, now),
                 "D3",
                 "another node's valid lease must be returned unchanged",
                 "{ctx}"
@@ -177,8 +201,8 @@ async fn ensure(
             mine.exp = mine.exp.max(now + ttl_ms);
             model.leases[room] = Some(mine);
             ensure_eq!(
-                Some(got),
-                model.as_lease(room),
+                Some(seen(&got)),
+                model.as_seen(room, now),
                 "D2",
                 "a renewal must keep token and epoch and never shorten the lease",
                 "{ctx}"
@@ -193,10 +217,10 @@ async fn ensure(
                 "{ctx}"
             );
             ensure_eq!(
-                got.expires_at,
-                at(now + ttl_ms),
+                got.ttl_left,
+                Duration::from_millis(ttl_ms),
                 "D1",
-                "a grant must expire at now + ttl",
+                "a grant must have the whole ttl left",
                 "{ctx}"
             );
             ensure!(
@@ -245,16 +269,16 @@ async fn verify(
     rng: &mut fastrand::Rng,
     room: usize,
     node: usize,
-    now: u64,
+    now: Now,
     ctx: &str,
 ) {
     let token = pick_token(model, rng, room);
     let expected = model
-        .valid(room, now)
+        .valid(room, now.store)
         .is_some_and(|l| l.node == node && l.token == token);
     let got = s
         .directory
-        .verify_owner(&model.rooms[room], NODES[node], &token, at(now))
+        .verify_owner(&model.rooms[room], NODES[node], &token, at(now.caller))
         .await
         .answer(
             "D5",

@@ -1,11 +1,14 @@
 //! The suite must be able to fail, naming the clause broken: a directory that
 //! forgets to raise the fencing epoch is rejected with a D4 failure, one that releases
-//! by node whatever the token with a D6 failure.
+//! by node whatever the token with a D6 failure, one that judges expiry by the
+//! caller's clock with a D10 failure.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
-use unique_lease::{Directory, Lease, LeaseError, ManualClock, MemoryDirectory, async_trait};
+use unique_lease::{
+    Clock, Directory, Lease, LeaseError, ManualClock, MemoryDirectory, async_trait,
+};
 use unique_lease_contract::{self as contract, Subject};
 
 /// The memory directory, except that every lease it hands out carries epoch 1.
@@ -100,6 +103,89 @@ impl Directory for ReleasesByNode {
     }
 }
 
+/// The directory every backend was before D10: expiry judged by the `now` each caller
+/// passes (the memory directory with its clock set to the caller's `now` for every
+/// call).
+struct TrustsTheCaller {
+    caller: Arc<ManualClock>,
+    memory: MemoryDirectory,
+    /// Holds the caller's clock at the caller's `now` for the whole call.
+    one_at_a_time: Mutex<()>,
+}
+
+impl TrustsTheCaller {
+    fn new() -> Self {
+        let caller = Arc::new(ManualClock::new(contract::start_time()));
+        Self {
+            memory: MemoryDirectory::with_clock(caller.clone()),
+            caller,
+            one_at_a_time: Mutex::new(()),
+        }
+    }
+
+    /// Runs `call` on the memory directory with its clock at `now`. The memory
+    /// directory answers without awaiting anything, so polling once suffices.
+    fn at<T>(
+        &self,
+        now: SystemTime,
+        call: impl std::future::Future<Output = Result<T, LeaseError>>,
+    ) -> Result<T, LeaseError> {
+        let _one = self.one_at_a_time.lock().unwrap();
+        self.caller.set(now);
+        let mut call = std::pin::pin!(call);
+        let waker = std::task::Waker::noop();
+        match call
+            .as_mut()
+            .poll(&mut std::task::Context::from_waker(waker))
+        {
+            std::task::Poll::Ready(answer) => answer,
+            std::task::Poll::Pending => unreachable!("the memory directory never waits"),
+        }
+    }
+}
+
+#[async_trait]
+impl Directory for TrustsTheCaller {
+    async fn lookup(&self, room_id: &str) -> Result<Option<Lease>, LeaseError> {
+        let now = self.caller.now();
+        self.at(now, self.memory.lookup(room_id))
+    }
+
+    async fn ensure_owner(
+        &self,
+        room_id: &str,
+        node_id: &str,
+        now: SystemTime,
+        ttl: Duration,
+    ) -> Result<Lease, LeaseError> {
+        self.at(now, self.memory.ensure_owner(room_id, node_id, now, ttl))
+    }
+
+    async fn verify_owner(
+        &self,
+        room_id: &str,
+        node_id: &str,
+        lease_token: &str,
+        now: SystemTime,
+    ) -> Result<bool, LeaseError> {
+        self.at(
+            now,
+            self.memory.verify_owner(room_id, node_id, lease_token, now),
+        )
+    }
+
+    async fn release_owner(
+        &self,
+        room_id: &str,
+        node_id: &str,
+        lease_token: &str,
+    ) -> Result<bool, LeaseError> {
+        self.memory
+            .release_owner(room_id, node_id, lease_token)
+            .await
+    }
+}
+
 fn epoch_one(lease: Lease) -> Lease {
     Lease { epoch: 1, ..lease }
 }
@@ -108,9 +194,25 @@ fn epoch_one(lease: Lease) -> Lease {
 fn subject_of<D: Directory>(broken: impl FnOnce(MemoryDirectory) -> D) -> Subject {
     let clock = Arc::new(ManualClock::new(contract::start_time()));
     let memory = Arc::new(MemoryDirectory::with_clock(clock.clone()));
+    let directory: Arc<dyn Directory> =
+        Arc::new(broken(MemoryDirectory::with_clock(clock.clone())));
     Subject {
-        directory: Arc::new(broken(MemoryDirectory::with_clock(clock.clone()))),
+        peer: directory.clone(),
+        directory,
         registry: memory,
+        clock,
+        keep_alive: None,
+    }
+}
+
+/// A subject whose directories judge expiry by their callers' clocks.
+fn trusting_subject() -> Subject {
+    let clock = Arc::new(ManualClock::new(contract::start_time()));
+    let directory: Arc<dyn Directory> = Arc::new(TrustsTheCaller::new());
+    Subject {
+        peer: directory.clone(),
+        directory,
+        registry: Arc::new(MemoryDirectory::with_clock(clock.clone())),
         clock,
         keep_alive: None,
     }
@@ -180,6 +282,22 @@ async fn a_directory_that_releases_by_node_fails_naming_d6() {
         None,
         "the holder's own release is not the fault"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_directory_that_trusts_the_callers_clock_fails_naming_d10() {
+    for case in [
+        "callers_clocks_never_decide_expiry",
+        "a_caller_clock_far_ahead_cannot_pin_a_room",
+    ] {
+        let message = failure_on(case, trusting_subject())
+            .await
+            .unwrap_or_else(|| panic!("{case} passed a directory that trusts the caller"));
+        assert!(
+            message.starts_with("D10 "),
+            "{case} failed without naming D10: {message:?}"
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

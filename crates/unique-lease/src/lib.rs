@@ -10,7 +10,9 @@ pub mod time;
 mod types;
 mod validate;
 
-pub use directory::{Directory, NodeRegistry};
+pub use directory::{
+    Directory, LeaseBackend, NodeRegistry, StoredLease, StoredNode, new_lease_token,
+};
 pub use error::{BoxError, LeaseError};
 pub use keepalive::{KeepAlive, LeaseLost, LeaseState};
 pub use memory::MemoryDirectory;

@@ -2,23 +2,23 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
 
-use crate::directory::{Directory, NodeRegistry, new_token};
+use crate::directory::{LeaseBackend, StoredLease, StoredNode, new_lease_token};
 use crate::error::LeaseError;
-use crate::time::{Clock, SystemClock, from_millis, to_millis, ttl_millis};
-use crate::types::{Lease, NodeRegistration};
-use crate::validate;
+use crate::time::{Clock, SystemClock, to_millis};
 
-/// A [`Directory`] and [`NodeRegistry`] in process memory, safe to share between
-/// tasks (`Arc<MemoryDirectory>`). One mutex serialises every operation, which makes
-/// each one atomic and linearizable (D8).
+/// A [`Directory`](crate::Directory) and [`NodeRegistry`](crate::NodeRegistry) in
+/// process memory, safe to share between tasks (`Arc<MemoryDirectory>`). One mutex
+/// serialises every operation, which makes each one atomic and linearizable (D8).
+/// Expiry is judged on the directory's [`Clock`] (the system clock unless a test
+/// injects a [`ManualClock`](crate::ManualClock)): every caller in the process
+/// shares it, so their `now` arguments never matter (D10).
 ///
 /// Expired leases stay until they are replaced or released (there is no background
-/// sweep), so a long-lived process with many short-lived rooms should prefer the
-/// Redis backend or release rooms it stops serving. The epoch counter lives as long
+/// sweep), so a long-lived process with many short-lived rooms should prefer a
+/// shared backend or release rooms it stops serving. The epoch counter lives as long
 /// as the value: a new `MemoryDirectory` starts again at epoch 1, so fencing across
 /// process restarts needs a durable backend.
 #[derive(Debug)]
@@ -27,12 +27,39 @@ pub struct MemoryDirectory {
     clock: Arc<dyn Clock>,
 }
 
+/// A holding as stored: expiry in whole milliseconds on the directory's clock.
+#[derive(Debug, Clone)]
+struct Held {
+    node_id: String,
+    lease_token: String,
+    epoch: u64,
+    expires_ms: u64,
+}
+
+impl Held {
+    fn report(&self, now_ms: u64) -> StoredLease {
+        StoredLease {
+            node_id: self.node_id.clone(),
+            lease_token: self.lease_token.clone(),
+            epoch: self.epoch,
+            ttl_left_ms: self.expires_ms.saturating_sub(now_ms),
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Registered {
+    grpc_addr: String,
+    updated_ms: u64,
+    expires_ms: u64,
+}
+
 #[derive(Debug, Default)]
 struct State {
-    leases: HashMap<String, Lease>,
+    leases: HashMap<String, Held>,
     /// The last epoch issued in any room (D4: one counter, never decreases).
     last_epoch: u64,
-    nodes: HashMap<String, NodeRegistration>,
+    nodes: HashMap<String, Registered>,
 }
 
 impl Default for MemoryDirectory {
@@ -42,13 +69,12 @@ impl Default for MemoryDirectory {
 }
 
 impl MemoryDirectory {
-    /// An empty directory whose node registry reads the system clock.
+    /// An empty directory judging time on the system clock.
     pub fn new() -> Self {
         Self::with_clock(Arc::new(SystemClock))
     }
 
-    /// An empty directory whose node registry reads `clock` (leases always use the
-    /// caller's `now`).
+    /// An empty directory judging leases and registrations on `clock`.
     pub fn with_clock(clock: Arc<dyn Clock>) -> Self {
         Self {
             state: Mutex::new(State::default()),
@@ -62,90 +88,67 @@ impl MemoryDirectory {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Test-only: makes the room's lease expired at every `now`, as if its ttl had
-    /// run out (its expiry becomes the zero instant, which is never valid). A room
+    fn now_ms(&self) -> Result<u64, LeaseError> {
+        to_millis(self.clock.now(), "clock")
+    }
+
+    /// Test-only: makes the room's lease expired, as if its ttl had run out. A room
     /// without a lease is left alone. Not part of the production traits.
     #[cfg(any(test, feature = "test-util"))]
     pub fn force_expire(&self, room_id: &str) {
         if let Some(lease) = self.state().leases.get_mut(room_id) {
-            lease.expires_at = std::time::UNIX_EPOCH;
+            lease.expires_ms = 0;
         }
     }
 }
 
 #[async_trait]
-impl Directory for MemoryDirectory {
-    async fn lookup(&self, room_id: &str) -> Result<Option<Lease>, LeaseError> {
-        validate::id(room_id, "room_id")?;
-        Ok(self.state().leases.get(room_id).cloned())
+impl LeaseBackend for MemoryDirectory {
+    async fn read_lease(&self, room_id: &str) -> Result<Option<StoredLease>, LeaseError> {
+        let now_ms = self.now_ms()?;
+        Ok(self.state().leases.get(room_id).map(|h| h.report(now_ms)))
     }
 
-    async fn ensure_owner(
+    async fn ensure_lease(
         &self,
         room_id: &str,
         node_id: &str,
-        now: SystemTime,
-        ttl: Duration,
-    ) -> Result<Lease, LeaseError> {
-        validate::id(room_id, "room_id")?;
-        validate::id(node_id, "node_id")?;
-        let now_ms = to_millis(now, "now")?;
-        let wanted = from_millis(now_ms + ttl_millis(ttl)?);
-        let now = from_millis(now_ms);
-
+        ttl_ms: u64,
+    ) -> Result<StoredLease, LeaseError> {
+        let now_ms = self.now_ms()?;
+        let wanted = now_ms + ttl_ms;
         let mut state = self.state();
         if let Some(current) = state.leases.get_mut(room_id)
-            && current.valid_at(now)
+            && now_ms < current.expires_ms
         {
             if current.node_id == node_id {
                 // D2: extend, never shorten; token and epoch stay.
-                current.expires_at = current.expires_at.max(wanted);
+                current.expires_ms = current.expires_ms.max(wanted);
             }
-            return Ok(current.clone());
+            return Ok(current.report(now_ms));
         }
         let epoch = state
             .last_epoch
             .checked_add(1)
             .ok_or_else(|| LeaseError::backend("epoch counter exhausted"))?;
         state.last_epoch = epoch;
-        let lease = Lease {
-            room_id: room_id.to_owned(),
+        let held = Held {
             node_id: node_id.to_owned(),
-            lease_token: new_token(),
+            lease_token: new_lease_token(),
             epoch,
-            expires_at: wanted,
+            expires_ms: wanted,
         };
-        state.leases.insert(room_id.to_owned(), lease.clone());
-        Ok(lease)
+        let report = held.report(now_ms);
+        state.leases.insert(room_id.to_owned(), held);
+        Ok(report)
     }
 
-    async fn verify_owner(
-        &self,
-        room_id: &str,
-        node_id: &str,
-        lease_token: &str,
-        now: SystemTime,
-    ) -> Result<bool, LeaseError> {
-        validate::id(room_id, "room_id")?;
-        validate::id(node_id, "node_id")?;
-        validate::token(lease_token)?;
-        let now = from_millis(to_millis(now, "now")?);
-        Ok(self
-            .state()
-            .leases
-            .get(room_id)
-            .is_some_and(|lease| lease.fences(node_id, lease_token, now)))
-    }
-
-    async fn release_owner(
+    async fn release_lease(
         &self,
         room_id: &str,
         node_id: &str,
         lease_token: &str,
     ) -> Result<bool, LeaseError> {
-        validate::id(room_id, "room_id")?;
-        validate::id(node_id, "node_id")?;
-        validate::token(lease_token)?;
         let mut state = self.state();
         if state
             .leases
@@ -157,38 +160,38 @@ impl Directory for MemoryDirectory {
         }
         Ok(false)
     }
-}
 
-#[async_trait]
-impl NodeRegistry for MemoryDirectory {
-    async fn register_node(
+    async fn write_node(
         &self,
         node_id: &str,
         grpc_addr: &str,
-        ttl: Duration,
-    ) -> Result<NodeRegistration, LeaseError> {
-        validate::id(node_id, "node_id")?;
-        validate::addr(grpc_addr)?;
-        let ttl_ms = ttl_millis(ttl)?;
-        let now_ms = to_millis(self.clock.now(), "clock")?;
-        let registration = NodeRegistration {
-            node_id: node_id.to_owned(),
+        ttl_ms: u64,
+    ) -> Result<StoredNode, LeaseError> {
+        let now_ms = self.now_ms()?;
+        self.state().nodes.insert(
+            node_id.to_owned(),
+            Registered {
+                grpc_addr: grpc_addr.to_owned(),
+                updated_ms: now_ms,
+                expires_ms: now_ms + ttl_ms,
+            },
+        );
+        Ok(StoredNode {
             grpc_addr: grpc_addr.to_owned(),
-            updated_at: from_millis(now_ms),
-            expires_at: from_millis(now_ms + ttl_ms),
-        };
-        self.state()
-            .nodes
-            .insert(node_id.to_owned(), registration.clone());
-        Ok(registration)
+            age_ms: 0,
+            ttl_left_ms: ttl_ms,
+        })
     }
 
-    async fn lookup_node(&self, node_id: &str) -> Result<Option<NodeRegistration>, LeaseError> {
-        validate::id(node_id, "node_id")?;
-        let now = self.clock.now();
+    async fn read_node(&self, node_id: &str) -> Result<Option<StoredNode>, LeaseError> {
+        let now_ms = self.now_ms()?;
         let mut state = self.state();
         match state.nodes.get(node_id) {
-            Some(node) if node.valid_at(now) => Ok(Some(node.clone())),
+            Some(node) if now_ms < node.expires_ms => Ok(Some(StoredNode {
+                grpc_addr: node.grpc_addr.clone(),
+                age_ms: now_ms.saturating_sub(node.updated_ms),
+                ttl_left_ms: node.expires_ms - now_ms,
+            })),
             Some(_) => {
                 // Expired: drop it so dead nodes do not accumulate.
                 state.nodes.remove(node_id);
@@ -198,8 +201,7 @@ impl NodeRegistry for MemoryDirectory {
         }
     }
 
-    async fn unregister_node(&self, node_id: &str) -> Result<(), LeaseError> {
-        validate::id(node_id, "node_id")?;
+    async fn delete_node(&self, node_id: &str) -> Result<(), LeaseError> {
         self.state().nodes.remove(node_id);
         Ok(())
     }
@@ -207,9 +209,10 @@ impl NodeRegistry for MemoryDirectory {
 
 #[cfg(test)]
 mod tests {
-    use std::time::UNIX_EPOCH;
+    use std::time::{Duration, UNIX_EPOCH};
 
     use super::*;
+    use crate::Directory;
 
     #[tokio::test]
     async fn force_expire_lets_another_node_take_over() {

@@ -90,6 +90,7 @@ pub(crate) fn to_millis(t: SystemTime, what: &str) -> Result<u64, LeaseError> {
 }
 
 /// The instant `ms` milliseconds after the Unix epoch.
+#[cfg(test)]
 pub(crate) fn from_millis(ms: u64) -> SystemTime {
     UNIX_EPOCH + Duration::from_millis(ms)
 }

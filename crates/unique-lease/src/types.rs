@@ -1,8 +1,9 @@
 //! The lease and the node registration.
 
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-/// The right to execute one room, held by one node until `expires_at`.
+/// The right to execute one room, held by one node until the store's clock says
+/// it expired.
 ///
 /// Two fencing values travel with it:
 ///
@@ -13,6 +14,12 @@ use std::time::{SystemTime, UNIX_EPOCH};
 ///   room than for any earlier one (never reused, never reset by release or expiry),
 ///   so a downstream service can reject a stale holder by comparing numbers
 ///   (`epoch < highest epoch seen`) without asking the directory.
+///
+/// Three fields say how long it lasts, each on another clock: `ttl_left` is the
+/// store's judgement when it answered, `deadline` places it on the caller's
+/// monotonic clock (what a holder should act on), `expires_at` on the caller's wall
+/// clock. Two answers about one holding differ in them; compare holdings with
+/// [`same_holding`](Self::same_holding).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Lease {
     /// The room this lease is for.
@@ -23,8 +30,18 @@ pub struct Lease {
     pub lease_token: String,
     /// Ordered fencing number of this holding, `>= 1`, kept across renewals.
     pub epoch: u64,
-    /// The lease is valid strictly before this instant (whole milliseconds).
+    /// The expiry on the caller's wall clock: the `now` the caller passed (or the
+    /// system time before a lookup) plus `ttl_left`. An estimate for display and
+    /// for [`valid_at`](Self::valid_at); the store's clock decides.
     pub expires_at: SystemTime,
+    /// Whole milliseconds the store said the holding had left when it answered;
+    /// zero once expired.
+    pub ttl_left: Duration,
+    /// The safe local deadline: the caller's monotonic clock before the request was
+    /// sent, plus `ttl_left`. The store answered after that send, so a holder that
+    /// stops acting on the room by this instant never overlaps a successor (clocks
+    /// ticking at the same rate).
+    pub deadline: Instant,
 }
 
 impl Lease {
@@ -32,6 +49,26 @@ impl Lease {
     /// expiry (`UNIX_EPOCH`) is never valid.
     pub fn valid_at(&self, now: SystemTime) -> bool {
         self.expires_at > UNIX_EPOCH && now < self.expires_at
+    }
+
+    /// Whether the holder may still act on it now, judged by [`deadline`](Self::deadline)
+    /// on the monotonic clock.
+    pub fn is_live(&self) -> bool {
+        Instant::now() < self.deadline
+    }
+
+    /// The time left before [`deadline`](Self::deadline), zero once it passed.
+    pub fn remaining(&self) -> Duration {
+        self.deadline.saturating_duration_since(Instant::now())
+    }
+
+    /// Whether `other` is the same holding: same room, node, token and epoch
+    /// (whatever either answer said about the time left).
+    pub fn same_holding(&self, other: &Self) -> bool {
+        self.room_id == other.room_id
+            && self.node_id == other.node_id
+            && self.lease_token == other.lease_token
+            && self.epoch == other.epoch
     }
 
     /// Whether `node_id` holds this lease (regardless of expiry). After
@@ -90,6 +127,8 @@ mod tests {
             lease_token: "t".into(),
             epoch: 1,
             expires_at,
+            ttl_left: Duration::ZERO,
+            deadline: Instant::now(),
         }
     }
 

@@ -154,7 +154,63 @@ async fn corrupt_records_fail_closed() {
     let _: () = conn.set(&node_key, "junk").await.unwrap();
     assert_corrupt(dir.lookup_node("n").await);
     let written = dir.register_node("n", "10.0.0.2:7000", TTL).await.unwrap();
-    assert_eq!(dir.lookup_node("n").await.unwrap(), Some(written));
+    let read = dir.lookup_node("n").await.unwrap().expect("registered");
+    assert_eq!(read.grpc_addr, written.grpc_addr);
+}
+
+/// D10 on the production path (no test clock): Redis's `TIME` judges, so callers whose
+/// clocks disagree by ten minutes never both hold a room, a caller a year ahead gets
+/// the ttl it asked for, and the room frees by Redis's clock.
+#[tokio::test]
+async fn redis_time_decides_expiry_whatever_the_callers_clocks() {
+    let server = shared();
+    let prefix = unique_prefix();
+    let a_dir = directory(&server, &prefix).await;
+    let b_dir = directory(&server, &prefix).await;
+    let now = SystemTime::now();
+    let ten_minutes = Duration::from_mins(10);
+    let ttl = Duration::from_millis(300);
+
+    let a = a_dir.ensure_owner("room", "a", now, ttl).await.unwrap();
+    assert!(a.is_held_by("a"));
+    assert!(a.ttl_left <= ttl && a.ttl_left > ttl / 2, "{a:?}");
+    let told = b_dir
+        .ensure_owner("room", "b", now + ten_minutes, ttl)
+        .await
+        .unwrap();
+    assert!(
+        told.same_holding(&a),
+        "b's clock ahead took a's room: {told:?}"
+    );
+    assert!(
+        b_dir
+            .verify_owner("room", "a", &a.lease_token, now + ten_minutes)
+            .await
+            .unwrap()
+    );
+
+    let year = Duration::from_hours(365 * 24);
+    let pinned = a_dir
+        .ensure_owner("room", "a", now + year, ttl)
+        .await
+        .unwrap();
+    assert!(
+        pinned.same_holding(&a) && pinned.ttl_left <= ttl,
+        "{pinned:?}"
+    );
+
+    tokio::time::sleep(ttl + Duration::from_millis(50)).await;
+    let b = b_dir
+        .ensure_owner("room", "b", now - ten_minutes, ttl)
+        .await
+        .unwrap();
+    assert!(b.is_held_by("b") && b.epoch > a.epoch, "{b:?}");
+    assert!(
+        !a_dir
+            .verify_owner("room", "a", &a.lease_token, now + year)
+            .await
+            .unwrap()
+    );
 }
 
 fn assert_corrupt<T: std::fmt::Debug>(result: Result<T, LeaseError>) {

@@ -48,20 +48,36 @@ async fn renewal_keeps_the_lease_past_several_ttls() {
     assert_eq!(lease.epoch, first.epoch);
 }
 
-/// Another node that sees the lease expired (a later `now`, as after a forced
-/// expiry) takes the room; the keep-alive's next renewal reports the takeover.
+/// Another node takes the room once the lease expired (forced: its stored expiry set
+/// to zero, which Redis's clock has passed); the keep-alive's next renewal reports the
+/// takeover.
 #[tokio::test]
 async fn takeover_after_forced_expiry_is_reported() {
     let server = shared();
-    let dir = directory(&server.url()).await;
+    let prefix = format!("{{keepalive-{}}}", uuid::Uuid::new_v4());
+    let conn = RedisDirectory::connection_manager(&server.url())
+        .await
+        .unwrap();
+    let dir = RedisDirectory::builder(conn.clone())
+        .key_prefix(&prefix)
+        .build()
+        .unwrap();
     let mine = dir
         .ensure_owner("room", "a", SystemTime::now(), TTL)
         .await
         .unwrap();
     let keep = KeepAlive::start(dir.clone(), mine.clone(), TTL);
 
+    let () = redis::AsyncCommands::hset(
+        &mut conn.clone(),
+        format!("{prefix}:lease:room"),
+        "exp",
+        "0",
+    )
+    .await
+    .unwrap();
     let theirs = dir
-        .ensure_owner("room", "b", mine.expires_at, Duration::from_mins(1))
+        .ensure_owner("room", "b", SystemTime::now(), Duration::from_mins(1))
         .await
         .unwrap();
     assert!(theirs.is_held_by("b"));

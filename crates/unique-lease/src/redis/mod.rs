@@ -4,16 +4,15 @@ mod error;
 mod scripts;
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use redis::AsyncCommands;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
-use crate::directory::{Directory, NodeRegistry, new_token};
+use crate::directory::{LeaseBackend, StoredLease, StoredNode, new_lease_token};
 use crate::error::LeaseError;
-use crate::time::{Clock, MAX_TTL, SystemClock, from_millis, to_millis, ttl_millis};
-use crate::types::{Lease, NodeRegistration};
+use crate::time::{Clock, MAX_TTL, to_millis};
 use crate::validate;
 
 /// Default key prefix. The braces are a Redis Cluster hash tag: every key of one
@@ -24,41 +23,39 @@ pub const DEFAULT_KEY_PREFIX: &str = "{unique-lease}";
 /// Default time a lease key outlives its lease before Redis deletes it.
 pub const DEFAULT_GC_GRACE: Duration = Duration::from_mins(1);
 
-/// A [`Directory`] and [`NodeRegistry`] in Redis, over a [`ConnectionManager`]
+/// A [`Directory`](crate::Directory) and [`NodeRegistry`](crate::NodeRegistry) in Redis, over a [`ConnectionManager`]
 /// (which reconnects by itself after a dropped connection; the call that saw the
 /// drop fails with [`LeaseError::Unavailable`]). Cheap to clone.
 ///
 /// # Storage
 ///
 /// - `<prefix>:lease:<room_id>`: a hash `{node, token, epoch, exp}` (`exp` in Unix
-///   milliseconds, the caller's clock). Ownership is decided **only** by `exp`
-///   against the caller's `now`. The key also carries a Redis TTL of
+///   milliseconds on **Redis's clock**: every script reads `TIME`, so the callers'
+///   clocks never decide who holds a room, D10). The key also carries a Redis TTL of
 ///   `exp - now + gc_grace`, purely as garbage collection, so rooms nobody serves any
-///   more do not accumulate. The grace keeps a lease key alive past its expiry even
-///   when the caller's clock runs up to `gc_grace` behind Redis's; with a larger
-///   skew a lease could vanish before its holder thinks it expired.
+///   more do not accumulate; the grace keeps an expired lease readable (D7) for a
+///   while.
 /// - `<prefix>:epoch`: the epoch counter, **without TTL**. Every new holding of any
 ///   room takes `INCR` of it, so epochs keep increasing after a lease key expired or
 ///   was released and are never issued twice (D4). One counter per directory (rather
 ///   than one per room) is what lets dead rooms leave nothing behind at all.
-/// - `<prefix>:node:<node_id>`: a hash `{addr, updated, exp}` with a Redis TTL of
-///   exactly the registration's ttl, judged on lookup against the directory's clock
-///   as well.
+/// - `<prefix>:node:<node_id>`: a hash `{addr, updated, exp}` on Redis's clock,
+///   with a Redis TTL of exactly the registration's ttl.
 ///
 /// Epoch fencing across a Redis restart needs Redis persistence (AOF): a server that
 /// restarts empty starts the counter again at 1.
 ///
 /// # Atomicity
 ///
-/// `ensure_owner`, `release_owner` and `register_node` each run as one Lua script;
-/// `lookup`, `verify_owner` and `lookup_node` are one `HMGET`; so every operation is
-/// atomic (D8).
+/// Every operation but `unregister_node` (one `DEL`) runs as one Lua script, so
+/// every operation is atomic (D8).
 #[derive(Clone)]
 pub struct RedisDirectory {
     conn: ConnectionManager,
     prefix: Arc<str>,
     gc_grace_ms: u64,
-    clock: Arc<dyn Clock>,
+    /// `None`: Redis's `TIME` judges (production). `Some`: a test clock does.
+    clock: Option<Arc<dyn Clock>>,
 }
 
 impl std::fmt::Debug for RedisDirectory {
@@ -76,7 +73,7 @@ pub struct RedisDirectoryBuilder {
     conn: ConnectionManager,
     prefix: String,
     gc_grace: Duration,
-    clock: Arc<dyn Clock>,
+    clock: Option<Arc<dyn Clock>>,
 }
 
 impl RedisDirectory {
@@ -113,7 +110,7 @@ impl RedisDirectory {
             conn,
             prefix: DEFAULT_KEY_PREFIX.into(),
             gc_grace_ms: duration_millis(DEFAULT_GC_GRACE),
-            clock: Arc::new(SystemClock),
+            clock: None,
         }
     }
 
@@ -123,7 +120,7 @@ impl RedisDirectory {
             conn,
             prefix: DEFAULT_KEY_PREFIX.to_owned(),
             gc_grace: DEFAULT_GC_GRACE,
-            clock: Arc::new(SystemClock),
+            clock: None,
         }
     }
 
@@ -139,26 +136,12 @@ impl RedisDirectory {
         format!("{}:node:{node_id}", self.prefix)
     }
 
-    async fn read_lease(&self, op: &str, room_id: &str) -> Result<Option<Lease>, LeaseError> {
-        let fields: (
-            Option<String>,
-            Option<String>,
-            Option<String>,
-            Option<String>,
-        ) = self
-            .conn
-            .clone()
-            .hmget(self.lease_key(room_id), &["node", "token", "epoch", "exp"])
-            .await
-            .map_err(|e| error::map(op, e))?;
-        match fields {
-            (None, None, None, None) => Ok(None),
-            (Some(node), Some(token), Some(epoch), Some(exp)) => {
-                decode_lease(room_id, node, token, &epoch, &exp).map(Some)
-            }
-            _ => Err(LeaseError::Corrupt(format!(
-                "redis {op}: lease record is missing fields"
-            ))),
+    /// The clock argument of a script: `-1` for Redis's `TIME`, else the test
+    /// clock's reading in ms.
+    fn clock_arg(&self) -> Result<String, LeaseError> {
+        match &self.clock {
+            None => Ok("-1".to_owned()),
+            Some(clock) => Ok(to_millis(clock.now(), "clock")?.to_string()),
         }
     }
 }
@@ -172,17 +155,19 @@ impl RedisDirectoryBuilder {
         self
     }
 
-    /// How long a lease key outlives its lease (default [`DEFAULT_GC_GRACE`]); see
-    /// [`RedisDirectory`] for why it should exceed the clock skew between callers
-    /// and Redis.
+    /// How long a lease key outlives its lease (default [`DEFAULT_GC_GRACE`]): how long
+    /// `lookup` still reports an expired lease (D7) before Redis deletes the key.
     pub fn gc_grace(mut self, grace: Duration) -> Self {
         self.gc_grace = grace;
         self
     }
 
-    /// The clock node registrations are judged by (default [`SystemClock`]).
+    /// Judges leases and registrations on `clock` instead of Redis's `TIME`: for
+    /// tests and simulations that move time by hand. Every directory sharing the
+    /// keys must then use the same clock; in production leave it unset, so that
+    /// Redis's one clock decides and node clocks cannot make two holders (D10).
     pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
-        self.clock = clock;
+        self.clock = Some(clock);
         self
     }
 
@@ -206,95 +191,75 @@ fn duration_millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
-fn parse_millis(raw: &str, what: &str) -> Result<u64, LeaseError> {
+fn parse_number(raw: &str, what: &str) -> Result<u64, LeaseError> {
     raw.parse::<u64>()
-        .map_err(|_| LeaseError::Corrupt(format!("{what} is not a whole number of milliseconds")))
+        .map_err(|_| LeaseError::Corrupt(format!("redis: {what} is not a whole number")))
 }
 
-fn decode_lease(
-    room_id: &str,
-    node_id: String,
-    lease_token: String,
-    epoch: &str,
-    exp: &str,
-) -> Result<Lease, LeaseError> {
-    let epoch = epoch
-        .parse::<u64>()
-        .map_err(|_| LeaseError::Corrupt("lease epoch is not a whole number".into()))?;
-    Ok(Lease {
-        room_id: room_id.to_owned(),
-        node_id,
-        lease_token,
-        epoch,
-        expires_at: from_millis(parse_millis(exp, "lease expiry")?),
-    })
+fn corrupt(op: &str) -> LeaseError {
+    LeaseError::Corrupt(format!(
+        "redis {op}: the record is not one this crate wrote"
+    ))
+}
+
+/// A lease a script reported as `{status, node, token, epoch, left}`.
+fn reported(
+    op: &str,
+    (status, node_id, lease_token, epoch, left): (i64, String, String, String, String),
+) -> Result<Option<StoredLease>, LeaseError> {
+    match status {
+        0 if op == "read_lease" => Ok(None),
+        0..=2 => Ok(Some(StoredLease {
+            node_id,
+            lease_token,
+            epoch: parse_number(&epoch, "lease epoch")?,
+            ttl_left_ms: parse_number(&left, "lease time left")?,
+        })),
+        -1 => Err(corrupt(op)),
+        other => Err(LeaseError::backend(format!(
+            "redis {op}: unexpected script status {other}"
+        ))),
+    }
 }
 
 #[async_trait]
-impl Directory for RedisDirectory {
-    async fn lookup(&self, room_id: &str) -> Result<Option<Lease>, LeaseError> {
-        validate::id(room_id, "room_id")?;
-        self.read_lease("lookup", room_id).await
+impl LeaseBackend for RedisDirectory {
+    async fn read_lease(&self, room_id: &str) -> Result<Option<StoredLease>, LeaseError> {
+        let answer = scripts::READ
+            .key(self.lease_key(room_id))
+            .arg(self.clock_arg()?)
+            .invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(|e| error::map("read_lease", e))?;
+        reported("read_lease", answer)
     }
 
-    async fn ensure_owner(
+    async fn ensure_lease(
         &self,
         room_id: &str,
         node_id: &str,
-        now: SystemTime,
-        ttl: Duration,
-    ) -> Result<Lease, LeaseError> {
-        validate::id(room_id, "room_id")?;
-        validate::id(node_id, "node_id")?;
-        let now_ms = to_millis(now, "now")?;
-        let wanted_ms = now_ms + ttl_millis(ttl)?;
-        let (status, node, token, epoch, exp): (i64, String, String, String, String) =
-            scripts::ENSURE
-                .key(self.lease_key(room_id))
-                .key(self.epoch_key())
-                .arg(node_id)
-                .arg(now_ms.to_string())
-                .arg(wanted_ms.to_string())
-                .arg(new_token())
-                .arg(self.gc_grace_ms.to_string())
-                .invoke_async(&mut self.conn.clone())
-                .await
-                .map_err(|e| error::map("ensure_owner", e))?;
-        match status {
-            0..=2 => decode_lease(room_id, node, token, &epoch, &exp),
-            -1 => Err(LeaseError::Corrupt(
-                "redis ensure_owner: lease record is not one this crate wrote".into(),
-            )),
-            other => Err(LeaseError::backend(format!(
-                "redis ensure_owner: unexpected script status {other}"
-            ))),
-        }
+        ttl_ms: u64,
+    ) -> Result<StoredLease, LeaseError> {
+        let answer = scripts::ENSURE
+            .key(self.lease_key(room_id))
+            .key(self.epoch_key())
+            .arg(node_id)
+            .arg(ttl_ms.to_string())
+            .arg(new_lease_token())
+            .arg(self.gc_grace_ms.to_string())
+            .arg(self.clock_arg()?)
+            .invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(|e| error::map("ensure_owner", e))?;
+        reported("ensure_owner", answer)?.ok_or_else(|| corrupt("ensure_owner"))
     }
 
-    async fn verify_owner(
-        &self,
-        room_id: &str,
-        node_id: &str,
-        lease_token: &str,
-        now: SystemTime,
-    ) -> Result<bool, LeaseError> {
-        validate::id(room_id, "room_id")?;
-        validate::id(node_id, "node_id")?;
-        validate::token(lease_token)?;
-        let now = from_millis(to_millis(now, "now")?);
-        let lease = self.read_lease("verify_owner", room_id).await?;
-        Ok(lease.is_some_and(|lease| lease.fences(node_id, lease_token, now)))
-    }
-
-    async fn release_owner(
+    async fn release_lease(
         &self,
         room_id: &str,
         node_id: &str,
         lease_token: &str,
     ) -> Result<bool, LeaseError> {
-        validate::id(room_id, "room_id")?;
-        validate::id(node_id, "node_id")?;
-        validate::token(lease_token)?;
         let status: i64 = scripts::RELEASE
             .key(self.lease_key(room_id))
             .arg(node_id)
@@ -305,71 +270,50 @@ impl Directory for RedisDirectory {
         match status {
             1 => Ok(true),
             0 => Ok(false),
-            _ => Err(LeaseError::Corrupt(
-                "redis release_owner: lease record is not one this crate wrote".into(),
-            )),
+            _ => Err(corrupt("release_owner")),
         }
     }
-}
 
-#[async_trait]
-impl NodeRegistry for RedisDirectory {
-    async fn register_node(
+    async fn write_node(
         &self,
         node_id: &str,
         grpc_addr: &str,
-        ttl: Duration,
-    ) -> Result<NodeRegistration, LeaseError> {
-        validate::id(node_id, "node_id")?;
-        validate::addr(grpc_addr)?;
-        let ttl_ms = ttl_millis(ttl)?;
-        let now_ms = to_millis(self.clock.now(), "clock")?;
-        let () = scripts::REGISTER
+        ttl_ms: u64,
+    ) -> Result<StoredNode, LeaseError> {
+        let _: i64 = scripts::REGISTER
             .key(self.node_key(node_id))
             .arg(grpc_addr)
-            .arg(now_ms.to_string())
-            .arg((now_ms + ttl_ms).to_string())
             .arg(ttl_ms.to_string())
+            .arg(self.clock_arg()?)
             .invoke_async(&mut self.conn.clone())
             .await
             .map_err(|e| error::map("register_node", e))?;
-        Ok(NodeRegistration {
-            node_id: node_id.to_owned(),
+        Ok(StoredNode {
             grpc_addr: grpc_addr.to_owned(),
-            updated_at: from_millis(now_ms),
-            expires_at: from_millis(now_ms + ttl_ms),
+            age_ms: 0,
+            ttl_left_ms: ttl_ms,
         })
     }
 
-    async fn lookup_node(&self, node_id: &str) -> Result<Option<NodeRegistration>, LeaseError> {
-        validate::id(node_id, "node_id")?;
-        let fields: (Option<String>, Option<String>, Option<String>) = self
-            .conn
-            .clone()
-            .hmget(self.node_key(node_id), &["addr", "updated", "exp"])
+    async fn read_node(&self, node_id: &str) -> Result<Option<StoredNode>, LeaseError> {
+        let (status, grpc_addr, age, left): (i64, String, String, String) = scripts::READ_NODE
+            .key(self.node_key(node_id))
+            .arg(self.clock_arg()?)
+            .invoke_async(&mut self.conn.clone())
             .await
             .map_err(|e| error::map("lookup_node", e))?;
-        let registration = match fields {
-            (None, None, None) => return Ok(None),
-            (Some(grpc_addr), Some(updated), Some(exp)) => NodeRegistration {
-                node_id: node_id.to_owned(),
+        match status {
+            0 => Ok(None),
+            1 => Ok(Some(StoredNode {
                 grpc_addr,
-                updated_at: from_millis(parse_millis(&updated, "registration update time")?),
-                expires_at: from_millis(parse_millis(&exp, "registration expiry")?),
-            },
-            _ => {
-                return Err(LeaseError::Corrupt(
-                    "redis lookup_node: registration record is missing fields".into(),
-                ));
-            }
-        };
-        Ok(registration
-            .valid_at(self.clock.now())
-            .then_some(registration))
+                age_ms: parse_number(&age, "registration age")?,
+                ttl_left_ms: parse_number(&left, "registration time left")?,
+            })),
+            _ => Err(corrupt("lookup_node")),
+        }
     }
 
-    async fn unregister_node(&self, node_id: &str) -> Result<(), LeaseError> {
-        validate::id(node_id, "node_id")?;
+    async fn delete_node(&self, node_id: &str) -> Result<(), LeaseError> {
         let _removed: i64 = self
             .conn
             .clone()
