@@ -160,5 +160,6 @@ pub mod promtool;
 pub mod proxy;
 pub mod redis;
 mod secret;
+pub mod systemd;
 
 pub use secret::write_secret;

@@ -69,6 +69,38 @@ pub fn check_metrics(exposition: &str) -> Result<(), String> {
     }
 }
 
+/// Runs `promtool <args>` in `dir` (`check rules FILE`, `test rules FILE`).
+///
+/// # Errors
+///
+/// What promtool printed, when it exits with a failure.
+///
+/// # Panics
+///
+/// When promtool cannot be installed or run.
+pub fn run_in(dir: &std::path::Path, args: &[&str]) -> Result<String, String> {
+    let promtool = promtool_path();
+    let output = Command::new(&promtool)
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", promtool.display()));
+    let reported = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    if output.status.success() {
+        Ok(reported)
+    } else {
+        Err(format!(
+            "promtool {} ({}):\n{reported}",
+            args.join(" "),
+            output.status
+        ))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
