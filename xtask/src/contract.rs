@@ -10,13 +10,13 @@
 //! `unique-kick-contract`). Targets are found with `cargo metadata`, in the
 //! workspace or in the crate `--path` names, so a new backend needs no change here.
 //!
-//! Clauses come from libtest's output: a failing case's panic message starts
-//! with the clause it breaks, as every check of the suites writes it: an id
-//! heading of `docs/design.md` (`C5 release must keep gen: …`, `D4 …`) or one
-//! of its named headings in [`NAMED_CLAUSES`], written whole (`Kick payload a
-//! kick body must be …`).
+//! Cases and clauses come from the suites' own report, not libtest's output:
+//! every case a suite's generated test runs appends one JSON line to the file
+//! `UNIQUE_SUITE_REPORT` names (`unique-suite-kit`'s `run_case`), with the
+//! clause its violation names, a heading of `docs/design.md` (`C5`, `D4`,
+//! `Kick payload`). libtest's exit status still decides whether the target
+//! passed: a test outside the suite's cases can fail it too.
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -93,99 +93,31 @@ fn suites_in(metadata: &Value, manifest: Option<&Path>) -> Vec<Suite> {
 #[derive(Debug, Default, PartialEq, Eq)]
 pub(crate) struct Outcome {
     pub(crate) passed: usize,
-    /// Each failing test with the clause its message names (`?` when none).
+    /// Each failing case with the clause its violation names (`?` when none).
     pub(crate) failures: Vec<(String, String)>,
+    /// Lines of the report that are not a case's record (a suite of another version).
+    pub(crate) unreadable: usize,
 }
 
-/// Reads libtest's human output: `test NAME ... ok|FAILED` lines count the
-/// cases; in each `---- NAME stdout ----` block, the first line after a
-/// `panicked at` line whose first word is a clause gives that case's clause.
-pub(crate) fn parse(output: &str) -> Outcome {
+/// Reads a suite's report: one JSON object per line,
+/// `{"suite","case","passed"[,"clause","message"]}`.
+pub(crate) fn parse_report(report: &str) -> Outcome {
     let mut outcome = Outcome::default();
-    let mut failed = Vec::new();
-    for line in output.lines() {
-        let Some(rest) = line.strip_prefix("test ") else {
+    for line in report.lines().filter(|line| !line.trim().is_empty()) {
+        let Ok(record) = serde_json::from_str::<Value>(line) else {
+            outcome.unreadable += 1;
             continue;
         };
-        if rest.ends_with(" ... ok") {
-            outcome.passed += 1;
-        } else if let Some(name) = rest.strip_suffix(" ... FAILED") {
-            failed.push(name.to_owned());
+        match (record["case"].as_str(), record["passed"].as_bool()) {
+            (Some(_), Some(true)) => outcome.passed += 1,
+            (Some(case), Some(false)) => {
+                let clause = record["clause"].as_str().unwrap_or("?");
+                outcome.failures.push((case.to_owned(), clause.to_owned()));
+            }
+            _ => outcome.unreadable += 1,
         }
-    }
-    for name in failed {
-        let clause = failure_block(output, &name)
-            .and_then(clause_in)
-            .unwrap_or("?");
-        outcome.failures.push((name, clause.to_owned()));
     }
     outcome
-}
-
-/// The captured output libtest prints for the failed test `name`.
-fn failure_block<'a>(output: &'a str, name: &str) -> Option<&'a str> {
-    let header = format!("---- {name} stdout ----");
-    let start = output.find(&header)? + header.len();
-    let rest = &output[start..];
-    let end = ["\n---- ", "\nfailures:\n"]
-        .iter()
-        .filter_map(|marker| rest.find(marker))
-        .min()
-        .unwrap_or(rest.len());
-    Some(&rest[..end])
-}
-
-/// The clause of the first panic message in `block` that names one.
-fn clause_in(block: &str) -> Option<&str> {
-    let mut after_panic = false;
-    for line in block.lines() {
-        if line.contains("panicked at") {
-            after_panic = true;
-            continue;
-        }
-        if after_panic {
-            // A case's message starts with its clause; `run_all`'s report lists
-            // its failures indented, each as `module::case: <message>`.
-            let line = line.trim_start();
-            let after_case = line.split_once(": ").map(|(_, message)| message);
-            if let Some(word) = clause_of(line).or_else(|| after_case.and_then(clause_of)) {
-                return Some(word);
-            }
-        }
-    }
-    None
-}
-
-/// The headings of `docs/design.md` without an id that a check may cite,
-/// longest first so that no name is read as a shorter one. A check cites one
-/// whole, spaces included, as the first words of its message; the
-/// `named_clauses_are_design_headings` test keeps the list true.
-pub(crate) const NAMED_CLAUSES: &[&str] = &[
-    "Kick-endpoint policy",
-    "Kick receiver",
-    "Kick payload",
-    "Signed kicks",
-    "Records",
-    "Kicker",
-];
-
-/// The clause `message` starts with: a design id (`C5`, `I3`, `D4`, `N1`,
-/// `I5a`) as its first word, a named heading of [`NAMED_CLAUSES`] followed by
-/// a space, or `harness` (the suite's own setup failed, no clause broken).
-fn clause_of(message: &str) -> Option<&str> {
-    if let Some(name) = NAMED_CLAUSES.iter().find(|name| {
-        message
-            .strip_prefix(**name)
-            .is_some_and(|rest| rest.starts_with(' '))
-    }) {
-        return Some(&message[..name.len()]);
-    }
-    let word = message.split_whitespace().next()?;
-    let digits = word.get(1..)?.trim_end_matches(['a', 'b']);
-    let is_id = word.starts_with(|c: char| c.is_ascii_uppercase())
-        && !digits.is_empty()
-        && digits.chars().all(|c| c.is_ascii_digit());
-    (is_id || word == "harness").then_some(word)
 }
 
 /// Runs every suite (discovered in the workspace, or in each `--path` crate)
@@ -230,15 +162,19 @@ pub(crate) fn run_suites(run: &mut Run, paths: &[PathBuf], locked: bool) {
                 .clone()
                 .and_then(|base| own_target_dir(&base, manifest).map(Some)),
         };
-        let (status_ok, output) = match target_dir {
+        let (status_ok, report) = match target_dir {
             Ok(target_dir) => run_one(suite, target_dir.as_deref(), locked),
             Err(e) => {
                 eprintln!("xtask: {e}");
                 (false, String::new())
             }
         };
-        let outcome = parse(&output);
-        let ok = status_ok && outcome.failures.is_empty() && outcome.passed > 0;
+        let outcome = parse_report(&report);
+        // A target whose cases reported nothing ran no suite, whatever libtest says.
+        let ok = status_ok
+            && outcome.failures.is_empty()
+            && outcome.passed > 0
+            && outcome.unreadable == 0;
         run.record(
             &format!("contract {} / {}", suite.package, suite.target),
             ok,
@@ -304,9 +240,17 @@ fn target_dir_name(canonical: &Path) -> String {
     format!("{name}-{hash:016x}")
 }
 
-/// Runs one suite's test target, echoing libtest's output as it comes; an
-/// out-of-tree suite builds in `target_dir`.
+/// Runs one suite's test target, its output shown as it comes, and returns
+/// whether it passed and the report its cases wrote; an out-of-tree suite builds
+/// in `target_dir`.
 fn run_one(suite: &Suite, target_dir: Option<&Path>, locked: bool) -> (bool, String) {
+    let report = match tempfile_path(suite) {
+        Ok(path) => path,
+        Err(e) => {
+            eprintln!("xtask: {e}");
+            return (false, String::new());
+        }
+    };
     let mut cmd = cargo(&["test"]);
     match &suite.manifest {
         Some(manifest) => {
@@ -322,24 +266,33 @@ fn run_one(suite: &Suite, target_dir: Option<&Path>, locked: bool) -> (bool, Str
     if locked {
         cmd.arg("--locked");
     }
-    cmd.args(["--test", &suite.target]).stdout(Stdio::piped());
-    let mut child = match cmd.spawn() {
-        Ok(child) => child,
+    cmd.args(["--test", &suite.target])
+        .env("UNIQUE_SUITE_REPORT", &report);
+    let ok = match cmd.status() {
+        Ok(status) => status.success(),
         Err(e) => {
             eprintln!("xtask: cannot start {cmd:?}: {e}");
-            return (false, String::new());
+            false
         }
     };
-    let mut output = String::new();
-    if let Some(stdout) = child.stdout.take() {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            println!("{line}");
-            output.push_str(&line);
-            output.push('\n');
-        }
+    let written = std::fs::read_to_string(&report).unwrap_or_default();
+    let _ = std::fs::remove_file(&report);
+    (ok, written)
+}
+
+/// A fresh report file for `suite`'s run, under the system's temporary directory.
+fn tempfile_path(suite: &Suite) -> Result<PathBuf, String> {
+    let path = std::env::temp_dir().join(format!(
+        "unique-suite-report-{}-{}-{}.jsonl",
+        std::process::id(),
+        suite.package,
+        suite.target
+    ));
+    match std::fs::remove_file(&path) {
+        Ok(()) => Ok(path),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(path),
+        Err(e) => Err(format!("cannot clear {}: {e}", path.display())),
     }
-    let ok = child.wait().is_ok_and(|status| status.success());
-    (ok, output)
 }
 
 fn print_table(rows: &[(&Suite, bool, Outcome)]) {
@@ -362,8 +315,12 @@ fn print_table(rows: &[(&Suite, bool, Outcome)]) {
                 clauses.push(clause);
             }
         }
-        let note = if !status_ok && outcome.failures.is_empty() {
-            "did not build or run: see its output above".to_owned()
+        let note = if outcome.unreadable > 0 {
+            format!("{} report lines unreadable", outcome.unreadable)
+        } else if !status_ok && outcome.failures.is_empty() {
+            "did not build, or a test outside the cases failed: see its output above".to_owned()
+        } else if outcome.passed == 0 && outcome.failures.is_empty() {
+            "no case reported: the target runs no suite".to_owned()
         } else {
             // A comma between clauses: a named one has spaces of its own.
             clauses.join(", ")
@@ -453,102 +410,81 @@ mod tests {
         assert_eq!(found, want);
     }
 
-    /// libtest's output for two failures: one from a case test (the panic of
-    /// a spawned task first, then the case's), one from `run_all`'s report.
-    const LIBTEST: &str = "\
-running 4 tests
-test store_contract::fence_forms::double_pin_replaces_session ... ok
-test store_contract::fenced_release::release_never_resets_gen ... FAILED
-test run_all_passes ... FAILED
-test store_contract::cid_presence::absent_cid_reads_as_none ... ok
-
-failures:
-
----- store_contract::fenced_release::release_never_resets_gen stdout ----
-
-thread 'tokio-runtime-worker' panicked at crates/unique-store-contract/src/support.rs:180:9:
-C5 release must keep gen, empty the owner and remove the cid: released gen 1, read back gen 0
-note: run with `RUST_BACKTRACE=1` environment variable to display a backtrace
-
----- run_all_passes stdout ----
-
-thread 'run_all_passes' panicked at crates/unique-store-contract/src/lib.rs:225:5:
-2 of 54 store contract cases failed
-  traps::stale_snapshot_loses: C3 a claim whose condition fails must lose the race: wrote gen 2
-
-failures:
-    store_contract::fenced_release::release_never_resets_gen
-    run_all_passes
-
-test result: FAILED. 2 passed; 2 failed; 0 ignored; 0 measured; 0 filtered out
-";
-
     #[test]
-    fn parses_cases_and_the_clause_of_each_failure() {
+    fn reads_cases_and_the_clause_of_each_failure_from_the_report() {
+        let report = r#"{"suite":"store","case":"fence_forms::double_pin_replaces_session","passed":true}
+{"suite":"store","case":"fenced_release::release_never_resets_gen","passed":false,"clause":"C5","message":"C5 release must keep gen: released gen 1, read back gen 0"}
+
+{"suite":"kicker","case":"confirmed_on_200","passed":false,"clause":"Kick payload","message":"Kick payload a kick body must be exactly the payload"}
+{"suite":"lease","case":"unwrapped","passed":false}
+"#;
         assert_eq!(
-            parse(LIBTEST),
+            parse_report(report),
             Outcome {
-                passed: 2,
+                passed: 1,
                 failures: vec![
                     (
-                        "store_contract::fenced_release::release_never_resets_gen".to_owned(),
+                        "fenced_release::release_never_resets_gen".to_owned(),
                         "C5".to_owned()
                     ),
-                    ("run_all_passes".to_owned(), "C3".to_owned()),
+                    ("confirmed_on_200".to_owned(), "Kick payload".to_owned()),
+                    ("unwrapped".to_owned(), "?".to_owned()),
                 ],
+                unreadable: 0,
             }
         );
     }
 
     #[test]
-    fn a_failure_without_a_clause_is_marked() {
-        let output = "test t ... FAILED\n\n---- t stdout ----\n\nthread 't' panicked at x.rs:1:1:\nassertion failed: ok\n\nfailures:\n";
-        assert_eq!(parse(output).failures, [("t".to_owned(), "?".to_owned())]);
+    fn lines_that_are_not_case_records_are_counted() {
+        let outcome = parse_report("test x ... ok\n{\"case\":1}\n");
+        assert_eq!((outcome.passed, outcome.unreadable), (0, 2));
     }
 
+    /// Every clause id a suite cites (`"C5"`, `"D10"`, `"I5a"` as a string of its own) is a
+    /// heading of `docs/design.md`, so a report's clause always points somewhere.
     #[test]
-    fn clause_words() {
-        for word in ["C5", "I5a", "D4", "N1", "Records", "Kicker", "Kick payload"] {
-            assert_eq!(clause_of(&format!("{word} rule: seen")), Some(word));
-        }
-        let messages = [
-            "Case failed",
-            "assertion failed",
-            "C",
-            "Cx rule",
-            "2 of 54",
-            "Kick",
-            "Kickers rule",
-            "Kick payloads rule",
-        ];
-        for message in messages {
-            assert_eq!(clause_of(message), None, "{message}");
-        }
-    }
-
-    #[test]
-    fn named_clauses_are_design_headings() {
+    fn cited_clause_ids_are_design_headings() {
         let design = std::fs::read_to_string(root().join("docs/design.md")).unwrap();
-        for name in NAMED_CLAUSES {
-            let heading = format!(" {name}");
-            assert!(
-                design
-                    .lines()
-                    .any(|l| l.starts_with('#') && l.trim_start_matches('#') == heading),
-                "{name} is not a heading of docs/design.md"
-            );
+        let headings: Vec<&str> = design
+            .lines()
+            .filter(|l| l.starts_with("### "))
+            .filter_map(|l| l[4..].split_whitespace().next())
+            .collect();
+        let mut cited = 0;
+        for suite in [
+            "unique-store-contract",
+            "unique-kick-contract",
+            "unique-lease-contract",
+        ] {
+            let dir = root().join("crates").join(suite).join("src");
+            for entry in std::fs::read_dir(&dir).unwrap() {
+                let path = entry.unwrap().path();
+                let text = std::fs::read_to_string(&path).unwrap();
+                for id in text
+                    .split('"')
+                    .skip(1)
+                    .step_by(2)
+                    .filter(|s| is_clause_id(s))
+                {
+                    cited += 1;
+                    assert!(
+                        headings.contains(&id),
+                        "{} cites {id}, which is no heading of docs/design.md",
+                        path.display()
+                    );
+                }
+            }
         }
-        let mut by_length = NAMED_CLAUSES.to_vec();
-        by_length.sort_by_key(|name| std::cmp::Reverse(name.len()));
-        assert_eq!(by_length, NAMED_CLAUSES, "longest first");
+        assert!(cited > 100, "only {cited} citations found");
     }
 
-    #[test]
-    fn a_named_clause_in_a_report() {
-        let output = "test run_all_passes ... FAILED\n\n---- run_all_passes stdout ----\n\nthread 'run_all_passes' panicked at lib.rs:1:1:\n1 of 20 kicker contract cases failed\n  confirmed_on_200: Kick payload a kick body must be exactly the payload: expected 1, got 2\n\nfailures:\n";
-        assert_eq!(
-            parse(output).failures,
-            [("run_all_passes".to_owned(), "Kick payload".to_owned())]
-        );
+    /// `C5`, `D10`, `I5a`: a capital, digits, an optional `a` or `b`.
+    fn is_clause_id(text: &str) -> bool {
+        let mut chars = text.chars();
+        let digits = text.get(1..).unwrap_or("").trim_end_matches(['a', 'b']);
+        chars.next().is_some_and(|c| "CDIN".contains(c))
+            && !digits.is_empty()
+            && digits.chars().all(|c| c.is_ascii_digit())
     }
 }

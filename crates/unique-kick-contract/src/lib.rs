@@ -1,8 +1,13 @@
 #![doc = include_str!("../README.md")]
 
+/// The checks (`ensure!`, `ensure_eq!`) and what the generated tests run each case
+/// through.
+#[doc(hidden)]
 #[macro_use]
-mod check;
+pub extern crate unique_suite_kit as __kit;
+
 mod cases;
+mod check;
 mod http1;
 pub mod identity;
 mod peer;
@@ -141,7 +146,10 @@ macro_rules! __kicker_contract_emit_tests {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn $case() {
                 let kicker = $factory;
-                $crate::$case(&kicker).await;
+                $crate::__kit::run_case("kicker", stringify!($case), async move {
+                    $crate::$case(&kicker).await;
+                })
+                .await;
             }
         )*
     };
@@ -166,8 +174,9 @@ macro_rules! kicker_contract_tests {
 
 __kicker_contract_cases!(__kicker_contract_case_table! {});
 
-/// Runs every case, each on a fresh kicker from `factory`, and panics naming
-/// every case that failed (each failure's message is printed as it happens).
+/// Runs every case, each on a fresh kicker from `factory` and a task of its own, and
+/// panics listing every case that failed, one line each: `  case: <clause> <rule>:
+/// <seen>`.
 ///
 /// # Panics
 ///
@@ -177,26 +186,13 @@ where
     K: Kicker,
     F: Fn() -> K,
 {
-    let mut failed = Vec::new();
+    let mut report = __kit::Report::new("kicker");
     for case in CASES {
         let kicker = factory();
         let run = case.run;
-        if let Err(e) = tokio::spawn(async move { run(&kicker).await }).await {
-            let message = if e.is_panic() {
-                check::panic_message(&*e.into_panic())
-            } else {
-                "cancelled".to_owned()
-            };
-            failed.push(format!("  {}: {message}", case.name));
-        }
+        report
+            .run(case.name, async move { run(&kicker).await })
+            .await;
     }
-    // One line per failure, `case: <clause> <rule>: <seen>`, as the store
-    // suite's report: `cargo xtask contract` reads the clause after the case.
-    assert!(
-        failed.is_empty(),
-        "{} of {} kicker contract cases failed\n{}",
-        failed.len(),
-        CASES.len(),
-        failed.join("\n")
-    );
+    report.assert_passed();
 }

@@ -4,7 +4,12 @@
     reason = "every case panics on a contract violation, documented once in the crate doc"
 )]
 
+/// The checks (`ensure!`, `ensure_eq!`) and what the generated tests run each case
+/// through (see [`lease_contract_tests!`]).
+#[doc(hidden)]
 #[macro_use]
+pub extern crate unique_suite_kit as __kit;
+
 mod check;
 mod lease;
 mod model;
@@ -119,32 +124,17 @@ crate::__unique_lease_cases!(case_table;);
 
 /// Runs every case, each on a fresh subject from `factory` and its own task, and
 /// panics at the end listing every failure, one line each: `  case: <clause>
-/// <rule>: <seen>` (the shape `cargo xtask contract` reads, as in the store and
-/// kick suites). A failing case does not stop the others.
+/// <rule>: <seen>`. A failing case does not stop the others.
 pub async fn run_all<F, Fut>(factory: F)
 where
     F: Fn() -> Fut,
     Fut: Future<Output = Subject>,
 {
-    let mut failed = Vec::new();
+    let mut report = unique_suite_kit::Report::new("lease");
     for case in CASES {
-        let run = (case.run)(factory().await);
-        if let Err(e) = tokio::spawn(run).await {
-            let message = if e.is_panic() {
-                check::panic_message(&*e.into_panic())
-            } else {
-                "cancelled".to_owned()
-            };
-            failed.push(format!("  {}: {message}", case.name));
-        }
+        report.run(case.name, (case.run)(factory().await)).await;
     }
-    assert!(
-        failed.is_empty(),
-        "{} of {} lease contract cases failed\n{}",
-        failed.len(),
-        CASES.len(),
-        failed.join("\n")
-    );
+    report.assert_passed();
 }
 
 /// The list of case names, handed to `$callback` after `$args`. One list feeds
@@ -223,7 +213,12 @@ macro_rules! __unique_lease_case_tests {
         $(
             #[::tokio::test(flavor = "multi_thread", worker_threads = 4)]
             async fn $case() {
-                $crate::$case($factory().await).await;
+                $crate::__kit::run_case(
+                    "lease",
+                    stringify!($case),
+                    $crate::$case($factory().await),
+                )
+                .await;
             }
         )*
     };
@@ -347,7 +342,7 @@ async fn lookup(directory: &dyn Directory, room: &str) -> Option<Lease> {
 /// The stored lease of `room`, which a case just wrote: D7 lookup must return it.
 async fn stored(directory: &dyn Directory, room: &str) -> Lease {
     lookup(directory, room).await.unwrap_or_else(|| {
-        check::violated(
+        unique_suite_kit::violated(
             "D7",
             "lookup must return the stored lease, expired ones included",
             format_args!("room {room:?} read as none"),

@@ -246,89 +246,122 @@ async fn failure_on(case: &str, subject: Subject) -> Option<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_directory_that_reuses_epochs_fails_naming_d4() {
-    for case in [
-        "epoch_grows_across_release_and_expiry",
-        "takeover_after_expiry_issues_new_token_and_higher_epoch",
-        "release_by_holder_deletes_the_lease",
-    ] {
-        let message = failure(case)
-            .await
-            .unwrap_or_else(|| panic!("{case} passed a directory that reuses epochs"));
-        assert!(
-            message.starts_with("D4 a new lease must carry a higher epoch"),
-            "{case} failed without naming D4: {message:?}"
-        );
-    }
+    reference_case(
+        "a_directory_that_reuses_epochs_fails_naming_d4",
+        async move {
+            for case in [
+                "epoch_grows_across_release_and_expiry",
+                "takeover_after_expiry_issues_new_token_and_higher_epoch",
+                "release_by_holder_deletes_the_lease",
+            ] {
+                let message = failure(case)
+                    .await
+                    .unwrap_or_else(|| panic!("{case} passed a directory that reuses epochs"));
+                assert!(
+                    message.starts_with("D4 a new lease must carry a higher epoch"),
+                    "{case} failed without naming D4: {message:?}"
+                );
+            }
+        },
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_directory_that_releases_by_node_fails_naming_d6() {
-    let message = failure_on(
-        "release_with_another_token_changes_nothing",
-        subject_of(ReleasesByNode),
+    reference_case(
+        "a_directory_that_releases_by_node_fails_naming_d6",
+        async move {
+            let message = failure_on(
+                "release_with_another_token_changes_nothing",
+                subject_of(ReleasesByNode),
+            )
+            .await
+            .expect("a release by node whatever the token passed");
+            assert!(
+                message.starts_with("D6 a release with another token must answer false"),
+                "{message:?}"
+            );
+            let fine = failure_on(
+                "release_by_holder_deletes_the_lease",
+                subject_of(ReleasesByNode),
+            );
+            assert_eq!(
+                fine.await,
+                None,
+                "the holder's own release is not the fault"
+            );
+        },
     )
-    .await
-    .expect("a release by node whatever the token passed");
-    assert!(
-        message.starts_with("D6 a release with another token must answer false"),
-        "{message:?}"
-    );
-    let fine = failure_on(
-        "release_by_holder_deletes_the_lease",
-        subject_of(ReleasesByNode),
-    );
-    assert_eq!(
-        fine.await,
-        None,
-        "the holder's own release is not the fault"
-    );
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_directory_that_trusts_the_callers_clock_fails_naming_d10() {
-    for case in [
-        "callers_clocks_never_decide_expiry",
-        "a_caller_clock_far_ahead_cannot_pin_a_room",
-    ] {
-        let message = failure_on(case, trusting_subject())
-            .await
-            .unwrap_or_else(|| panic!("{case} passed a directory that trusts the caller"));
-        assert!(
-            message.starts_with("D10 "),
-            "{case} failed without naming D10: {message:?}"
-        );
-    }
+    reference_case(
+        "a_directory_that_trusts_the_callers_clock_fails_naming_d10",
+        async move {
+            for case in [
+                "callers_clocks_never_decide_expiry",
+                "a_caller_clock_far_ahead_cannot_pin_a_room",
+            ] {
+                let message = failure_on(case, trusting_subject())
+                    .await
+                    .unwrap_or_else(|| panic!("{case} passed a directory that trusts the caller"));
+                assert!(
+                    message.starts_with("D10 "),
+                    "{case} failed without naming D10: {message:?}"
+                );
+            }
+        },
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cases_of_other_clauses_still_pass() {
-    for case in [
-        "verify_accepts_only_the_current_holding",
-        "rooms_are_independent",
-    ] {
-        assert_eq!(failure(case).await, None, "{case}");
-    }
+    reference_case("cases_of_other_clauses_still_pass", async move {
+        for case in [
+            "verify_accepts_only_the_current_holding",
+            "rooms_are_independent",
+        ] {
+            assert_eq!(failure(case).await, None, "{case}");
+        }
+    })
+    .await;
 }
 
 /// `run_all` runs every case and reports every failure, each under its case with its clause,
 /// instead of stopping at the first.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn run_all_reports_every_failure() {
-    let report = tokio::spawn(contract::run_all(|| async { epoch_one_subject() }))
-        .await
-        .expect_err("run_all must fail on a directory that reuses epochs")
-        .into_panic();
-    let report = report.downcast_ref::<String>().cloned().unwrap_or_default();
-    let d4 = report
-        .lines()
-        .filter(|line| line.contains(": D4 a new lease must carry a higher epoch"))
-        .count();
-    assert!(
-        d4 >= 3,
-        "every D4 failure listed, not just the first:\n{report}"
-    );
-    assert!(
-        report.contains("  epoch_grows_across_release_and_expiry: D4 "),
-        "{report}"
-    );
+    reference_case("run_all_reports_every_failure", async move {
+        let report = tokio::spawn(contract::run_all(|| async { epoch_one_subject() }))
+            .await
+            .expect_err("run_all must fail on a directory that reuses epochs")
+            .into_panic();
+        let report = report.downcast_ref::<String>().cloned().unwrap_or_default();
+        let d4 = report
+            .lines()
+            .filter(|line| line.contains(": D4 a new lease must carry a higher epoch"))
+            .count();
+        assert!(
+            d4 >= 3,
+            "every D4 failure listed, not just the first:\n{report}"
+        );
+        assert!(
+            report.contains("  epoch_grows_across_release_and_expiry: D4 "),
+            "{report}"
+        );
+    })
+    .await;
+}
+
+/// Runs one test of this target as a case of the reference suite, so `cargo xtask contract`
+/// reports it like the cases of a backend's run.
+async fn reference_case(
+    name: &'static str,
+    body: impl std::future::Future<Output = ()> + Send + 'static,
+) {
+    unique_lease_contract::__kit::run_case("lease reference", name, body).await;
 }

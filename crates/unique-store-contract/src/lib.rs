@@ -2,13 +2,17 @@
 // Every case panics on a contract violation by design; the crate docs say so once.
 #![allow(clippy::missing_panics_doc)]
 
-use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
 
 use unique_core::{Error, Key, Store, async_trait};
 
+/// The checks (`ensure!`, `ensure_eq!`) and what the generated tests run each case
+/// through.
+#[doc(hidden)]
 #[macro_use]
+pub extern crate unique_suite_kit as __kit;
+
 mod check;
 
 pub use rival::RivalKicker;
@@ -218,7 +222,12 @@ macro_rules! __store_contract_test_fns {
                 $(
                     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
                     async fn $case() {
-                        $crate::$module::$case(super::__subject().await).await;
+                        $crate::__kit::run_case(
+                            "store",
+                            concat!(stringify!($module), "::", stringify!($case)),
+                            $crate::$module::$case(super::__subject().await),
+                        )
+                        .await;
                     }
                 )*
             }
@@ -275,89 +284,10 @@ where
     F: Fn() -> Fut,
     Fut: Future<Output = Subject>,
 {
-    let mut report = Report::default();
+    let mut report = Report::new("store");
     __store_contract_cases!(__store_contract_run_all!(report, factory));
     report
 }
 
-/// What [`check_all`] found.
-#[derive(Debug, Default)]
-pub struct Report {
-    /// The cases that passed, as `module::case`.
-    pub passed: Vec<&'static str>,
-    /// The cases that failed, in [`CASES`] order.
-    pub failures: Vec<Failure>,
-}
-
-impl Report {
-    /// Runs one case on its own task and records how it ended.
-    #[doc(hidden)]
-    pub async fn run<C>(&mut self, case: &'static str, run: C)
-    where
-        C: Future<Output = ()> + Send + 'static,
-    {
-        match tokio::spawn(run).await {
-            Ok(()) => self.passed.push(case),
-            Err(e) => {
-                let message = if e.is_panic() {
-                    check::panic_message(&*e.into_panic())
-                } else {
-                    format!("the case's task was cancelled: {e}")
-                };
-                self.failures.push(Failure { case, message });
-            }
-        }
-    }
-
-    /// The clauses the failures name, each once, in order of first appearance.
-    pub fn clauses(&self) -> Vec<&str> {
-        let mut clauses: Vec<&str> = Vec::new();
-        for clause in self.failures.iter().map(Failure::clause) {
-            if !clauses.contains(&clause) {
-                clauses.push(clause);
-            }
-        }
-        clauses
-    }
-}
-
-impl fmt::Display for Report {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let total = self.passed.len() + self.failures.len();
-        write!(
-            f,
-            "{} of {total} store contract cases failed",
-            self.failures.len()
-        )?;
-        for failure in &self.failures {
-            write!(f, "\n  {failure}")?;
-        }
-        Ok(())
-    }
-}
-
-/// One failed case: its name and its violation.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Failure {
-    /// The case, as `module::case`.
-    pub case: &'static str,
-    /// The violation: `<clause> <rule>: <what was seen>`, e.g. `C5 release
-    /// must keep gen, empty the owner and remove the cid: released gen 1,
-    /// read back gen 0 (…)`.
-    pub message: String,
-}
-
-impl Failure {
-    /// The clause the failure breaks: the first word of its message (a
-    /// heading of the design document, such as `C5` or `I3`; `harness` when
-    /// the backend's raw-record hook failed).
-    pub fn clause(&self) -> &str {
-        self.message.split_whitespace().next().unwrap_or("")
-    }
-}
-
-impl fmt::Display for Failure {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.case, self.message)
-    }
-}
+/// What [`check_all`] found: the passed cases and every failure with its clause.
+pub use unique_suite_kit::{Failure, Report};

@@ -373,7 +373,7 @@ impl Ctx {
 pub(crate) fn ensure_record(
     got: &OwnerState,
     want: &OwnerState,
-    otherwise: (&str, &str),
+    otherwise: (&'static str, &str),
     at: &str,
 ) {
     if got == want {
