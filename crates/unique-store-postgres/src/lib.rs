@@ -2,6 +2,7 @@
 
 mod builder;
 mod error;
+mod lease;
 mod schema;
 mod sql;
 mod store;
@@ -17,6 +18,7 @@ pub use builder::{
     DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_CONNECTIONS, DEFAULT_OPERATION_TIMEOUT, DEFAULT_TABLE,
     PostgresStoreBuilder,
 };
+pub use lease::{DEFAULT_LEASE_PREFIX, PostgresDirectory, PostgresDirectoryBuilder};
 pub use store::PostgresStore;
 
 /// The driver this store is built on, re-exported so callers can name its types.

@@ -4,6 +4,7 @@ mod cache;
 mod checkpoint;
 mod error;
 mod exclusive;
+mod lease;
 mod options;
 mod readers;
 mod records;
@@ -15,4 +16,5 @@ pub use options::{
     DEFAULT_BUSY_TIMEOUT, DEFAULT_MAX_BATCH, DEFAULT_READERS, ReadsOn, SqliteStoreBuilder,
     Synchronous,
 };
+pub use lease::{SqliteDirectory, SqliteDirectoryBuilder};
 pub use store::SqliteStore;

@@ -1,0 +1,820 @@
+//! [`PostgresDirectory`]: the room lease directory and node registry of `unique-lease` on
+//! PostgreSQL, judged on the database server's clock.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::UNIX_EPOCH;
+
+use tokio_postgres::Row;
+use tokio_postgres::error::SqlState;
+use unique_lease::{
+    Clock, LeaseBackend, LeaseError, MAX_TIME_MILLIS, StoredLease, StoredNode, async_trait,
+    new_lease_token,
+};
+
+use crate::error::Failure;
+use crate::sql::Statements;
+use crate::store::{Checkout, PostgresStore};
+
+/// The default prefix of the directory's tables: `unique_lease_leases`,
+/// `unique_lease_epoch` (a sequence) and `unique_lease_nodes`.
+pub const DEFAULT_LEASE_PREFIX: &str = "unique_lease";
+
+/// The database's clock in whole milliseconds since the Unix epoch (truncated), unless the
+/// statement's clock parameter (`$n`) carries a test clock's reading.
+macro_rules! now_ms {
+    ($param:literal) => {
+        concat!(
+            "COALESCE(",
+            $param,
+            "::bigint, floor(extract(epoch from clock_timestamp()) * 1000)::bigint)"
+        )
+    };
+}
+
+/// A [`Directory`](unique_lease::Directory) and
+/// [`NodeRegistry`](unique_lease::NodeRegistry) in PostgreSQL, on the pool (connection
+/// settings, TLS, timeouts) of a [`PostgresStore`]. Cheap to clone.
+///
+/// # Storage
+///
+/// - `<prefix>_leases (room text PRIMARY KEY, node text, token text, epoch bigint,
+///   expires_ms bigint)`: one row per held (or expired, not yet replaced) room; `expires_ms`
+///   is in Unix milliseconds on **the database server's clock**. Every statement reads that
+///   clock itself (`clock_timestamp()`), so the callers' clocks never decide who holds a room
+///   (D10). Expired rows stay until the room is granted again or released.
+/// - `<prefix>_epoch`: a sequence (`CACHE 1`, `NO CYCLE`) that every new holding of any room
+///   takes its epoch from. A sequence never goes back, not on rollback, release or expiry, so
+///   epochs strictly increase and are never issued twice (D4).
+/// - `<prefix>_nodes (node text PRIMARY KEY, addr text, updated_ms bigint, expires_ms
+///   bigint)`: the registrations, on the server's clock; an expired one is deleted when it
+///   is next looked up.
+///
+/// [`create_tables`](Self::create_tables) creates them (opt-in, like the session store's
+/// `--create-table`); [`check`](Self::check) is the startup check.
+///
+/// # Atomicity
+///
+/// `ensure_owner` is one transaction: a transaction-scoped advisory lock on the room
+/// (`pg_advisory_xact_lock`, keyed by a fixed 64-bit FNV-1a hash of the leases table's
+/// name and the room), then the room's row `FOR UPDATE` with the server's now, then the grant
+/// or renewal. Concurrent ensures of one room queue on the lock, so of those racing for a
+/// free room exactly one grants and the others see its lease (D8); the epoch is drawn under
+/// the lock, after every earlier holding of the room committed, so it is greater than theirs.
+/// Two rooms whose keys collide only wait for each other. `release_owner`, the reads and the
+/// registrations are single statements.
+#[derive(Clone)]
+pub struct PostgresDirectory {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    store: PostgresStore,
+    sql: LeaseStatements,
+    /// `None`: the database's clock judges (production). `Some`: a test clock does.
+    clock: Option<Arc<dyn Clock>>,
+}
+
+impl fmt::Debug for PostgresDirectory {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PostgresDirectory")
+            .field("target", &self.inner.store.target())
+            .field("leases", &self.inner.sql.leases)
+            .field("test_clock", &self.inner.clock.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Configures a [`PostgresDirectory`]; see [`PostgresDirectory::builder`].
+#[must_use]
+pub struct PostgresDirectoryBuilder {
+    store: PostgresStore,
+    prefix: String,
+    clock: Option<Arc<dyn Clock>>,
+}
+
+impl fmt::Debug for PostgresDirectoryBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PostgresDirectoryBuilder")
+            .field("store", &self.store)
+            .field("prefix", &self.prefix)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PostgresDirectoryBuilder {
+    /// The prefix of the tables' names (`name` or `schema.name`; letters, digits, `_` and
+    /// `-`, the whole name of each table within 63 bytes). Default [`DEFAULT_LEASE_PREFIX`].
+    /// Directories with different prefixes share nothing, epochs included.
+    pub fn table_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.prefix = prefix.into();
+        self
+    }
+
+    /// Judges leases and registrations on `clock` instead of the database's clock: for
+    /// tests and simulations that move time by hand. Every directory on the tables must then
+    /// use the same clock; in production leave it unset, so that the database's one clock
+    /// decides and node clocks cannot make two holders (D10).
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = Some(clock);
+        self
+    }
+
+    /// The directory. Opens no connection (see [`PostgresDirectory::check`]).
+    ///
+    /// # Errors
+    ///
+    /// `InvalidParams` when the prefix makes a table name that is not allowed.
+    pub fn build(self) -> Result<PostgresDirectory, LeaseError> {
+        Ok(PostgresDirectory {
+            inner: Arc::new(Inner {
+                sql: LeaseStatements::for_prefix(&self.prefix)?,
+                store: self.store,
+                clock: self.clock,
+            }),
+        })
+    }
+}
+
+impl PostgresDirectory {
+    /// A builder for a directory on `store`'s database: it shares the store's connection
+    /// pool (and so its URL, TLS setup, pool size and operation timeout). The store's own
+    /// table is not touched; a store built only to reach the database is fine.
+    pub fn builder(store: &PostgresStore) -> PostgresDirectoryBuilder {
+        PostgresDirectoryBuilder {
+            store: store.clone(),
+            prefix: DEFAULT_LEASE_PREFIX.to_owned(),
+            clock: None,
+        }
+    }
+
+    /// A directory with the default prefix on the database at `url` (a libpq URL, with the
+    /// store's defaults for the pool and timeouts), after the startup [`check`](Self::check).
+    ///
+    /// # Errors
+    ///
+    /// `InvalidParams` for a URL the store refuses; the check's errors.
+    pub async fn connect(url: &str) -> Result<Self, LeaseError> {
+        let store = PostgresStore::builder(url).build().map_err(lease_error)?;
+        let directory = Self::builder(&store).build()?;
+        directory.check().await?;
+        Ok(directory)
+    }
+
+    /// The leases table, as a quoted SQL identifier.
+    pub fn leases_table(&self) -> &str {
+        &self.inner.sql.leases
+    }
+
+    /// The nodes table, as a quoted SQL identifier.
+    pub fn nodes_table(&self) -> &str {
+        &self.inner.sql.nodes
+    }
+
+    /// The epoch sequence, as a quoted SQL identifier.
+    pub fn epoch_sequence(&self) -> &str {
+        &self.inner.sql.epoch
+    }
+
+    /// Creates the two tables and the epoch sequence when they are missing (`IF NOT
+    /// EXISTS`; an existing one is left as it is). Safe when several processes race. Needs
+    /// the `CREATE` privilege on the schema.
+    ///
+    /// # Errors
+    ///
+    /// `Unavailable` when the database cannot be reached or refuses the DDL.
+    pub async fn create_tables(&self) -> Result<(), LeaseError> {
+        let sql = &self.inner.sql;
+        self.with_connection("create lease tables", |c| async move {
+            // Concurrent `IF NOT EXISTS` creations of one name can still collide in the
+            // catalog; the loser tries again and then finds the name taken.
+            let mut attempt = 0;
+            loop {
+                match c.client().batch_execute(&sql.create).await {
+                    Ok(()) => return Ok((c, Ok(()))),
+                    Err(e)
+                        if attempt < 3
+                            && [
+                                SqlState::DUPLICATE_TABLE,
+                                SqlState::DUPLICATE_OBJECT,
+                                SqlState::UNIQUE_VIOLATION,
+                            ]
+                            .iter()
+                            .any(|code| e.code() == Some(code)) =>
+                    {
+                        attempt += 1;
+                    }
+                    Err(e) => return Err(e.into()),
+                }
+            }
+        })
+        .await
+    }
+
+    /// The startup check: the database answers, on a primary, the two tables and the epoch
+    /// sequence exist (the sequence with `CACHE 1` and without `CYCLE`, which D4 needs), and
+    /// every statement prepares (so a table of the wrong shape is found here).
+    ///
+    /// # Errors
+    ///
+    /// `Unavailable` naming what is missing or wrong, and how to create the tables.
+    pub async fn check(&self) -> Result<(), LeaseError> {
+        let sql = &self.inner.sql;
+        self.with_connection("lease startup check", |c| async move {
+            let row = c
+                .client()
+                .query_one(INSPECT, &[&sql.leases, &sql.nodes, &sql.epoch])
+                .await?;
+            let found = (|| {
+                Ok::<_, LeaseError>(Inspection {
+                    leases: get(&row, 0, "leases table")?,
+                    nodes: get(&row, 1, "nodes table")?,
+                    epoch: get(&row, 2, "epoch sequence")?,
+                    cache: get(&row, 3, "sequence cache")?,
+                    cycle: get(&row, 4, "sequence cycle")?,
+                    standby: get(&row, 5, "pg_is_in_recovery")?,
+                })
+            })();
+            let verdict = found.and_then(|found| verdict(sql, &found));
+            if verdict.is_err() {
+                return Ok((c, verdict));
+            }
+            for statement in sql.all() {
+                c.client().prepare_cached(statement).await?;
+            }
+            Ok((c, Ok(())))
+        })
+        .await
+    }
+
+    /// The test clock's reading in ms, or `None` for the database's clock.
+    fn clock_param(&self) -> Result<Option<i64>, LeaseError> {
+        let Some(clock) = &self.inner.clock else {
+            return Ok(None);
+        };
+        let ms = clock
+            .now()
+            .duration_since(UNIX_EPOCH)
+            .ok()
+            .and_then(|since| u64::try_from(since.as_millis()).ok())
+            .filter(|ms| *ms < MAX_TIME_MILLIS)
+            .ok_or_else(|| LeaseError::invalid("the test clock is outside the supported range"))?;
+        Ok(Some(to_i64(ms)))
+    }
+
+    /// Runs `op` on a pooled connection of the store (bounded by its operation timeout; a
+    /// connection whose call failed is closed). `op` answers `Ok` with its own verdict, a
+    /// driver failure with `Err`.
+    async fn with_connection<T, F, Fut>(&self, what: &str, op: F) -> Result<T, LeaseError>
+    where
+        F: FnOnce(Checkout) -> Fut,
+        Fut: Future<Output = Result<(Checkout, Result<T, LeaseError>), Failure>>,
+    {
+        self.inner
+            .store
+            .with_connection(what, op)
+            .await
+            .map_err(lease_error)?
+    }
+}
+
+/// The statement texts for one prefix.
+#[derive(Debug)]
+struct LeaseStatements {
+    leases: String,
+    nodes: String,
+    epoch: String,
+    /// `$1` room, `$2` clock → `node, token, epoch, expires_ms, now`.
+    read: String,
+    /// `$1` room, `$2` clock → one row `now, node, token, epoch, expires_ms` (the room's
+    /// columns NULL when it has no lease), the row locked.
+    lock_read: String,
+    /// `$1` room, `$2` wanted expiry → the expiry kept.
+    renew: String,
+    /// `$1` room, `$2` node, `$3` token, `$4` expiry → the epoch drawn.
+    grant: String,
+    /// `$1` room, `$2` node, `$3` token → rows deleted.
+    release: String,
+    /// `$1` node, `$2` addr, `$3` ttl, `$4` clock.
+    write_node: String,
+    /// `$1` node, `$2` clock → `addr, age, left` of a valid registration.
+    read_node: String,
+    /// `$1` node.
+    delete_node: String,
+    /// The tables and the sequence, `IF NOT EXISTS`.
+    create: String,
+}
+
+impl LeaseStatements {
+    fn for_prefix(prefix: &str) -> Result<Self, LeaseError> {
+        if prefix.rsplit('.').next().is_none_or(str::is_empty) {
+            return Err(LeaseError::invalid(
+                "postgres lease table prefix must not be empty",
+            ));
+        }
+        // The session store's rules for a table name (and its quoting).
+        let quoted = |suffix: &str| {
+            Statements::for_table(&format!("{prefix}{suffix}"))
+                .map(|sql| sql.table)
+                .map_err(|_| {
+                    LeaseError::invalid(
+                        "postgres lease table prefix must be NAME or SCHEMA.NAME of letters, \
+                         digits, '_' and '-' (each table name at most 63 bytes)",
+                    )
+                })
+        };
+        let leases = quoted("_leases")?;
+        let nodes = quoted("_nodes")?;
+        let epoch = quoted("_epoch")?;
+        // The quoted name holds no `'` (only letters, digits, `_`, `-`, `.` and `"`).
+        let nextval = format!("nextval('{epoch}'::regclass)");
+        Ok(Self {
+            read: format!(
+                "SELECT node, token, epoch, expires_ms, {} FROM {leases} WHERE room = $1",
+                now_ms!("$2")
+            ),
+            lock_read: format!(
+                "SELECT n.now, l.node, l.token, l.epoch, l.expires_ms \
+                 FROM (SELECT {} AS now) n LEFT JOIN LATERAL \
+                 (SELECT node, token, epoch, expires_ms FROM {leases} WHERE room = $1 \
+                 FOR UPDATE) l ON true",
+                now_ms!("$2")
+            ),
+            renew: format!(
+                "UPDATE {leases} SET expires_ms = GREATEST(expires_ms, $2::bigint) \
+                 WHERE room = $1 RETURNING expires_ms"
+            ),
+            grant: format!(
+                "INSERT INTO {leases} AS l (room, node, token, epoch, expires_ms) \
+                 VALUES ($1, $2, $3, {nextval}, $4::bigint) \
+                 ON CONFLICT (room) DO UPDATE SET node = excluded.node, token = excluded.token, \
+                 epoch = excluded.epoch, expires_ms = excluded.expires_ms RETURNING l.epoch"
+            ),
+            release: format!("DELETE FROM {leases} WHERE room = $1 AND node = $2 AND token = $3"),
+            write_node: format!(
+                "INSERT INTO {nodes} (node, addr, updated_ms, expires_ms) \
+                 SELECT $1, $2, n.now, n.now + $3::bigint FROM (SELECT {} AS now) n \
+                 ON CONFLICT (node) DO UPDATE SET addr = excluded.addr, \
+                 updated_ms = excluded.updated_ms, expires_ms = excluded.expires_ms",
+                now_ms!("$4")
+            ),
+            // The expired registration is deleted in passing; the select reads the
+            // statement's snapshot, so it is filtered by its expiry, not by the delete.
+            read_node: format!(
+                "WITH n AS (SELECT {} AS now), \
+                 gone AS (DELETE FROM {nodes} d USING n WHERE d.node = $1 \
+                 AND d.expires_ms <= n.now) \
+                 SELECT r.addr, n.now - r.updated_ms, r.expires_ms - n.now FROM {nodes} r, n \
+                 WHERE r.node = $1 AND r.expires_ms > n.now",
+                now_ms!("$2")
+            ),
+            delete_node: format!("DELETE FROM {nodes} WHERE node = $1"),
+            create: format!(
+                "CREATE TABLE IF NOT EXISTS {leases} (room text PRIMARY KEY, \
+                 node text NOT NULL, token text NOT NULL, epoch bigint NOT NULL, \
+                 expires_ms bigint NOT NULL); \
+                 CREATE SEQUENCE IF NOT EXISTS {epoch} AS bigint MINVALUE 1 START 1 CACHE 1 \
+                 NO CYCLE; \
+                 CREATE TABLE IF NOT EXISTS {nodes} (node text PRIMARY KEY, \
+                 addr text NOT NULL, updated_ms bigint NOT NULL, expires_ms bigint NOT NULL)"
+            ),
+            leases,
+            nodes,
+            epoch,
+        })
+    }
+
+    /// Every statement an operation prepares.
+    fn all(&self) -> [&str; 8] {
+        [
+            &self.read,
+            &self.lock_read,
+            &self.renew,
+            &self.grant,
+            &self.release,
+            &self.write_node,
+            &self.read_node,
+            &self.delete_node,
+        ]
+    }
+
+    /// The advisory lock key of `room`: 64-bit FNV-1a of the leases table's name, a `/`,
+    /// and the room. Fixed forever: every process on the tables must compute the same key.
+    fn lock_key(&self, room_id: &str) -> i64 {
+        const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+        const PRIME: u64 = 0x0000_0100_0000_01b3;
+        let bytes = self.leases.bytes().chain(*b"/").chain(room_id.bytes());
+        let hash = bytes.fold(OFFSET, |h, b| (h ^ u64::from(b)).wrapping_mul(PRIME));
+        i64::from_ne_bytes(hash.to_ne_bytes())
+    }
+}
+
+/// What the startup check reads: whether each relation exists (the sequence as a sequence),
+/// the sequence's cache and cycle, and whether the server is a standby.
+const INSPECT: &str = "SELECT to_regclass($1) IS NOT NULL, to_regclass($2) IS NOT NULL, \
+     s.seqrelid IS NOT NULL, COALESCE(s.seqcache, 1), COALESCE(s.seqcycle, false), \
+     pg_is_in_recovery() \
+     FROM (SELECT 1) one LEFT JOIN pg_sequence s ON s.seqrelid = to_regclass($3)";
+
+/// What [`INSPECT`] found.
+#[allow(clippy::struct_excessive_bools)] // one field per independent fact of the row
+struct Inspection {
+    leases: bool,
+    nodes: bool,
+    epoch: bool,
+    cache: i64,
+    cycle: bool,
+    standby: bool,
+}
+
+fn verdict(sql: &LeaseStatements, found: &Inspection) -> Result<(), LeaseError> {
+    if found.standby {
+        return Err(unavailable(
+            "postgres server is a read-only standby: point the url at the primary",
+        ));
+    }
+    let missing: Vec<&str> = [
+        (found.leases, sql.leases.as_str()),
+        (found.epoch, sql.epoch.as_str()),
+        (found.nodes, sql.nodes.as_str()),
+    ]
+    .into_iter()
+    .filter(|(exists, _)| !exists)
+    .map(|(_, name)| name)
+    .collect();
+    if !missing.is_empty() {
+        return Err(unavailable(format!(
+            "postgres lease tables are missing: {} (the epoch counter is a sequence): create \
+             them with create_tables() (the server's --create-table) or by hand: {}",
+            missing.join(", "),
+            sql.create
+        )));
+    }
+    if found.cache != 1 || found.cycle {
+        return Err(unavailable(format!(
+            "postgres sequence {} must have CACHE 1 and NO CYCLE, or epochs drawn by different \
+             connections could go backwards: ALTER SEQUENCE {} CACHE 1 NO CYCLE",
+            sql.epoch, sql.epoch
+        )));
+    }
+    Ok(())
+}
+
+fn unavailable(reason: impl Into<String>) -> LeaseError {
+    LeaseError::Unavailable {
+        reason: reason.into(),
+        source: None,
+    }
+}
+
+/// The session store's error (every driver and pool failure is `Unavailable` there) as a
+/// lease error.
+fn lease_error(e: unique_core::Error) -> LeaseError {
+    match e {
+        unique_core::Error::InvalidParams(reason) => LeaseError::InvalidParams(reason),
+        unique_core::Error::Unavailable { reason, source } => {
+            LeaseError::Unavailable { reason, source }
+        }
+        other => LeaseError::backend_with("postgres", other),
+    }
+}
+
+/// Column `idx` of `row`; a NULL or a value of another type is a record this crate did not
+/// write.
+fn get<'a, T: tokio_postgres::types::FromSql<'a>>(
+    row: &'a Row,
+    idx: usize,
+    what: &str,
+) -> Result<T, LeaseError> {
+    row.try_get(idx)
+        .map_err(|e| LeaseError::Corrupt(format!("postgres lease record: {what}: {e}")))
+}
+
+/// A stored number that must not be negative.
+fn whole(value: i64, what: &str) -> Result<u64, LeaseError> {
+    u64::try_from(value)
+        .map_err(|_| LeaseError::Corrupt(format!("postgres lease record: {what} is negative")))
+}
+
+/// Every value this crate sends fits: times below 2^52 ms, ttls below ten years.
+fn to_i64(value: u64) -> i64 {
+    i64::try_from(value).unwrap_or(i64::MAX)
+}
+
+/// A row of `node, token, epoch, expires_ms` from column `first` on, judged at `now`.
+fn holding(row: &Row, first: usize, now: i64) -> Result<StoredLease, LeaseError> {
+    let node_id: String = get(row, first, "node")?;
+    let lease_token: String = get(row, first + 1, "token")?;
+    let epoch = whole(get(row, first + 2, "epoch")?, "epoch")?;
+    let expires: i64 = get(row, first + 3, "expires_ms")?;
+    if node_id.is_empty() || lease_token.is_empty() || epoch == 0 {
+        return Err(LeaseError::Corrupt(
+            "postgres lease record: empty node, empty token or epoch 0".to_owned(),
+        ));
+    }
+    Ok(StoredLease {
+        node_id,
+        lease_token,
+        epoch,
+        ttl_left_ms: u64::try_from(expires.saturating_sub(now)).unwrap_or(0),
+    })
+}
+
+/// Why a step of `ensure_lease`'s transaction stopped.
+enum Step {
+    /// The driver failed: the connection is closed.
+    Pg(tokio_postgres::Error),
+    /// A stored record is not one this crate wrote: the transaction rolls back.
+    Lease(LeaseError),
+}
+
+impl From<tokio_postgres::Error> for Step {
+    fn from(e: tokio_postgres::Error) -> Self {
+        Self::Pg(e)
+    }
+}
+
+impl From<LeaseError> for Step {
+    fn from(e: LeaseError) -> Self {
+        Self::Lease(e)
+    }
+}
+
+/// `ensure_lease` inside its transaction, the room's advisory lock held: reads the room's
+/// row (locked) with the clock's now, then grants, renews or reports the holder.
+async fn ensure_locked(
+    client: &deadpool_postgres::Object,
+    sql: &LeaseStatements,
+    room_id: &str,
+    node_id: &str,
+    ttl_ms: u64,
+    clock: Option<i64>,
+) -> Result<StoredLease, Step> {
+    let statement = client.prepare_cached(&sql.lock_read).await?;
+    let row = client.query_one(&statement, &[&room_id, &clock]).await?;
+    let now: i64 = get(&row, 0, "now")?;
+    let wanted = now.saturating_add(to_i64(ttl_ms));
+    let node: Option<String> = get(&row, 1, "node")?;
+    if node.is_some() {
+        let mut held = holding(&row, 1, now)?;
+        if held.ttl_left_ms > 0 {
+            if held.node_id != node_id {
+                // D3: another node's valid lease, unchanged.
+                return Ok(held);
+            }
+            // D2: same token and epoch; extend, never shorten.
+            let statement = client.prepare_cached(&sql.renew).await?;
+            let row = client.query_one(&statement, &[&room_id, &wanted]).await?;
+            let kept: i64 = get(&row, 0, "expires_ms")?;
+            held.ttl_left_ms = u64::try_from(kept.saturating_sub(now)).unwrap_or(0);
+            return Ok(held);
+        }
+    }
+    // D1, D4: no lease or an expired one: a new holding, its epoch drawn under the lock.
+    let token = new_lease_token();
+    let statement = client.prepare_cached(&sql.grant).await?;
+    let row = client
+        .query_one(&statement, &[&room_id, &node_id, &token, &wanted])
+        .await?;
+    let epoch = whole(get(&row, 0, "epoch")?, "epoch")?;
+    Ok(StoredLease {
+        node_id: node_id.to_owned(),
+        lease_token: token,
+        epoch,
+        ttl_left_ms: ttl_ms,
+    })
+}
+
+#[async_trait]
+impl LeaseBackend for PostgresDirectory {
+    async fn read_lease(&self, room_id: &str) -> Result<Option<StoredLease>, LeaseError> {
+        let clock = self.clock_param()?;
+        let sql = &self.inner.sql.read;
+        self.with_connection("read_lease", |c| async move {
+            let statement = c.client().prepare_cached(sql).await?;
+            let row = c
+                .client()
+                .query_opt(&statement, &[&room_id, &clock])
+                .await?;
+            let answer = row
+                .map(|row| {
+                    let now: i64 = get(&row, 4, "now")?;
+                    holding(&row, 0, now)
+                })
+                .transpose();
+            Ok((c, answer))
+        })
+        .await
+    }
+
+    async fn ensure_lease(
+        &self,
+        room_id: &str,
+        node_id: &str,
+        ttl_ms: u64,
+    ) -> Result<StoredLease, LeaseError> {
+        let clock = self.clock_param()?;
+        let sql = &self.inner.sql;
+        self.with_connection("ensure_owner", |c| async move {
+            let client = c.client();
+            // One round trip: the transaction and the room's lock. The key is a quoted
+            // literal: unquoted, i64::MIN would parse as the negation of a numeric.
+            let key = sql.lock_key(room_id);
+            client
+                .batch_execute(&format!(
+                    "BEGIN; SELECT pg_advisory_xact_lock('{key}'::bigint)"
+                ))
+                .await?;
+            match ensure_locked(client, sql, room_id, node_id, ttl_ms, clock).await {
+                Ok(answer) => {
+                    client.batch_execute("COMMIT").await?;
+                    Ok((c, Ok(answer)))
+                }
+                // A record this crate did not write: nothing is granted over it.
+                Err(Step::Lease(e)) => {
+                    client.batch_execute("ROLLBACK").await?;
+                    Ok((c, Err(e)))
+                }
+                // The checkout is dropped, closing the connection: the server rolls back.
+                Err(Step::Pg(e)) => Err(e.into()),
+            }
+        })
+        .await
+    }
+
+    async fn release_lease(
+        &self,
+        room_id: &str,
+        node_id: &str,
+        lease_token: &str,
+    ) -> Result<bool, LeaseError> {
+        let sql = &self.inner.sql.release;
+        self.with_connection("release_owner", |c| async move {
+            let statement = c.client().prepare_cached(sql).await?;
+            let deleted = c
+                .client()
+                .execute(&statement, &[&room_id, &node_id, &lease_token])
+                .await?;
+            Ok((c, Ok(deleted > 0)))
+        })
+        .await
+    }
+
+    async fn write_node(
+        &self,
+        node_id: &str,
+        grpc_addr: &str,
+        ttl_ms: u64,
+    ) -> Result<StoredNode, LeaseError> {
+        let clock = self.clock_param()?;
+        let sql = &self.inner.sql.write_node;
+        let ttl = to_i64(ttl_ms);
+        self.with_connection("register_node", |c| async move {
+            let statement = c.client().prepare_cached(sql).await?;
+            c.client()
+                .execute(&statement, &[&node_id, &grpc_addr, &ttl, &clock])
+                .await?;
+            Ok((
+                c,
+                Ok(StoredNode {
+                    grpc_addr: grpc_addr.to_owned(),
+                    age_ms: 0,
+                    ttl_left_ms: ttl_ms,
+                }),
+            ))
+        })
+        .await
+    }
+
+    async fn read_node(&self, node_id: &str) -> Result<Option<StoredNode>, LeaseError> {
+        let clock = self.clock_param()?;
+        let sql = &self.inner.sql.read_node;
+        self.with_connection("lookup_node", |c| async move {
+            let statement = c.client().prepare_cached(sql).await?;
+            let row = c
+                .client()
+                .query_opt(&statement, &[&node_id, &clock])
+                .await?;
+            let answer = row
+                .map(|row| {
+                    let grpc_addr: String = get(&row, 0, "addr")?;
+                    let age: i64 = get(&row, 1, "updated_ms")?;
+                    let left: i64 = get(&row, 2, "expires_ms")?;
+                    Ok(StoredNode {
+                        grpc_addr,
+                        // A test clock set back makes the age negative: zero.
+                        age_ms: u64::try_from(age).unwrap_or(0),
+                        ttl_left_ms: whole(left, "registration time left")?,
+                    })
+                })
+                .transpose();
+            Ok((c, answer))
+        })
+        .await
+    }
+
+    async fn delete_node(&self, node_id: &str) -> Result<(), LeaseError> {
+        let sql = &self.inner.sql.delete_node;
+        self.with_connection("unregister_node", |c| async move {
+            let statement = c.client().prepare_cached(sql).await?;
+            c.client().execute(&statement, &[&node_id]).await?;
+            Ok((c, Ok(())))
+        })
+        .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sql() -> LeaseStatements {
+        LeaseStatements::for_prefix("ops.lease").unwrap()
+    }
+
+    #[test]
+    fn names_come_from_the_prefix() {
+        let sql = sql();
+        assert_eq!(sql.leases, "\"ops\".\"lease_leases\"");
+        assert_eq!(sql.nodes, "\"ops\".\"lease_nodes\"");
+        assert_eq!(sql.epoch, "\"ops\".\"lease_epoch\"");
+        assert!(
+            sql.grant
+                .contains("nextval('\"ops\".\"lease_epoch\"'::regclass)")
+        );
+        for bad in ["", "ops.", "a;b", "a.b.c", "x'y", &"p".repeat(57)] {
+            let e = LeaseStatements::for_prefix(bad).unwrap_err();
+            assert!(e.is_invalid_params(), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn lock_keys_are_fixed_and_differ_by_room_and_table() {
+        let sql = sql();
+        assert_ne!(sql.lock_key("room-1"), sql.lock_key("room-2"));
+        let other = LeaseStatements::for_prefix("lease").unwrap();
+        assert_ne!(sql.lock_key("room-1"), other.lock_key("room-1"));
+        // Pinned: a build that hashed otherwise would not exclude an older one.
+        assert_eq!(sql.lock_key("room-1"), 0x0f87_82f4_dd17_fe0d);
+    }
+
+    #[test]
+    fn the_check_names_what_is_missing() {
+        let sql = sql();
+        let good = || Inspection {
+            leases: true,
+            nodes: true,
+            epoch: true,
+            cache: 1,
+            cycle: false,
+            standby: false,
+        };
+        verdict(&sql, &good()).unwrap();
+        let e = verdict(
+            &sql,
+            &Inspection {
+                leases: false,
+                epoch: false,
+                ..good()
+            },
+        )
+        .unwrap_err();
+        assert!(e.is_unavailable());
+        let text = e.to_string();
+        assert!(
+            text.contains("missing: \"ops\".\"lease_leases\", \"ops\".\"lease_epoch\" "),
+            "{text}"
+        );
+        assert!(text.contains("create_tables()"), "{text}");
+        assert!(!text.contains("missing: \"ops\".\"lease_nodes\""), "{text}");
+        let e = verdict(
+            &sql,
+            &Inspection {
+                cache: 20,
+                ..good()
+            },
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("CACHE 1"), "{e}");
+        let e = verdict(
+            &sql,
+            &Inspection {
+                standby: true,
+                ..good()
+            },
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("standby"), "{e}");
+    }
+
+    #[test]
+    fn store_errors_keep_their_class() {
+        let e = lease_error(unique_core::Error::invalid("x"));
+        assert!(e.is_invalid_params());
+        let e = lease_error(unique_core::Error::unavailable("postgres read failed"));
+        assert!(e.is_unavailable());
+        assert_eq!(e.to_string(), "unavailable: postgres read failed");
+        let e = lease_error(unique_core::Error::Throttled);
+        assert!(matches!(e, LeaseError::Backend { .. }));
+    }
+}

@@ -1,0 +1,682 @@
+//! [`SqliteDirectory`]: the room lease directory and node registry of `unique-lease` in an
+//! SQLite file, judged on the process's clock.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, UNIX_EPOCH};
+
+use rusqlite::{Connection, MAIN_DB, OpenFlags, OptionalExtension, TransactionBehavior, params};
+use unique_lease::{
+    Clock, LeaseBackend, LeaseError, MAX_TIME_MILLIS, StoredLease, StoredNode, SystemClock,
+    async_trait, new_lease_token,
+};
+
+use crate::error::map_sqlite;
+use crate::options::{DEFAULT_BUSY_TIMEOUT, Synchronous};
+use crate::schema::check_path;
+
+/// Marks a database file as a lease directory's (`PRAGMA application_id`, "uqls"), so
+/// neither a session store nor this directory mistakes the other's file for its own.
+const LEASE_APPLICATION_ID: i32 = 0x7571_6c73;
+
+/// The lease schema version this build writes and understands (`PRAGMA user_version`).
+const LEASE_SCHEMA_VERSION: i32 = 1;
+
+/// The tables of a new file. The epoch counter is one row that only ever grows.
+const CREATE_TABLES: &str = "
+CREATE TABLE leases (
+    room       TEXT PRIMARY KEY NOT NULL,
+    node       TEXT NOT NULL,
+    token      TEXT NOT NULL,
+    epoch      INTEGER NOT NULL,
+    expires_ms INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE lease_epoch (
+    id   INTEGER PRIMARY KEY CHECK (id = 1),
+    last INTEGER NOT NULL
+);
+INSERT INTO lease_epoch (id, last) VALUES (1, 0);
+CREATE TABLE nodes (
+    node       TEXT PRIMARY KEY NOT NULL,
+    addr       TEXT NOT NULL,
+    updated_ms INTEGER NOT NULL,
+    expires_ms INTEGER NOT NULL
+) WITHOUT ROWID;
+";
+
+const READ: &str = "SELECT node, token, epoch, expires_ms FROM leases WHERE room = ?1";
+const RENEW: &str = "UPDATE leases SET expires_ms = max(expires_ms, ?2) WHERE room = ?1";
+const NEXT_EPOCH: &str = "UPDATE lease_epoch SET last = last + 1 WHERE id = 1 RETURNING last";
+const GRANT: &str = "INSERT INTO leases (room, node, token, epoch, expires_ms) \
+     VALUES (?1, ?2, ?3, ?4, ?5) \
+     ON CONFLICT (room) DO UPDATE SET node = excluded.node, token = excluded.token, \
+     epoch = excluded.epoch, expires_ms = excluded.expires_ms";
+const RELEASE: &str = "DELETE FROM leases WHERE room = ?1 AND node = ?2 AND token = ?3";
+const WRITE_NODE: &str = "INSERT INTO nodes (node, addr, updated_ms, expires_ms) \
+     VALUES (?1, ?2, ?3, ?4) \
+     ON CONFLICT (node) DO UPDATE SET addr = excluded.addr, \
+     updated_ms = excluded.updated_ms, expires_ms = excluded.expires_ms";
+const READ_NODE: &str = "SELECT addr, updated_ms, expires_ms FROM nodes WHERE node = ?1";
+const DROP_EXPIRED_NODE: &str = "DELETE FROM nodes WHERE node = ?1 AND expires_ms <= ?2";
+const DELETE_NODE: &str = "DELETE FROM nodes WHERE node = ?1";
+
+/// A [`Directory`](unique_lease::Directory) and
+/// [`NodeRegistry`](unique_lease::NodeRegistry) in an SQLite file of its own (WAL,
+/// `synchronous = FULL` by default). Cheap to clone.
+///
+/// **The process's clock judges**: expiry is decided on the directory's [`Clock`]
+/// ([`SystemClock`] unless a test injects another), never on the callers' `now`
+/// arguments (D10). Every process on one machine reads the same system clock, so
+/// directories of several processes on one file agree on it.
+///
+/// # Storage
+///
+/// `leases (room, node, token, epoch, expires_ms)`, `nodes (node, addr, updated_ms,
+/// expires_ms)` and `lease_epoch`, one row holding the last epoch issued: every new holding
+/// of any room takes the next one in the transaction that writes it, so epochs strictly
+/// increase and are never reused, whatever was released or expired (D4). Expired leases
+/// stay until the room is granted again or released; an expired registration is deleted
+/// when it is next looked up.
+///
+/// # The file
+///
+/// Give the directory a file of its own (say `leases.db` beside the session store's
+/// file), not the session store's: the file is marked as a lease directory's
+/// (`application_id`), and each refuses the other's file. Unlike
+/// [`SqliteStore`](crate::SqliteStore), the directory takes no lock of its own on the
+/// file: several directories, of one process or of several on one machine, may share a
+/// lease file, and SQLite's locking serialises them. A network file system is not
+/// supported.
+///
+/// # Atomicity
+///
+/// `ensure_owner` is one `BEGIN IMMEDIATE` transaction (SQLite's write lock, so one
+/// writer at a time): read the room's lease, then grant or renew it. The clock is read
+/// once the lock is held. Of concurrent ensures on a free room exactly one grants and the
+/// others see its lease (D8). Every other operation is a single statement.
+///
+/// Operations run on tokio's blocking pool, one at a time per directory on its one
+/// connection; they need a tokio runtime.
+#[derive(Clone)]
+pub struct SqliteDirectory {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    conn: Mutex<Connection>,
+    clock: Arc<dyn Clock>,
+    path: PathBuf,
+}
+
+impl std::fmt::Debug for SqliteDirectory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqliteDirectory")
+            .field("path", &self.inner.path)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Configures and opens a [`SqliteDirectory`]; see [`SqliteDirectory::builder`].
+#[must_use]
+pub struct SqliteDirectoryBuilder {
+    path: PathBuf,
+    clock: Arc<dyn Clock>,
+    busy_timeout: Duration,
+    synchronous: Synchronous,
+}
+
+impl std::fmt::Debug for SqliteDirectoryBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqliteDirectoryBuilder")
+            .field("path", &self.path)
+            .field("busy_timeout", &self.busy_timeout)
+            .field("synchronous", &self.synchronous)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SqliteDirectoryBuilder {
+    /// Judges leases and registrations on `clock` (default [`SystemClock`]): for tests and
+    /// simulations that move time by hand. Every directory on the file must use the same
+    /// clock.
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// How long an operation waits for another connection's write lock on the file before
+    /// failing with `Unavailable` (default 5 s).
+    pub fn busy_timeout(mut self, timeout: Duration) -> Self {
+        self.busy_timeout = timeout;
+        self
+    }
+
+    /// Commit durability; [`Synchronous::Full`] by default. Under
+    /// [`Synchronous::Normal`] an OS crash or power loss can roll back the last grants,
+    /// and their epochs would be issued again.
+    pub fn synchronous(mut self, synchronous: Synchronous) -> Self {
+        self.synchronous = synchronous;
+        self
+    }
+
+    /// Opens (creating when missing) the file and its tables. Blocks the calling thread,
+    /// bounded by the busy timeout: call it at startup or inside `spawn_blocking`.
+    ///
+    /// # Errors
+    ///
+    /// `Unavailable` naming the path when the directory is missing, the file cannot be
+    /// opened or written, is not an SQLite database, belongs to another application (a
+    /// session store's file included) or to a newer build, or stays locked past the busy
+    /// timeout.
+    pub fn open(self) -> Result<SqliteDirectory, LeaseError> {
+        let path = self.path.as_path();
+        check_path(path).map_err(store_error)?;
+        let failed = |e| opening(path, e);
+        let conn = Connection::open_with_flags(
+            path,
+            OpenFlags::SQLITE_OPEN_READ_WRITE
+                | OpenFlags::SQLITE_OPEN_CREATE
+                | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(failed)?;
+        conn.busy_timeout(self.busy_timeout).map_err(failed)?;
+        if conn.is_readonly(MAIN_DB).map_err(failed)? {
+            return Err(refused(
+                path,
+                "the file is not writable (permission denied)",
+            ));
+        }
+        let mode: String = conn
+            .pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))
+            .map_err(failed)?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            return Err(refused(
+                path,
+                &format!("write-ahead logging is not available there (journal mode stayed {mode})"),
+            ));
+        }
+        conn.pragma_update(None, "synchronous", self.synchronous.pragma_value())
+            .map_err(failed)?;
+        ensure_tables(&conn, path)?;
+        Ok(SqliteDirectory {
+            inner: Arc::new(Inner {
+                conn: Mutex::new(conn),
+                clock: self.clock,
+                path: self.path,
+            }),
+        })
+    }
+}
+
+/// Creates the tables in a new file, accepts a file of this directory, refuses anything
+/// else; in one write transaction.
+fn ensure_tables(conn: &Connection, path: &Path) -> Result<(), LeaseError> {
+    let failed = |e| opening(path, e);
+    conn.execute_batch("BEGIN IMMEDIATE").map_err(failed)?;
+    let checked = (|| {
+        let app_id: i32 = conn
+            .pragma_query_value(None, "application_id", |row| row.get(0))
+            .map_err(failed)?;
+        let version: i32 = conn
+            .pragma_query_value(None, "user_version", |row| row.get(0))
+            .map_err(failed)?;
+        if app_id == LEASE_APPLICATION_ID {
+            if version > LEASE_SCHEMA_VERSION {
+                return Err(refused(
+                    path,
+                    &format!(
+                        "lease schema version {version} is newer than this build supports \
+                         ({LEASE_SCHEMA_VERSION})"
+                    ),
+                ));
+            }
+            return Ok(());
+        }
+        let objects: i64 = conn
+            .query_row("SELECT count(*) FROM sqlite_schema", [], |row| row.get(0))
+            .map_err(failed)?;
+        if app_id != 0 || objects > 0 {
+            return Err(refused(
+                path,
+                "it is an sqlite database of another application (a session store's file?): \
+                 give the lease directory a file of its own",
+            ));
+        }
+        conn.execute_batch(CREATE_TABLES).map_err(failed)?;
+        conn.pragma_update(None, "application_id", LEASE_APPLICATION_ID)
+            .map_err(failed)?;
+        conn.pragma_update(None, "user_version", LEASE_SCHEMA_VERSION)
+            .map_err(failed)?;
+        Ok(())
+    })();
+    match checked {
+        Ok(()) => conn.execute_batch("COMMIT").map_err(failed),
+        Err(e) => {
+            // Best effort: the connection is dropped right after anyway.
+            let _ = conn.execute_batch("ROLLBACK");
+            Err(e)
+        }
+    }
+}
+
+impl SqliteDirectory {
+    /// Opens (creating when missing) the directory at `path` with the defaults: the system
+    /// clock, a 5 s busy timeout, [`Synchronous::Full`]. Blocks; see
+    /// [`SqliteDirectoryBuilder::open`].
+    ///
+    /// # Errors
+    ///
+    /// See [`SqliteDirectoryBuilder::open`].
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, LeaseError> {
+        Self::builder(path).open()
+    }
+
+    /// Starts configuring a directory at `path`.
+    pub fn builder(path: impl AsRef<Path>) -> SqliteDirectoryBuilder {
+        SqliteDirectoryBuilder {
+            path: path.as_ref().to_path_buf(),
+            clock: Arc::new(SystemClock),
+            busy_timeout: DEFAULT_BUSY_TIMEOUT,
+            synchronous: Synchronous::Full,
+        }
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.inner.path
+    }
+
+    /// Runs `op` on the connection on tokio's blocking pool. `op` gets the clock (read it
+    /// once the locks it needs are held) and answers `Ok` with its verdict; an SQLite
+    /// failure is `Err`.
+    async fn run<T, F>(&self, what: &'static str, op: F) -> Result<T, LeaseError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Connection, &dyn Fn() -> Result<i64, LeaseError>) -> Result<T, Failure>
+            + Send
+            + 'static,
+    {
+        let inner = Arc::clone(&self.inner);
+        tokio::task::spawn_blocking(move || {
+            let mut conn = inner.conn.lock().unwrap_or_else(PoisonError::into_inner);
+            let now = || now_ms(&*inner.clock);
+            op(&mut conn, &now).map_err(|failure| failure.into_error(what))
+        })
+        .await
+        .map_err(|e| LeaseError::unavailable_with("sqlite lease task did not complete", e))?
+    }
+}
+
+/// `clock`'s reading in whole milliseconds since the Unix epoch.
+fn now_ms(clock: &dyn Clock) -> Result<i64, LeaseError> {
+    clock
+        .now()
+        .duration_since(UNIX_EPOCH)
+        .ok()
+        .and_then(|since| u64::try_from(since.as_millis()).ok())
+        .filter(|ms| *ms < MAX_TIME_MILLIS)
+        .map(to_i64)
+        .ok_or_else(|| LeaseError::invalid("clock is outside the supported range"))
+}
+
+/// Every value this crate stores fits: times below 2^52 ms, ttls below ten years.
+fn to_i64(value: u64) -> i64 {
+    i64::try_from(value).unwrap_or(i64::MAX)
+}
+
+/// Why an operation failed, before it becomes a [`LeaseError`].
+#[derive(Debug)]
+enum Failure {
+    Sqlite(rusqlite::Error),
+    Lease(LeaseError),
+}
+
+impl From<rusqlite::Error> for Failure {
+    fn from(e: rusqlite::Error) -> Self {
+        Self::Sqlite(e)
+    }
+}
+
+impl From<LeaseError> for Failure {
+    fn from(e: LeaseError) -> Self {
+        Self::Lease(e)
+    }
+}
+
+impl Failure {
+    /// The one mapping to [`LeaseError`]: a stored value of the wrong type is a record this
+    /// crate did not write (`Corrupt`), every other SQLite failure `Unavailable` (with the
+    /// session store's words for it).
+    fn into_error(self, what: &str) -> LeaseError {
+        match self {
+            Self::Lease(e) => e,
+            Self::Sqlite(
+                e @ (rusqlite::Error::InvalidColumnType(..)
+                | rusqlite::Error::FromSqlConversionFailure(..)
+                | rusqlite::Error::IntegralValueOutOfRange(..)),
+            ) => LeaseError::Corrupt(format!("sqlite {what}: {e}")),
+            Self::Sqlite(e) => store_error(map_sqlite(what, e)),
+        }
+    }
+}
+
+/// The session store's error as a lease error (its SQLite failures are all `Unavailable`).
+fn store_error(e: unique_core::Error) -> LeaseError {
+    match e {
+        unique_core::Error::InvalidParams(reason) => LeaseError::InvalidParams(reason),
+        unique_core::Error::Unavailable { reason, source } => {
+            LeaseError::Unavailable { reason, source }
+        }
+        other => LeaseError::backend_with("sqlite", other),
+    }
+}
+
+fn opening(path: &Path, e: rusqlite::Error) -> LeaseError {
+    store_error(map_sqlite(&format!("open of {}", path.display()), e))
+}
+
+fn refused(path: &Path, why: &str) -> LeaseError {
+    LeaseError::Unavailable {
+        reason: format!(
+            "cannot open sqlite lease database {}: {why}",
+            path.display()
+        ),
+        source: None,
+    }
+}
+
+fn corrupt(what: &str) -> Failure {
+    Failure::Lease(LeaseError::Corrupt(format!("sqlite lease record: {what}")))
+}
+
+/// A lease row `(node, token, epoch, expires_ms)` judged at `now`.
+fn holding(
+    (node_id, lease_token, epoch, expires): (String, String, i64, i64),
+    now: i64,
+) -> Result<StoredLease, Failure> {
+    let epoch = u64::try_from(epoch).map_err(|_| corrupt("negative epoch"))?;
+    if node_id.is_empty() || lease_token.is_empty() || epoch == 0 {
+        return Err(corrupt("empty node, empty token or epoch 0"));
+    }
+    Ok(StoredLease {
+        node_id,
+        lease_token,
+        epoch,
+        ttl_left_ms: u64::try_from(expires.saturating_sub(now)).unwrap_or(0),
+    })
+}
+
+fn read_row(
+    conn: &Connection,
+    room_id: &str,
+) -> rusqlite::Result<Option<(String, String, i64, i64)>> {
+    conn.prepare_cached(READ)?
+        .query_row([room_id], |row| {
+            Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))
+        })
+        .optional()
+}
+
+#[async_trait]
+impl LeaseBackend for SqliteDirectory {
+    async fn read_lease(&self, room_id: &str) -> Result<Option<StoredLease>, LeaseError> {
+        let room_id = room_id.to_owned();
+        self.run("read_lease", move |conn, now| {
+            let now = now()?;
+            read_row(conn, &room_id)?
+                .map(|row| holding(row, now))
+                .transpose()
+        })
+        .await
+    }
+
+    async fn ensure_lease(
+        &self,
+        room_id: &str,
+        node_id: &str,
+        ttl_ms: u64,
+    ) -> Result<StoredLease, LeaseError> {
+        let (room_id, node_id) = (room_id.to_owned(), node_id.to_owned());
+        self.run("ensure_owner", move |conn, now| {
+            // Dropped without a commit (an error, a corrupt record): rolled back.
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let now = now()?;
+            let wanted = now.saturating_add(to_i64(ttl_ms));
+            if let Some(row) = read_row(&tx, &room_id)? {
+                let mut held = holding(row, now)?;
+                if held.ttl_left_ms > 0 {
+                    if held.node_id != node_id {
+                        // D3: another node's valid lease, unchanged.
+                        return Ok(held);
+                    }
+                    // D2: same token and epoch; extend, never shorten.
+                    let expires = now.saturating_add(to_i64(held.ttl_left_ms));
+                    if wanted > expires {
+                        tx.prepare_cached(RENEW)?
+                            .execute(params![room_id, wanted])?;
+                        tx.commit()?;
+                        held.ttl_left_ms = ttl_ms;
+                    }
+                    return Ok(held);
+                }
+            }
+            // D1, D4: no lease or an expired one: a new holding with the next epoch.
+            let epoch: Option<i64> = tx
+                .prepare_cached(NEXT_EPOCH)?
+                .query_row([], |row| row.get(0))
+                .optional()?;
+            let epoch = epoch
+                .and_then(|epoch| u64::try_from(epoch).ok())
+                .filter(|epoch| *epoch > 0)
+                .ok_or_else(|| corrupt("the epoch counter row is missing or not positive"))?;
+            let token = new_lease_token();
+            tx.prepare_cached(GRANT)?.execute(params![
+                room_id,
+                node_id,
+                token,
+                to_i64(epoch),
+                wanted
+            ])?;
+            tx.commit()?;
+            Ok(StoredLease {
+                node_id,
+                lease_token: token,
+                epoch,
+                ttl_left_ms: ttl_ms,
+            })
+        })
+        .await
+    }
+
+    async fn release_lease(
+        &self,
+        room_id: &str,
+        node_id: &str,
+        lease_token: &str,
+    ) -> Result<bool, LeaseError> {
+        let args = (
+            room_id.to_owned(),
+            node_id.to_owned(),
+            lease_token.to_owned(),
+        );
+        self.run("release_owner", move |conn, _| {
+            let deleted = conn
+                .prepare_cached(RELEASE)?
+                .execute(params![args.0, args.1, args.2])?;
+            Ok(deleted > 0)
+        })
+        .await
+    }
+
+    async fn write_node(
+        &self,
+        node_id: &str,
+        grpc_addr: &str,
+        ttl_ms: u64,
+    ) -> Result<StoredNode, LeaseError> {
+        let (node_id, grpc_addr) = (node_id.to_owned(), grpc_addr.to_owned());
+        self.run("register_node", move |conn, now| {
+            let now = now()?;
+            let expires = now.saturating_add(to_i64(ttl_ms));
+            conn.prepare_cached(WRITE_NODE)?
+                .execute(params![node_id, grpc_addr, now, expires])?;
+            Ok(StoredNode {
+                grpc_addr,
+                age_ms: 0,
+                ttl_left_ms: ttl_ms,
+            })
+        })
+        .await
+    }
+
+    async fn read_node(&self, node_id: &str) -> Result<Option<StoredNode>, LeaseError> {
+        let node_id = node_id.to_owned();
+        self.run("lookup_node", move |conn, now| {
+            let now = now()?;
+            let row: Option<(String, i64, i64)> = conn
+                .prepare_cached(READ_NODE)?
+                .query_row([&node_id], |row| {
+                    Ok((row.get(0)?, row.get(1)?, row.get(2)?))
+                })
+                .optional()?;
+            match row {
+                Some((grpc_addr, updated, expires)) if now < expires => Ok(Some(StoredNode {
+                    grpc_addr,
+                    // A test clock set back makes the age negative: zero.
+                    age_ms: u64::try_from(now.saturating_sub(updated)).unwrap_or(0),
+                    ttl_left_ms: u64::try_from(expires - now).unwrap_or(0),
+                })),
+                Some(_) => {
+                    // Expired: dropped so dead nodes do not accumulate (unless it was
+                    // registered again meanwhile).
+                    conn.prepare_cached(DROP_EXPIRED_NODE)?
+                        .execute(params![node_id, now])?;
+                    Ok(None)
+                }
+                None => Ok(None),
+            }
+        })
+        .await
+    }
+
+    async fn delete_node(&self, node_id: &str) -> Result<(), LeaseError> {
+        let node_id = node_id.to_owned();
+        self.run("unregister_node", move |conn, _| {
+            conn.prepare_cached(DELETE_NODE)?.execute([&node_id])?;
+            Ok(())
+        })
+        .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::SystemTime;
+
+    use unique_lease::{Directory, ManualClock, NodeRegistry};
+
+    use super::*;
+
+    const TTL: Duration = Duration::from_secs(30);
+
+    fn at(secs: u64) -> SystemTime {
+        UNIX_EPOCH + Duration::from_secs(secs)
+    }
+
+    fn directory(path: &Path, clock: &Arc<ManualClock>) -> SqliteDirectory {
+        SqliteDirectory::builder(path)
+            .clock(clock.clone())
+            .open()
+            .expect("open")
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn grants_renews_and_takes_over_on_its_clock() {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = Arc::new(ManualClock::new(at(1_000)));
+        let d = directory(&dir.path().join("l.db"), &clock);
+        // The callers' `now` never decides: 10 minutes apart, one holder.
+        let a = d.ensure_owner("room", "a", at(1_000), TTL).await.unwrap();
+        assert!(a.is_held_by("a"));
+        assert_eq!(a.epoch, 1);
+        let b = d.ensure_owner("room", "b", at(1_600), TTL).await.unwrap();
+        assert!(b.same_holding(&a));
+        clock.advance(Duration::from_secs(10));
+        let renewed = d.ensure_owner("room", "a", at(0), TTL).await.unwrap();
+        assert!(renewed.same_holding(&a));
+        assert_eq!(renewed.ttl_left, TTL);
+        clock.advance(TTL);
+        let taken = d.ensure_owner("room", "b", at(0), TTL).await.unwrap();
+        assert!(taken.is_held_by("b"));
+        assert_eq!(taken.epoch, 2);
+        assert!(
+            d.release_owner("room", "b", &taken.lease_token)
+                .await
+                .unwrap()
+        );
+        assert_eq!(d.lookup("room").await.unwrap(), None);
+        let again = d.ensure_owner("room", "a", at(0), TTL).await.unwrap();
+        assert_eq!(again.epoch, 3, "the counter survives a release");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn epochs_survive_reopening_and_two_directories_share_a_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("l.db");
+        let clock = Arc::new(ManualClock::new(at(1_000)));
+        let first = directory(&path, &clock);
+        let lease = first.ensure_owner("room", "a", at(0), TTL).await.unwrap();
+        let second = directory(&path, &clock);
+        let seen = second.ensure_owner("room", "b", at(0), TTL).await.unwrap();
+        assert!(seen.same_holding(&lease));
+        drop((first, second));
+        clock.advance(TTL);
+        let reopened = directory(&path, &clock);
+        let next = reopened
+            .ensure_owner("room", "b", at(0), TTL)
+            .await
+            .unwrap();
+        assert_eq!(next.epoch, lease.epoch + 1);
+        reopened
+            .register_node("n", "10.0.0.1:7000", TTL)
+            .await
+            .unwrap();
+        assert!(reopened.lookup_node("n").await.unwrap().is_some());
+        clock.advance(TTL);
+        assert_eq!(reopened.lookup_node("n").await.unwrap(), None);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn foreign_files_and_records_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let store_file = dir.path().join("store.db");
+        drop(crate::SqliteStore::open(&store_file).unwrap());
+        let e = SqliteDirectory::open(&store_file).unwrap_err();
+        assert!(e.is_unavailable(), "{e}");
+        assert!(e.to_string().contains("another application"), "{e}");
+        let lease_file = dir.path().join("leases.db");
+        drop(SqliteDirectory::open(&lease_file).unwrap());
+        let e = crate::SqliteStore::open(&lease_file).unwrap_err();
+        assert!(e.to_string().contains("another application"), "{e}");
+
+        let clock = Arc::new(ManualClock::new(at(1_000)));
+        let d = directory(&lease_file, &clock);
+        let raw = Connection::open(&lease_file).unwrap();
+        raw.execute(
+            "INSERT INTO leases VALUES ('room', 'a', 'tok', 'seven', 0)",
+            [],
+        )
+        .unwrap();
+        assert!(d.lookup("room").await.unwrap_err().is_corrupt());
+        let e = d.ensure_owner("room", "b", at(0), TTL).await.unwrap_err();
+        assert!(e.is_corrupt(), "{e}");
+        let epoch: String = raw
+            .query_row("SELECT epoch FROM leases WHERE room = 'room'", [], |r| {
+                r.get(0)
+            })
+            .unwrap();
+        assert_eq!(epoch, "seven", "nothing granted over it");
+        let e = SqliteDirectory::open(dir.path().join("missing/l.db")).unwrap_err();
+        assert!(e.is_unavailable(), "{e}");
+    }
+}
