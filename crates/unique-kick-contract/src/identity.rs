@@ -3,6 +3,9 @@
 //! time a process asks for either, so nothing checked in can expire or leak.
 //!
 //! Never trust [`ca_pem`] outside tests.
+//!
+//! [`ca`] and [`leaf`] are the workspace's one certificate generator: the test PKI of
+//! `unique-testsupport` (server and client CAs for the TLS tests) is built from them too.
 
 use std::sync::{Arc, OnceLock};
 
@@ -28,27 +31,52 @@ fn identity() -> &'static Identity {
 }
 
 fn generate() -> Result<Identity, rcgen::Error> {
-    let mut ca = CertificateParams::new(Vec::<String>::new())?;
-    ca.distinguished_name
-        .push(DnType::CommonName, "unique kicker contract test CA");
-    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
-    let ca = CertifiedIssuer::self_signed(ca, KeyPair::generate()?)?;
-
-    // A SAN that parses as an IP address becomes an IP SAN.
-    let mut leaf = CertificateParams::new(vec!["127.0.0.1".to_owned(), "localhost".to_owned()])?;
-    leaf.distinguished_name
-        .push(DnType::CommonName, "unique kicker contract peer");
-    leaf.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-    let leaf_key = KeyPair::generate()?;
-    let leaf_cert = leaf.signed_by(&leaf_key, &ca)?;
-
+    let ca = ca("unique kicker contract test CA")?;
+    let (leaf_cert, leaf_key) = leaf(
+        &ca,
+        vec!["127.0.0.1".to_owned(), "localhost".to_owned()],
+        ExtendedKeyUsagePurpose::ServerAuth,
+    )?;
     Ok(Identity {
         ca_pem: ca.pem(),
         ca_der: ca.der().clone(),
         leaf_der: leaf_cert.der().clone(),
         leaf_key: PrivatePkcs8KeyDer::from(leaf_key.serialize_der()),
     })
+}
+
+/// A self-signed test CA named `name`, with a fresh key.
+///
+/// # Errors
+///
+/// When rcgen refuses the parameters (it does not for these).
+pub fn ca(name: &str) -> Result<CertifiedIssuer<'static, KeyPair>, rcgen::Error> {
+    let mut params = CertificateParams::new(Vec::<String>::new())?;
+    params.distinguished_name.push(DnType::CommonName, name);
+    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+    CertifiedIssuer::self_signed(params, KeyPair::generate()?)
+}
+
+/// A leaf signed by `issuer` for `names` (a name that parses as an IP address becomes an IP
+/// SAN) with one extended key usage, and its fresh key.
+///
+/// # Errors
+///
+/// When rcgen refuses a name.
+pub fn leaf(
+    issuer: &CertifiedIssuer<'static, KeyPair>,
+    names: Vec<String>,
+    usage: ExtendedKeyUsagePurpose,
+) -> Result<(rcgen::Certificate, KeyPair), rcgen::Error> {
+    let mut params = CertificateParams::new(names)?;
+    params
+        .distinguished_name
+        .push(DnType::CommonName, "unique test peer");
+    params.extended_key_usages = vec![usage];
+    let key = KeyPair::generate()?;
+    let cert = params.signed_by(&key, issuer)?;
+    Ok((cert, key))
 }
 
 /// The private test CA (PEM). A kicker that trusts it accepts the TLS peers of

@@ -1,13 +1,12 @@
 //! A throwaway PKI for TLS tests: a server CA with a leaf for `127.0.0.1` / `localhost`, and a
 //! separate client CA with one client leaf, generated with fresh keys on every call so nothing
-//! checked in can expire or leak.
+//! checked in can expire or leak. Built with the kicker suite's generator
+//! (`unique_kick_contract::identity::{ca, leaf}`), the workspace's one.
 
 use std::sync::Arc;
 
-use rcgen::{
-    BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose, IsCa,
-    KeyPair, KeyUsagePurpose,
-};
+use rcgen::ExtendedKeyUsagePurpose;
+use unique_kick_contract::identity::{ca, leaf};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
@@ -88,37 +87,12 @@ impl TestPki {
             ExtendedKeyUsagePurpose::ClientAuth,
         )?;
         Ok(Self {
-            server_chain: format!("{server_leaf}{}", server_ca.pem()),
+            server_chain: format!("{}{}", server_leaf.pem(), server_ca.pem()),
             server_ca: server_ca.pem(),
-            server_key,
+            server_key: server_key.serialize_pem(),
             client_ca: client_ca.pem(),
-            client_cert,
-            client_key,
+            client_cert: client_cert.pem(),
+            client_key: client_key.serialize_pem(),
         })
     }
-}
-
-fn ca(name: &str) -> Result<CertifiedIssuer<'static, KeyPair>, rcgen::Error> {
-    let mut params = CertificateParams::new(Vec::<String>::new())?;
-    params.distinguished_name.push(DnType::CommonName, name);
-    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
-    CertifiedIssuer::self_signed(params, KeyPair::generate()?)
-}
-
-/// A leaf signed by `issuer` for `names` (a name that parses as an IP address becomes an IP
-/// SAN): its PEM certificate and PEM key.
-fn leaf(
-    issuer: &CertifiedIssuer<'static, KeyPair>,
-    names: Vec<String>,
-    usage: ExtendedKeyUsagePurpose,
-) -> Result<(String, String), rcgen::Error> {
-    let mut params = CertificateParams::new(names)?;
-    params
-        .distinguished_name
-        .push(DnType::CommonName, "unique test peer");
-    params.extended_key_usages = vec![usage];
-    let key = KeyPair::generate()?;
-    let cert = params.signed_by(&key, issuer)?;
-    Ok((cert.pem(), key.serialize_pem()))
 }
