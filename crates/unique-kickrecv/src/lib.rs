@@ -7,7 +7,7 @@ mod service;
 mod telemetry;
 
 pub use receiver::{KickReceiver, KickReceiverBuilder};
-pub use serve::{DEFAULT_HEADER_READ_TIMEOUT, serve, serve_with};
+pub use serve::{serve, serve_with};
 pub use service::{KickService, MAX_BODY_BYTES};
 pub use telemetry::KICK_SIGNATURE_REJECTIONS_TOTAL;
 /// The guards of [`serve_with`]: connection caps, timeouts, TLS (from `unique-listener`).

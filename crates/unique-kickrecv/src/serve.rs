@@ -2,17 +2,12 @@
 
 use std::future::Future;
 use std::io;
-use std::time::Duration;
 
 use tokio::net::TcpListener;
 use unique_client::KickHandler;
 use unique_listener::ServeOptions;
 
 use crate::service::KickService;
-
-/// A connection must send its request headers within this long (slow-client guard); the default
-/// [`ServeOptions::header_timeout`].
-pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = unique_listener::DEFAULT_HEADER_TIMEOUT;
 
 /// [`serve_with`] the default [`ServeOptions`]. The kicks are not verified, so `listener`
 /// must be loopback (otherwise [`io::ErrorKind::InvalidInput`] at once, see
