@@ -139,6 +139,14 @@ impl Grant {
     pub fn permits(&self, key: &Key) -> bool {
         self.projects.contains(&key.project) && self.envs.contains(&key.env)
     }
+
+    /// Whether this grant may act on the room leases and node registrations of
+    /// `project`: the project is in its scope and the grant is not limited to some envs.
+    /// Leases belong to a whole project (they have no env), so a token limited to `prod`
+    /// cannot take a room that the project's other envs' nodes may hold.
+    pub fn permits_project(&self, project: &str) -> bool {
+        self.projects.contains(project) && self.envs == Scope::Any
+    }
 }
 
 /// Why a request was not authenticated (the message of the 401).
@@ -471,6 +479,18 @@ mod tests {
             .unwrap();
         assert!(ops.permits(&Key::new("anything", "at-all", 7)));
         assert!(ops.has_role(Role::Admin) && !game.has_role(Role::Admin));
+    }
+
+    #[test]
+    fn leases_need_the_project_with_every_env() {
+        let all_envs = Grant::new("g", vec!["game".into()], None);
+        assert!(all_envs.permits_project("game"));
+        assert!(!all_envs.permits_project("chat"));
+        let star = Grant::new("g", vec!["game".into()], Some(vec!["*".into()]));
+        assert!(star.permits_project("game"));
+        let prod_only = Grant::new("g", vec!["game".into()], Some(vec!["prod".into()]));
+        assert!(!prod_only.permits_project("game"));
+        assert!(Grant::new("ops", vec!["*".into()], None).permits_project("anything"));
     }
 
     #[test]

@@ -3,6 +3,7 @@
 mod answer;
 mod audit;
 mod auth;
+mod leases;
 mod request_id;
 mod serve;
 mod service;
@@ -14,6 +15,7 @@ pub use audit::{
 pub use auth::{
     Grant, MIN_TOKEN_BYTES, Role, SharedTokens, Tokens, TokensDiff, TokensError, Unauthenticated,
 };
+pub use leases::LeaseService;
 pub use serve::{DRAIN_TIMEOUT, serve, serve_with};
 pub use service::{ArbiterService, DEFAULT_READY_TIMEOUT, MAX_BODY_BYTES, ResponseBody};
 pub use telemetry::AUTH_REJECTIONS_TOTAL;

@@ -4,12 +4,14 @@ use std::cell::RefCell;
 use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use crate::answer::write_claim_outcome;
 use crate::audit::{AuditEvent, AuditSink, Auditor, RefusalReason};
 use crate::auth::{Grant, Role, SharedTokens, Unauthenticated};
+use crate::leases::{self, LeaseService};
 use crate::request_id::RequestId;
 use crate::telemetry::{self, Refusal};
 use bytes::Bytes;
@@ -46,6 +48,8 @@ pub struct ArbiterService<S> {
     tokens: Option<SharedTokens>,
     /// `None`: no audit log; a session event costs this check only.
     audit: Option<Auditor>,
+    /// `None`: the lease routes answer 501.
+    leases: Option<Arc<dyn LeaseService>>,
     ready_timeout: Duration,
 }
 
@@ -55,6 +59,7 @@ impl<S> Clone for ArbiterService<S> {
             arbiter: self.arbiter.clone(),
             tokens: self.tokens.clone(),
             audit: self.audit.clone(),
+            leases: self.leases.clone(),
             ready_timeout: self.ready_timeout,
         }
     }
@@ -68,6 +73,7 @@ impl<S: Store> ArbiterService<S> {
             arbiter,
             tokens: None,
             audit: None,
+            leases: None,
             ready_timeout: DEFAULT_READY_TIMEOUT,
         }
     }
@@ -113,6 +119,23 @@ impl<S: Store> ArbiterService<S> {
     #[must_use]
     pub fn with_audit(mut self, sink: impl AuditSink) -> Self {
         self.audit = Some(Auditor::new(sink));
+        self
+    }
+
+    /// Serves the lease routes (`POST /v1/lease/ensure`, `/v1/lease/verify`,
+    /// `/v1/lease/release`, `/v1/lease/lookup`, `/v1/nodes/register`, `/v1/nodes/lookup`,
+    /// `/v1/nodes/deregister`) on `leases`; without it they answer 501 `not_implemented`.
+    ///
+    /// Each project's rooms and nodes are its own (stored as `<project>#<id>`). With
+    /// tokens, a request needs a token whose scope holds the project with every env (403
+    /// `forbidden` otherwise, recorded in the audit log like every refusal); ttls are
+    /// `1..=`[`MAX_LEASE_TTL_MS`](unique_wire::MAX_LEASE_TTL_MS) milliseconds and ids at most
+    /// [`MAX_LEASE_ID_BYTES`](unique_wire::MAX_LEASE_ID_BYTES) bytes (400 otherwise). The
+    /// directory's `InvalidParams` is 400, `Unavailable` 503, `Corrupt` 500 `corrupt` and
+    /// `Backend` 500 `internal`.
+    #[must_use]
+    pub fn with_leases(mut self, leases: Arc<dyn LeaseService>) -> Self {
+        self.leases = Some(leases);
         self
     }
 
@@ -169,6 +192,16 @@ impl<S: Store> ArbiterService<S> {
             Route::Release => self.release(&body, grant, &request_id).await,
             Route::Logout => self.logout(&body, grant, &request_id).await,
             Route::Sessions => self.sessions(&body, grant, &request_id).await,
+            Route::Lease(route) => {
+                let call = leases::Call {
+                    body: &body,
+                    grant,
+                    audit: self.audit.as_ref(),
+                    request_id: &request_id,
+                    limits: self.arbiter.validation_limits(),
+                };
+                return leases::answer(self.leases.as_ref(), route, call).await;
+            }
             // Answered above, before authentication and without reading a body.
             Route::Health => return text(StatusCode::OK, "ok"),
             Route::Ready => return self.ready().await,
@@ -437,15 +470,15 @@ fn lacks_role(grant: Option<&Grant>, role: Role) -> Option<Response<ResponseBody
     Some(error(ErrorCode::Forbidden, &message))
 }
 
-fn error(code: ErrorCode, message: &str) -> Response<ResponseBody> {
+pub(crate) fn error(code: ErrorCode, message: &str) -> Response<ResponseBody> {
     error_body(ErrorBody::new(code, message))
 }
 
-fn error_body(body: ErrorBody<'_>) -> Response<ResponseBody> {
+pub(crate) fn error_body(body: ErrorBody<'_>) -> Response<ResponseBody> {
     json(body.status(), &body)
 }
 
-fn json<T: Serialize>(status: StatusCode, value: &T) -> Response<ResponseBody> {
+pub(crate) fn json<T: Serialize>(status: StatusCode, value: &T) -> Response<ResponseBody> {
     answer(status, |scratch| {
         // Serialising our own answer types cannot fail (no maps with non-string keys).
         serde_json::to_writer(scratch, value).expect("answer types serialise");

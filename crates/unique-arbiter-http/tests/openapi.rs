@@ -27,8 +27,9 @@ use unique_core::{
     Arbiter, CasOutcome, CurrentView, Error, Key, Owner, OwnerState, Store, UserKey, UserSession,
     async_trait,
 };
+use unique_lease::{LeaseBackend, LeaseError, MemoryDirectory, StoredLease, StoredNode};
 use unique_store_memory::MemoryStore;
-use unique_wire::Route;
+use unique_wire::{LeaseRoute, Route};
 
 /// The base URI the document is registered under, so `$ref`s resolve inside it.
 const BASE: &str = "https://unique.invalid/openapi.json";
@@ -280,8 +281,77 @@ impl Store for Scripted {
     }
 }
 
+/// A memory lease directory that fails on chosen ids of project `fault`: `down` →
+/// `Unavailable`, `corrupt` → `Corrupt`, `broken` → `Backend` (the ids arrive scoped,
+/// `fault#down`).
+#[derive(Default)]
+struct ScriptedLeases {
+    inner: MemoryDirectory,
+}
+
+impl ScriptedLeases {
+    fn fault(id: &str) -> Result<(), LeaseError> {
+        match id {
+            "fault#down" => Err(LeaseError::unavailable_with(
+                "lease store unreachable",
+                std::io::Error::other("refused"),
+            )),
+            "fault#corrupt" => Err(LeaseError::Corrupt("lease record without a token".into())),
+            "fault#broken" => Err(LeaseError::backend("epoch counter exhausted")),
+            _ => Ok(()),
+        }
+    }
+}
+
+#[async_trait]
+impl LeaseBackend for ScriptedLeases {
+    async fn read_lease(&self, room_id: &str) -> Result<Option<StoredLease>, LeaseError> {
+        Self::fault(room_id)?;
+        self.inner.read_lease(room_id).await
+    }
+    async fn ensure_lease(
+        &self,
+        room_id: &str,
+        node_id: &str,
+        ttl_ms: u64,
+    ) -> Result<StoredLease, LeaseError> {
+        Self::fault(room_id)?;
+        self.inner.ensure_lease(room_id, node_id, ttl_ms).await
+    }
+    async fn release_lease(
+        &self,
+        room_id: &str,
+        node_id: &str,
+        lease_token: &str,
+    ) -> Result<bool, LeaseError> {
+        Self::fault(room_id)?;
+        self.inner
+            .release_lease(room_id, node_id, lease_token)
+            .await
+    }
+    async fn write_node(
+        &self,
+        node_id: &str,
+        grpc_addr: &str,
+        ttl_ms: u64,
+    ) -> Result<StoredNode, LeaseError> {
+        Self::fault(node_id)?;
+        self.inner.write_node(node_id, grpc_addr, ttl_ms).await
+    }
+    async fn read_node(&self, node_id: &str) -> Result<Option<StoredNode>, LeaseError> {
+        Self::fault(node_id)?;
+        self.inner.read_node(node_id).await
+    }
+    async fn delete_node(&self, node_id: &str) -> Result<(), LeaseError> {
+        Self::fault(node_id)?;
+        self.inner.delete_node(node_id).await
+    }
+}
+
 struct Server {
     addr: SocketAddr,
+    /// The same service without a lease directory: its lease routes answer 501.
+    without_leases: SocketAddr,
     store: Arc<Scripted>,
     doc: Document,
 }
@@ -299,6 +369,17 @@ impl Server {
             .unwrap();
         let store = Arc::new(Scripted::default());
         let service = ArbiterService::new(Arbiter::new(Arc::clone(&store))).with_tokens(tokens);
+        let without_leases = Self::listen(service.clone()).await;
+        let addr = Self::listen(service.with_leases(Arc::new(ScriptedLeases::default()))).await;
+        Self {
+            addr,
+            without_leases,
+            store,
+            doc: Document::load(),
+        }
+    }
+
+    async fn listen(service: ArbiterService<Arc<Scripted>>) -> SocketAddr {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let options = ServeOptions::default().body_timeout(BODY_TIMEOUT);
@@ -308,11 +389,7 @@ impl Server {
             options,
             std::future::pending(),
         ));
-        Self {
-            addr,
-            store,
-            doc: Document::load(),
-        }
+        addr
     }
 
     /// Sends one request on a fresh connection and checks the answer against the document.
@@ -321,8 +398,22 @@ impl Server {
         B: http_body::Body<Data = Bytes> + Send + 'static,
         B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
     {
+        self.exchange_at(self.addr, req, request_json).await
+    }
+
+    /// As [`exchange`](Self::exchange), with the server at `addr`.
+    async fn exchange_at<B>(
+        &self,
+        addr: SocketAddr,
+        req: Request<B>,
+        request_json: Option<&Value>,
+    ) -> Answer
+    where
+        B: http_body::Body<Data = Bytes> + Send + 'static,
+        B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
         let (method, path) = (req.method().clone(), req.uri().path().to_owned());
-        let stream = TcpStream::connect(self.addr).await.unwrap();
+        let stream = TcpStream::connect(addr).await.unwrap();
         let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
             .await
             .unwrap();
@@ -370,6 +461,17 @@ impl Server {
             "POST {path} {body}: {:?}",
             answer.body
         );
+        answer
+    }
+
+    /// POSTs `body` to the server without a lease directory, expecting `status`.
+    async fn post_without_leases(&self, path: &str, body: &Value, status: u16) -> Answer {
+        let bytes = serde_json::to_vec(body).unwrap();
+        let req = Self::request(Method::POST, path, Some(TOKEN))
+            .body(Full::new(Bytes::from(bytes)))
+            .unwrap();
+        let answer = self.exchange_at(self.without_leases, req, None).await;
+        assert_eq!(answer.status.as_u16(), status, "POST {path} {body}");
         answer
     }
 
@@ -449,6 +551,143 @@ fn every_operation(project: &str, env: &str) -> [(&'static str, Value); 6] {
         (Route::Logout.path(), logout(project, env, 1, Some("r"))),
         (Route::Sessions.path(), key(project, env, 1)),
     ]
+}
+
+/// One valid body per lease route, on room or node `id` of `project`.
+fn lease_operations(project: &str, id: &str) -> [(&'static str, Value); 7] {
+    [
+        (
+            LeaseRoute::Ensure.path(),
+            json!({"project": project, "room": id, "node": "n1", "ttl_ms": 15_000}),
+        ),
+        (
+            LeaseRoute::Verify.path(),
+            json!({"project": project, "room": id, "node": "n1", "token": "t"}),
+        ),
+        (
+            LeaseRoute::Release.path(),
+            json!({"project": project, "room": id, "node": "n1", "token": "t"}),
+        ),
+        (
+            LeaseRoute::Lookup.path(),
+            json!({"project": project, "room": id}),
+        ),
+        (
+            LeaseRoute::RegisterNode.path(),
+            json!({"project": project, "node": id, "addr": "10.0.0.7:7000", "ttl_ms": 15_000}),
+        ),
+        (
+            LeaseRoute::LookupNode.path(),
+            json!({"project": project, "node": id}),
+        ),
+        (
+            LeaseRoute::DeregisterNode.path(),
+            json!({"project": project, "node": id}),
+        ),
+    ]
+}
+
+/// Every shape of each lease answer: a grant, a renewal, another node's lease, verify true
+/// and false, a lookup with and without a lease, releases that delete and that do not, and a
+/// node registered, read, removed and read as absent.
+async fn lease_successes(s: &Server) {
+    let post = |path: &'static str, body: Value| async move {
+        let answer = s.post(path, Some(TOKEN), &body, 200).await;
+        serde_json::from_slice::<Value>(&answer.body).unwrap()
+    };
+    let lookup = json!({"project": "game", "room": "lobby"});
+    assert_eq!(
+        post(LeaseRoute::Lookup.path(), lookup.clone()).await,
+        json!({"lease": null})
+    );
+    let ensure =
+        |node: &str| json!({"project": "game", "room": "lobby", "node": node, "ttl_ms": 15_000});
+    let granted = post(LeaseRoute::Ensure.path(), ensure("n1")).await;
+    assert_eq!(
+        (&granted["room"], &granted["node"], &granted["epoch"]),
+        (&json!("lobby"), &json!("n1"), &json!(1)),
+        "{granted}"
+    );
+    let renewed = post(LeaseRoute::Ensure.path(), ensure("n1")).await;
+    assert_eq!(renewed["token"], granted["token"], "{renewed}");
+    let elsewhere = post(LeaseRoute::Ensure.path(), ensure("n2")).await;
+    assert_eq!(elsewhere["node"], "n1", "{elsewhere}");
+    let held = post(LeaseRoute::Lookup.path(), lookup).await;
+    assert_eq!(held["lease"]["token"], granted["token"], "{held}");
+    let token = |node: &str, token: &Value| json!({"project": "game", "room": "lobby", "node": node, "token": token});
+    for (node, want) in [("n1", true), ("n2", false)] {
+        let verify = post(LeaseRoute::Verify.path(), token(node, &granted["token"])).await;
+        assert_eq!(verify, json!({"valid": want}));
+    }
+    for (node, want) in [("n2", false), ("n1", true), ("n1", false)] {
+        let release = post(LeaseRoute::Release.path(), token(node, &granted["token"])).await;
+        assert_eq!(release, json!({"released": want}));
+    }
+    let register =
+        json!({"project": "game", "node": "n1", "addr": "10.0.0.7:7000", "ttl_ms": 15_000});
+    let registered = post(LeaseRoute::RegisterNode.path(), register).await;
+    assert_eq!(
+        (&registered["node"], &registered["addr"]),
+        (&json!("n1"), &json!("10.0.0.7:7000")),
+        "{registered}"
+    );
+    let node = json!({"project": "game", "node": "n1"});
+    let found = post(LeaseRoute::LookupNode.path(), node.clone()).await;
+    assert_eq!(found["node"]["addr"], "10.0.0.7:7000", "{found}");
+    for _ in 0..2 {
+        let removed = post(LeaseRoute::DeregisterNode.path(), node.clone()).await;
+        assert_eq!(removed, json!({"removed": true}));
+    }
+    assert_eq!(
+        post(LeaseRoute::LookupNode.path(), node).await,
+        json!({"node": null})
+    );
+}
+
+/// Every error status of every lease route.
+async fn lease_failures(s: &Server) {
+    for (path, body) in lease_operations("game", "r1") {
+        // 400: a bad value (a zero ttl, or a project with '#'), a wrong type, not JSON.
+        let mut bad = body.clone();
+        if bad.get("ttl_ms").is_some() {
+            bad["ttl_ms"] = json!(0);
+        } else {
+            bad["project"] = json!("a#b");
+        }
+        s.post(path, Some(TOKEN), &bad, 400).await;
+        let mut mistyped = body.clone();
+        mistyped["project"] = json!(5);
+        s.post(path, Some(TOKEN), &mistyped, 400).await;
+        s.post_raw(path, "{not json", 400).await;
+        // 401 without a token or with an unknown one; 403 outside the token's projects.
+        s.post(path, None, &body, 401).await;
+        s.post(path, Some("unknown-token-0123456789"), &body, 401)
+            .await;
+        s.post(path, Some(NARROW), &body, 403).await;
+        s.post_raw(
+            path,
+            vec![b' '; unique_wire::MAX_REQUEST_BODY_BYTES + 1],
+            413,
+        )
+        .await;
+        // 501 on the server without a lease directory.
+        let refused = s.post_without_leases(path, &body, 501).await;
+        let refused: Value = serde_json::from_slice(&refused.body).unwrap();
+        assert_eq!(refused["error"], "not_implemented", "{refused}");
+    }
+    for (id, status, code) in [
+        ("down", 503, "unavailable"),
+        ("corrupt", 500, "corrupt"),
+        ("broken", 500, "internal"),
+    ] {
+        for (path, body) in lease_operations("fault", id) {
+            let answer = s.post(path, Some(TOKEN), &body, status).await;
+            let answer: Value = serde_json::from_slice(&answer.body).unwrap();
+            assert_eq!(answer["error"], code, "{path}: {answer}");
+        }
+    }
+    futures::future::join_all(lease_operations("game", "r1").map(|(path, _)| s.post_stalled(path)))
+        .await;
 }
 
 fn on_slot(mut body: Value, slot: &str) -> Value {
@@ -662,6 +901,8 @@ async fn every_answer_of_the_server_matches_the_document() {
     successes(s).await;
     logout_successes(s).await;
     slot_successes(s).await;
+    lease_successes(s).await;
+    lease_failures(s).await;
 
     for (path, body) in every_operation("game", "prod") {
         // 400: a bad value, a wrong type, and a body that is not JSON.
@@ -853,4 +1094,37 @@ fn the_schemas_reject_what_the_server_rejects() {
     let mut partial = released;
     partial.as_object_mut().unwrap().remove("kick_detail");
     assert!(!doc.validator(logout_answer).is_valid(&partial));
+}
+
+#[test]
+fn the_lease_schemas_reject_what_the_server_rejects() {
+    let doc = Document::load();
+    // A lease request takes a positive whole ttl of at most an hour, and nothing else.
+    let ensure = "/components/schemas/LeaseEnsureRequest";
+    let valid = json!({"project": "p", "room": "r", "node": "n", "ttl_ms": 3_600_000});
+    assert!(doc.validator(ensure).is_valid(&valid));
+    for (field, value) in [
+        ("ttl_ms", json!(0)),
+        ("ttl_ms", json!(-1)),
+        ("ttl_ms", json!(1.5)),
+        ("ttl_ms", json!(3_600_001)),
+        ("ttl_ms", json!("1")),
+        ("room", json!("")),
+        ("extra", json!(1)),
+    ] {
+        let mut invalid = valid.clone();
+        invalid[field] = value;
+        assert!(!doc.validator(ensure).is_valid(&invalid), "{invalid}");
+    }
+    let lease = "/components/schemas/Lease";
+    let answer = json!({"room": "r", "node": "n", "token": "t", "epoch": 1, "ttl_left_ms": 0});
+    assert!(doc.validator(lease).is_valid(&answer));
+    let mut partial = answer.clone();
+    partial.as_object_mut().unwrap().remove("epoch");
+    assert!(!doc.validator(lease).is_valid(&partial));
+    let lookup = "/components/schemas/LeaseLookupAnswer";
+    assert!(doc.validator(lookup).is_valid(&json!({"lease": null})));
+    assert!(!doc.validator(lookup).is_valid(&json!({})));
+    let removed = "/components/schemas/NodeDeregisterAnswer";
+    assert!(!doc.validator(removed).is_valid(&json!({"removed": false})));
 }

@@ -204,6 +204,10 @@ impl Endpoints {
             release: at(unique_wire::RELEASE_PATH)?,
             logout: at(unique_wire::LOGOUT_PATH)?,
             sessions: at(unique_wire::SESSIONS_PATH)?,
+            leases: unique_wire::LeaseRoute::ALL
+                .iter()
+                .map(|route| at(route.path()))
+                .collect::<Result<_, _>>()?,
         })
     }
 }
@@ -228,6 +232,10 @@ mod tests {
             assert_eq!(e.claim.to_string(), claim, "{base}");
             assert!(e.current.to_string().ends_with("/v1/current"));
             assert!(e.release.to_string().ends_with("/v1/release"));
+            for route in unique_wire::LeaseRoute::ALL {
+                let uri = e.lease(route).to_string();
+                assert_eq!(uri, claim.replace("/v1/claim", route.path()), "{base}");
+            }
         }
     }
 

@@ -3,7 +3,8 @@
 use http::StatusCode;
 use serde::de::DeserializeOwned;
 use unique_core::Error;
-use unique_wire::{error_message, superseded_generations};
+use unique_lease::LeaseError;
+use unique_wire::{ErrorCode, error_code, error_message, superseded_generations};
 
 /// The operation whose 409 means `superseded` (the only one the server answers 409).
 pub(crate) const CLAIM: &str = "claim";
@@ -61,6 +62,75 @@ pub(crate) fn classify<T: DeserializeOwned>(
             "{op}: unexpected status {}",
             s.as_u16()
         ))),
+    }
+}
+
+/// Maps one complete response of lease operation `op` (`lease_ensure`, `node_lookup`, …) onto
+/// [`LeaseError`].
+///
+/// 200 → the parsed body (unparseable → `Unavailable`: the call may have taken effect); 400 →
+/// `InvalidParams` with the server's message; 401 and 403 (refused credentials), 404 and 405
+/// (a wrong base URL, or a server older than the lease routes), 413 and 501 (a server whose
+/// store has no lease directory) → `Backend`, which no retry fixes; 500 → `Corrupt` when the
+/// answer says `corrupt`, else `Backend`; 429, 503, any other 5xx (a proxy's 502 or 504) and
+/// any other status → `Unavailable`, worth retrying.
+pub(crate) fn classify_lease<T: DeserializeOwned>(
+    op: &str,
+    status: StatusCode,
+    body: &[u8],
+) -> Result<T, LeaseError> {
+    let message = || error_message(body).unwrap_or_else(|| "no reason given".to_owned());
+    match status {
+        StatusCode::OK => serde_json::from_slice(body).map_err(|e| {
+            LeaseError::unavailable_with(format!("{op} response is not the expected json"), e)
+        }),
+        StatusCode::BAD_REQUEST => Err(LeaseError::InvalidParams(
+            error_message(body).unwrap_or_else(|| "the server rejected the request".to_owned()),
+        )),
+        StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => Err(LeaseError::backend(format!(
+            "{op}: the server refused the credentials ({}): {}",
+            status.as_u16(),
+            message()
+        ))),
+        StatusCode::NOT_FOUND | StatusCode::METHOD_NOT_ALLOWED => {
+            Err(LeaseError::backend(format!(
+                "{op}: the server answered {}: check the base url (a unique server that serves \
+                 leases, with its path prefix if any)",
+                status.as_u16()
+            )))
+        }
+        StatusCode::PAYLOAD_TOO_LARGE => Err(LeaseError::backend(format!(
+            "{op}: the server answered 413: the request body is over its size limit"
+        ))),
+        StatusCode::NOT_IMPLEMENTED => Err(LeaseError::backend(format!(
+            "{op}: the server does not serve leases (501): {}",
+            message()
+        ))),
+        StatusCode::INTERNAL_SERVER_ERROR if error_code(body) == Some(ErrorCode::Corrupt) => {
+            Err(LeaseError::Corrupt(format!("{op}: {}", message())))
+        }
+        StatusCode::INTERNAL_SERVER_ERROR => Err(LeaseError::backend(format!(
+            "{op}: lease store failed: {}",
+            message()
+        ))),
+        StatusCode::TOO_MANY_REQUESTS => Err(unavailable(format!("{op}: throttled"))),
+        StatusCode::SERVICE_UNAVAILABLE => Err(unavailable(match error_message(body) {
+            Some(message) => format!("{op}: server unavailable: {message}"),
+            None => format!("{op}: server unavailable"),
+        })),
+        s if s.is_server_error() => Err(unavailable(format!("{op}: server error {}", s.as_u16()))),
+        s => Err(unavailable(format!(
+            "{op}: unexpected status {}",
+            s.as_u16()
+        ))),
+    }
+}
+
+/// `Unavailable` without a source.
+fn unavailable(reason: String) -> LeaseError {
+    LeaseError::Unavailable {
+        reason,
+        source: None,
     }
 }
 
@@ -236,6 +306,60 @@ mod tests {
         let e = map(409, body).unwrap_err();
         assert!(e.is_unavailable(), "{e}");
         assert_eq!(e.to_string(), "unavailable: release: unexpected status 409");
+    }
+
+    fn lease(status: u16, body: &str) -> Result<bool, LeaseError> {
+        classify_lease::<ReleaseAnswer>(
+            "lease_release",
+            StatusCode::from_u16(status).unwrap(),
+            body.as_bytes(),
+        )
+        .map(|r| r.released)
+    }
+
+    #[test]
+    fn lease_answers_map_to_lease_errors() {
+        assert!(lease(200, r#"{"released":true,"later":1}"#).unwrap());
+        assert!(lease(200, "{}").unwrap_err().is_unavailable());
+        let e = lease(
+            400,
+            r#"{"error":"invalid_params","message":"ttl_ms must be at least 1"}"#,
+        )
+        .unwrap_err();
+        assert!(
+            matches!(&e, LeaseError::InvalidParams(m) if m == "ttl_ms must be at least 1"),
+            "{e}"
+        );
+        for status in [401, 403, 404, 405, 413, 501] {
+            let e = lease(status, r#"{"error":"x","message":"why"}"#).unwrap_err();
+            assert!(
+                matches!(e, LeaseError::Backend { .. }) && !e.is_retryable(),
+                "{status}: {e}"
+            );
+            assert!(e.to_string().contains(&status.to_string()), "{e}");
+        }
+        let e = lease(
+            500,
+            r#"{"error":"corrupt","message":"corrupt record: lease hash"}"#,
+        )
+        .unwrap_err();
+        assert!(e.is_corrupt(), "{e}");
+        let e = lease(
+            500,
+            r#"{"error":"internal","message":"epoch counter exhausted"}"#,
+        )
+        .unwrap_err();
+        assert!(matches!(e, LeaseError::Backend { .. }), "{e}");
+        assert!(e.to_string().contains("epoch counter exhausted"), "{e}");
+        for status in [429, 503, 502, 504, 302, 409] {
+            let e = lease(status, "").unwrap_err();
+            assert!(e.is_unavailable() && e.is_retryable(), "{status}: {e}");
+        }
+        let e = lease(503, r#"{"error":"unavailable","message":"redis down"}"#).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "unavailable: lease_release: server unavailable: redis down"
+        );
     }
 
     #[test]

@@ -16,8 +16,8 @@ use unique_core::{
     CurrentView, Error, Key, LogoutInput, LogoutOutcome, MAX_BATCH_KEYS, UserKey, UserSession,
 };
 use unique_wire::{
-    BatchAnswer, BatchBody, BatchView, ClaimBody, KeyBody, LogoutBody, ReleaseAnswer, ReleaseBody,
-    SessionsAnswer, UserBody,
+    BatchAnswer, BatchBody, BatchView, ClaimBody, KeyBody, LeaseRoute, LogoutBody, ReleaseAnswer,
+    ReleaseBody, SessionsAnswer, UserBody,
 };
 
 use crate::builder::HttpTransportBuilder;
@@ -51,7 +51,7 @@ pub(crate) struct Inner {
     pub(crate) max_response_body: usize,
 }
 
-/// The three request URIs, derived once from the base URL.
+/// The request URIs, derived once from the base URL.
 #[derive(Debug)]
 pub(crate) struct Endpoints {
     pub(crate) claim: Uri,
@@ -60,6 +60,15 @@ pub(crate) struct Endpoints {
     pub(crate) release: Uri,
     pub(crate) logout: Uri,
     pub(crate) sessions: Uri,
+    /// One per lease route, in the order of [`LeaseRoute::ALL`].
+    pub(crate) leases: Vec<Uri>,
+}
+
+impl Endpoints {
+    pub(crate) fn lease(&self, route: LeaseRoute) -> &Uri {
+        // Built from LeaseRoute::ALL, so every route has its URI.
+        &self.leases[route as usize]
+    }
 }
 
 impl HttpTransport {
@@ -124,6 +133,22 @@ impl HttpTransport {
         uri: &Uri,
         body: &B,
     ) -> Result<T, Error> {
+        let (status, body) = self.send(op, uri, body).await?;
+        let result = classify(op, status, &body);
+        if let Err(error) = &result {
+            tracing::debug!(op, status = status.as_u16(), %error, "unique server call failed");
+        }
+        result
+    }
+
+    /// POSTs `body` as JSON to `uri` and reads the whole answer, whatever its status. Every
+    /// failure is `Unavailable`: the request may or may not have reached the server.
+    pub(crate) async fn send<B: Serialize>(
+        &self,
+        op: &'static str,
+        uri: &Uri,
+        body: &B,
+    ) -> Result<(StatusCode, Bytes), Error> {
         let inner = &*self.inner;
         let json = serde_json::to_vec(body).map_err(|e| {
             Error::unavailable_with(format!("{op} request could not be encoded"), e)
@@ -158,16 +183,16 @@ impl HttpTransport {
                 .to_bytes();
             Ok::<(StatusCode, Bytes), Error>((status, body))
         };
-        let (status, body) = tokio::time::timeout(inner.timeout, exchange)
+        tokio::time::timeout(inner.timeout, exchange)
             .await
             .map_err(|_| {
                 Error::unavailable(format!("{op}: no answer within {:?}", inner.timeout))
-            })??;
-        let result = classify(op, status, &body);
-        if let Err(error) = &result {
-            tracing::debug!(op, status = status.as_u16(), %error, "unique server call failed");
-        }
-        result
+            })?
+    }
+
+    /// The URI of a lease route.
+    pub(crate) fn lease_uri(&self, route: LeaseRoute) -> &Uri {
+        self.inner.endpoints.lease(route)
     }
 }
 

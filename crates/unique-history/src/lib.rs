@@ -2,6 +2,8 @@
 
 mod check;
 mod history;
+mod lease;
+mod lease_check;
 mod report;
 mod workload;
 
@@ -9,6 +11,10 @@ use std::time::Duration;
 
 pub use check::{Rule, Violation, check};
 pub use history::{History, Listed, Op, OpKind, Outcome, Pending, Recorder};
+pub use lease::{
+    LeaseHistory, LeaseOp, LeaseOpKind, LeaseOutcome, LeaseSeen, LeaseWorkload, NodeClock,
+};
+pub use lease_check::{LeaseCounts, LeaseReport, LeaseRule, LeaseViolation, check_leases};
 pub use report::{Counts, Report, Tally};
 pub use workload::{Mix, Workload};
 

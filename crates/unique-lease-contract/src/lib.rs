@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use check::Answer;
-use unique_lease::{Clock, Directory, Lease, ManualClock, NodeRegistry};
+use unique_lease::{Clock, Directory, Lease, MAX_ID_LEN, ManualClock, NodeRegistry};
 
 pub use lease::*;
 pub use model::*;
@@ -49,6 +49,9 @@ pub struct Subject {
     pub clock: Arc<ManualClock>,
     /// Anything the backend needs kept alive while the case runs (a server guard).
     pub keep_alive: Option<Arc<dyn Any + Send + Sync>>,
+    /// The longest room and node id the directory takes (D9): [`MAX_ID_LEN`] unless a
+    /// front in between needs bytes of its own (the HTTP routes store `<project>#<room>`).
+    pub max_id_len: usize,
 }
 
 impl Subject {
@@ -61,7 +64,15 @@ impl Subject {
             registry: backend,
             clock,
             keep_alive: None,
+            max_id_len: MAX_ID_LEN,
         }
+    }
+
+    /// Sets the longest id the directory takes (see [`Subject::max_id_len`]).
+    #[must_use]
+    pub fn with_max_id_len(mut self, max_id_len: usize) -> Self {
+        self.max_id_len = max_id_len;
+        self
     }
 
     /// Sets the second directory instance over the same store and clock.

@@ -202,6 +202,7 @@ fn subject_of<D: Directory>(broken: impl FnOnce(MemoryDirectory) -> D) -> Subjec
         registry: memory,
         clock,
         keep_alive: None,
+        max_id_len: unique_lease::MAX_ID_LEN,
     }
 }
 
@@ -215,6 +216,7 @@ fn trusting_subject() -> Subject {
         registry: Arc::new(MemoryDirectory::with_clock(clock.clone())),
         clock,
         keep_alive: None,
+        max_id_len: unique_lease::MAX_ID_LEN,
     }
 }
 

@@ -20,12 +20,14 @@ use crate::validate;
 /// never decide expiry: a node whose clock runs ahead cannot take a room that is
 /// still held, and one whose clock jumps cannot pin a room to itself. `now` is
 /// range-checked (D9) and places the answer on the caller's wall clock:
-/// [`Lease::expires_at`] is `now + ttl_left`. Read it just before the call.
+/// [`Lease::expires_at`] is `now + ttl_left` (less a millisecond, see
+/// [`STORE_CLOCK_RESOLUTION`]). Read it just before the call.
 ///
 /// The holder acts on [`Lease::deadline`]: the instant on its own monotonic clock,
-/// taken before the request was sent, plus the time the store said was left. The
-/// store decided at or after that send, so the deadline never falls after the
-/// store's expiry (given clocks that tick at the same rate).
+/// taken before the request was sent, plus the time the store said was left, less
+/// the store clock's resolution. The store decided at or after that send, so the
+/// deadline never falls after the store's expiry (given clocks that tick at the same
+/// rate).
 ///
 /// # Contract
 ///
@@ -230,6 +232,14 @@ pub trait LeaseBackend: Send + Sync + 'static {
 
     /// Removes the node's registration; an unknown node is `Ok` (N3).
     async fn delete_node(&self, node_id: &str) -> Result<(), LeaseError>;
+
+    /// The longest room or node id this backend takes, at most (and by default)
+    /// [`MAX_ID_LEN`](crate::MAX_ID_LEN): a backend that stores ids with a prefix of its own
+    /// (the HTTP routes store `<project>#<room>`) says less, and the front refuses longer
+    /// ids as `InvalidParams` before the backend is called (D9, N4).
+    fn max_id_len(&self) -> usize {
+        crate::MAX_ID_LEN
+    }
 }
 
 /// A fresh lease token: a random UUID v4 (122 random bits). Backends issue these.
@@ -239,23 +249,33 @@ pub fn new_lease_token() -> String {
 
 /// The lease a caller receives: the store's report placed on the caller's wall
 /// clock (`now`) and monotonic clock (`sent`, read before the request went out).
+///
+/// Both placements keep one millisecond back: a store reads its clock in whole
+/// milliseconds, so the time it says is left can exceed what really is by up to one
+/// (the lease history checker caught holders overlapping successors by up to 650 µs
+/// without it).
 fn placed(room_id: &str, stored: StoredLease, now: SystemTime, sent: Instant) -> Lease {
     let ttl_left = Duration::from_millis(stored.ttl_left_ms);
+    let surely_left = ttl_left.saturating_sub(STORE_CLOCK_RESOLUTION);
     Lease {
         room_id: room_id.to_owned(),
         node_id: stored.node_id,
         lease_token: stored.lease_token,
         epoch: stored.epoch,
-        expires_at: now + ttl_left,
+        expires_at: now + surely_left,
         ttl_left,
-        deadline: sent + ttl_left,
+        deadline: sent + surely_left,
     }
 }
+
+/// How far a store's `ttl_left` may overstate the time really left: the resolution of
+/// the store's clock readings.
+pub const STORE_CLOCK_RESOLUTION: Duration = Duration::from_millis(1);
 
 #[async_trait]
 impl<B: LeaseBackend + ?Sized> Directory for B {
     async fn lookup(&self, room_id: &str) -> Result<Option<Lease>, LeaseError> {
-        validate::id(room_id, "room_id")?;
+        validate::id(room_id, "room_id", self.max_id_len())?;
         let (now, sent) = (SystemTime::now(), Instant::now());
         let stored = self.read_lease(room_id).await?;
         Ok(stored.map(|stored| placed(room_id, stored, now, sent)))
@@ -268,8 +288,8 @@ impl<B: LeaseBackend + ?Sized> Directory for B {
         now: SystemTime,
         ttl: Duration,
     ) -> Result<Lease, LeaseError> {
-        validate::id(room_id, "room_id")?;
-        validate::id(node_id, "node_id")?;
+        validate::id(room_id, "room_id", self.max_id_len())?;
+        validate::id(node_id, "node_id", self.max_id_len())?;
         to_millis(now, "now")?;
         let ttl_ms = ttl_millis(ttl)?;
         let sent = Instant::now();
@@ -284,8 +304,8 @@ impl<B: LeaseBackend + ?Sized> Directory for B {
         lease_token: &str,
         now: SystemTime,
     ) -> Result<bool, LeaseError> {
-        validate::id(room_id, "room_id")?;
-        validate::id(node_id, "node_id")?;
+        validate::id(room_id, "room_id", self.max_id_len())?;
+        validate::id(node_id, "node_id", self.max_id_len())?;
         validate::token(lease_token)?;
         to_millis(now, "now")?;
         Ok(self.read_lease(room_id).await?.is_some_and(|held| {
@@ -299,8 +319,8 @@ impl<B: LeaseBackend + ?Sized> Directory for B {
         node_id: &str,
         lease_token: &str,
     ) -> Result<bool, LeaseError> {
-        validate::id(room_id, "room_id")?;
-        validate::id(node_id, "node_id")?;
+        validate::id(room_id, "room_id", self.max_id_len())?;
+        validate::id(node_id, "node_id", self.max_id_len())?;
         validate::token(lease_token)?;
         self.release_lease(room_id, node_id, lease_token).await
     }
@@ -326,7 +346,7 @@ impl<B: LeaseBackend + ?Sized> NodeRegistry for B {
         grpc_addr: &str,
         ttl: Duration,
     ) -> Result<NodeRegistration, LeaseError> {
-        validate::id(node_id, "node_id")?;
+        validate::id(node_id, "node_id", self.max_id_len())?;
         validate::addr(grpc_addr)?;
         let ttl_ms = ttl_millis(ttl)?;
         let now = SystemTime::now();
@@ -335,14 +355,14 @@ impl<B: LeaseBackend + ?Sized> NodeRegistry for B {
     }
 
     async fn lookup_node(&self, node_id: &str) -> Result<Option<NodeRegistration>, LeaseError> {
-        validate::id(node_id, "node_id")?;
+        validate::id(node_id, "node_id", self.max_id_len())?;
         let now = SystemTime::now();
         let stored = self.read_node(node_id).await?;
         Ok(stored.map(|stored| registration(node_id, stored, now)))
     }
 
     async fn unregister_node(&self, node_id: &str) -> Result<(), LeaseError> {
-        validate::id(node_id, "node_id")?;
+        validate::id(node_id, "node_id", self.max_id_len())?;
         self.delete_node(node_id).await
     }
 }
@@ -383,6 +403,9 @@ macro_rules! forward_backend {
             }
             async fn delete_node(&self, node_id: &str) -> Result<(), LeaseError> {
                 (**self).delete_node(node_id).await
+            }
+            fn max_id_len(&self) -> usize {
+                (**self).max_id_len()
             }
         }
     };

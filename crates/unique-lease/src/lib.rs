@@ -11,7 +11,8 @@ mod types;
 mod validate;
 
 pub use directory::{
-    Directory, LeaseBackend, NodeRegistry, StoredLease, StoredNode, new_lease_token,
+    Directory, LeaseBackend, NodeRegistry, STORE_CLOCK_RESOLUTION, StoredLease, StoredNode,
+    new_lease_token,
 };
 pub use error::{BoxError, LeaseError};
 pub use keepalive::{KeepAlive, LeaseLost, LeaseState};

@@ -31,14 +31,15 @@ pub struct Lease {
     /// Ordered fencing number of this holding, `>= 1`, kept across renewals.
     pub epoch: u64,
     /// The expiry on the caller's wall clock: the `now` the caller passed (or the
-    /// system time before a lookup) plus `ttl_left`. An estimate for display and
+    /// system time before a lookup) plus `ttl_left`, less
+    /// [`STORE_CLOCK_RESOLUTION`](crate::STORE_CLOCK_RESOLUTION). An estimate for display and
     /// for [`valid_at`](Self::valid_at); the store's clock decides.
     pub expires_at: SystemTime,
     /// Whole milliseconds the store said the holding had left when it answered;
     /// zero once expired.
     pub ttl_left: Duration,
     /// The safe local deadline: the caller's monotonic clock before the request was
-    /// sent, plus `ttl_left`. The store answered after that send, so a holder that
+    /// sent, plus `ttl_left`, less [`STORE_CLOCK_RESOLUTION`](crate::STORE_CLOCK_RESOLUTION). The store answered after that send, so a holder that
     /// stops acting on the room by this instant never overlaps a successor (clocks
     /// ticking at the same rate).
     pub deadline: Instant,

@@ -12,9 +12,9 @@ pub const MAX_TOKEN_LEN: usize = 128;
 /// Longest accepted node address, in bytes.
 pub const MAX_ADDR_LEN: usize = 1024;
 
-/// An id: 1..=`MAX_ID_LEN` bytes, no control characters.
-pub(crate) fn id(value: &str, what: &str) -> Result<(), LeaseError> {
-    text(value, what, MAX_ID_LEN)
+/// An id: 1..=`max` bytes (at most `MAX_ID_LEN`), no control characters.
+pub(crate) fn id(value: &str, what: &str, max: usize) -> Result<(), LeaseError> {
+    text(value, what, max.min(MAX_ID_LEN))
 }
 
 /// A lease token: 1..=`MAX_TOKEN_LEN` bytes, no control characters.
@@ -52,28 +52,32 @@ fn text(value: &str, what: &str, max: usize) -> Result<(), LeaseError> {
 mod tests {
     use super::*;
 
+    fn id_default(value: &str, what: &str) -> Result<(), LeaseError> {
+        id(value, what, MAX_ID_LEN)
+    }
+
     #[test]
     fn ids_at_and_past_each_boundary() {
-        assert!(id("r", "room_id").is_ok());
-        assert!(id(&"x".repeat(MAX_ID_LEN), "room_id").is_ok());
-        let long = id(&"x".repeat(MAX_ID_LEN + 1), "room_id").unwrap_err();
+        assert!(id_default("r", "room_id").is_ok());
+        assert!(id_default(&"x".repeat(MAX_ID_LEN), "room_id").is_ok());
+        let long = id_default(&"x".repeat(MAX_ID_LEN + 1), "room_id").unwrap_err();
         assert_eq!(
             long.to_string(),
             "invalid params: room_id is longer than 256 bytes"
         );
-        let empty = id("", "node_id").unwrap_err();
+        let empty = id_default("", "node_id").unwrap_err();
         assert_eq!(
             empty.to_string(),
             "invalid params: node_id must not be empty"
         );
         for bad in ["a\nb", "a\0", "\u{7f}", "a\u{85}b"] {
             assert!(
-                id(bad, "room_id").unwrap_err().is_invalid_params(),
+                id_default(bad, "room_id").unwrap_err().is_invalid_params(),
                 "{bad:?}"
             );
         }
         assert!(
-            id("room:42/é", "room_id").is_ok(),
+            id_default("room:42/é", "room_id").is_ok(),
             "separators and non-ascii are fine"
         );
     }

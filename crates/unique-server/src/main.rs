@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
 use metrics_exporter_prometheus::PrometheusHandle;
-use unique_arbiter_http::{ArbiterService, ServeOptions, SharedTokens};
+use unique_arbiter_http::{ArbiterService, LeaseService, ServeOptions, SharedTokens};
 use unique_core::{Arbiter, Observer, Store, TracingObserver};
 use unique_kick_http::{EndpointRule, SigningKeys};
 use unique_metrics::{MeteredStore, MetricsObserver};
@@ -68,6 +68,26 @@ struct Args {
     /// DynamoDB table name (with --store dynamodb).
     #[arg(long, env = "UNIQUE_TABLE", default_value = "unique-sessions")]
     table: String,
+
+    /// Serve no lease routes (/v1/lease/*, /v1/nodes/*: they answer 501), and open no lease
+    /// directory on the store.
+    #[arg(long, env = "UNIQUE_NO_LEASES")]
+    no_leases: bool,
+
+    /// SQLite file of the lease directory (with --store sqlite; created when missing): a file
+    /// of its own, by default beside --db (unique.db → unique-leases.db).
+    #[arg(long, env = "UNIQUE_LEASE_DB", value_name = "PATH")]
+    lease_db: Option<PathBuf>,
+
+    /// DynamoDB table of the lease directory (with --store dynamodb): a table of its own,
+    /// partition key `pk` alone (--create-table creates it).
+    #[arg(long, env = "UNIQUE_LEASE_TABLE", default_value = "unique-leases")]
+    lease_table: String,
+
+    /// PostgreSQL: prefix of the lease directory's tables (PREFIX_leases, PREFIX_nodes and
+    /// the sequence PREFIX_epoch; NAME or SCHEMA.NAME; --create-table creates them).
+    #[arg(long, env = "UNIQUE_DATABASE_LEASE_PREFIX", default_value = unique_store_postgres::DEFAULT_LEASE_PREFIX)]
+    database_lease_prefix: String,
 
     /// DynamoDB endpoint URL, for a local DynamoDB-compatible server (omit for AWS itself).
     #[arg(long, env = "UNIQUE_ENDPOINT_URL")]
@@ -409,16 +429,24 @@ async fn run(args: Args, metrics: Option<PrometheusHandle>) -> Result<(), String
         tracing::warn!("{warning}");
     }
     let options = args.serve_options()?;
+    let opened = open_store(&args).await?;
+    let leases = if args.no_leases {
+        tracing::info!("lease routes off (--no-leases)");
+        None
+    } else {
+        Some(open_leases(&args, &opened).await?)
+    };
     let served = Served {
         tokens: tokens.map(SharedTokens::new),
         keys,
         audit,
+        leases,
         options,
         metrics,
     };
     // Each store gets its own monomorphised server: the Arbiter calls the store
     // directly instead of through a `dyn Store` (one boxed future fewer per call).
-    match open_store(&args).await? {
+    match opened {
         OpenedStore::Memory(store) => served.run(store, &args).await,
         OpenedStore::Sqlite(store) => served.run(store, &args).await,
         OpenedStore::Dynamodb(store) => served.run(store, &args).await,
@@ -431,6 +459,8 @@ struct Served {
     tokens: Option<SharedTokens>,
     keys: Option<SigningKeys>,
     audit: Option<Arc<AuditFile>>,
+    /// The lease directory on the store; `None` with `--no-leases` (the routes answer 501).
+    leases: Option<Arc<dyn LeaseService>>,
     options: ServeOptions,
     /// `None` with `--no-metrics`.
     metrics: Option<PrometheusHandle>,
@@ -459,6 +489,7 @@ async fn run_on<S: Store>(
         tokens,
         keys,
         audit,
+        leases,
         options,
         metrics,
     } = served;
@@ -501,6 +532,9 @@ async fn run_on<S: Store>(
     if let Some(audit) = audit {
         reloader = reloader.audit(Arc::clone(&audit));
         service = service.with_audit(audit);
+    }
+    if let Some(leases) = leases {
+        service = service.with_leases(leases);
     }
     let shutdown = shutdown_signal()?;
     let reloads = reload::on_sighup(reloader)?;
@@ -561,6 +595,113 @@ async fn open_store(args: &Args) -> Result<OpenedStore, String> {
         StoreKind::Dynamodb => open_dynamodb(args).await.map(OpenedStore::Dynamodb),
         StoreKind::Postgres => open_postgres(args).await.map(OpenedStore::Postgres),
     }
+}
+
+/// The lease directory of `--store`'s store, served on the lease routes: the process's memory
+/// for the memory store, a file of its own beside the SQLite store's (opened here: a file
+/// that cannot be used stops startup), the PostgreSQL store's database (its own tables) and
+/// a DynamoDB table of its own. With `--create-table` the SQL tables and the DynamoDB table
+/// are created when missing. When they cannot be checked the server starts all the same, its
+/// sessions unaffected, and says so: the lease routes answer 503 until the tables exist.
+async fn open_leases(args: &Args, opened: &OpenedStore) -> Result<Arc<dyn LeaseService>, String> {
+    match opened {
+        OpenedStore::Memory(_) => {
+            tracing::info!("lease directory in memory");
+            Ok(Arc::new(unique_lease::MemoryDirectory::new()))
+        }
+        OpenedStore::Sqlite(_) => {
+            let path = args
+                .lease_db
+                .clone()
+                .unwrap_or_else(|| default_lease_db(&args.db));
+            let sync = match args.db_sync {
+                DbSync::Full => unique_store_sqlite::Synchronous::Full,
+                DbSync::Normal => unique_store_sqlite::Synchronous::Normal,
+            };
+            let directory = unique_store_sqlite::SqliteDirectory::builder(&path)
+                .synchronous(sync)
+                .open()
+                .map_err(|e| {
+                    format!(
+                        "cannot open the sqlite lease directory at {} (--lease-db; --no-leases \
+                         serves without one): {e}",
+                        path.display()
+                    )
+                })?;
+            tracing::info!(lease_db = %path.display(), "sqlite lease directory open");
+            Ok(Arc::new(directory))
+        }
+        OpenedStore::Postgres(store) => {
+            let directory = unique_store_postgres::PostgresDirectory::builder(store)
+                .table_prefix(&args.database_lease_prefix)
+                .build()
+                .map_err(|e| format!("cannot configure the postgres lease directory: {e}"))?;
+            let what = format!("postgres lease tables {}", directory.leases_table());
+            let ready = async {
+                if args.create_table {
+                    directory.create_tables().await?;
+                }
+                directory.check().await
+            };
+            match tokio::time::timeout(STARTUP_CHECK_TIMEOUT, ready).await {
+                Ok(Ok(())) => tracing::info!(
+                    leases = directory.leases_table(),
+                    nodes = directory.nodes_table(),
+                    "postgres lease directory ready"
+                ),
+                Ok(Err(e)) => lease_routes_failing(&what, &e.to_string()),
+                Err(_) => lease_routes_failing(
+                    &what,
+                    &format!("no answer within {STARTUP_CHECK_TIMEOUT:?}"),
+                ),
+            }
+            Ok(Arc::new(directory))
+        }
+        OpenedStore::Dynamodb(store) => {
+            let directory = unique_store_dynamodb::DynamoDirectory::builder(&args.lease_table)
+                .store(store)
+                .build()
+                .await
+                .map_err(|e| format!("cannot configure the dynamodb lease directory: {e}"))?;
+            let what = format!("dynamodb lease table {}", args.lease_table);
+            let ready = async {
+                if args.create_table {
+                    directory
+                        .create_table_if_missing(STARTUP_CHECK_TIMEOUT)
+                        .await?;
+                }
+                directory.check_reachable(STARTUP_CHECK_TIMEOUT).await
+            };
+            match ready.await {
+                Ok(()) => {
+                    tracing::info!(table = %args.lease_table, "dynamodb lease directory ready");
+                }
+                Err(e) => lease_routes_failing(&what, &e.to_string()),
+            }
+            Ok(Arc::new(directory))
+        }
+    }
+}
+
+/// The lease directory's file beside the session store's: `unique.db` → `unique-leases.db`.
+fn default_lease_db(db: &std::path::Path) -> PathBuf {
+    let stem = db
+        .file_stem()
+        .map(|s| s.to_string_lossy())
+        .unwrap_or_default();
+    let name = match db.extension() {
+        Some(ext) => format!("{stem}-leases.{}", ext.to_string_lossy()),
+        None => format!("{stem}-leases"),
+    };
+    db.with_file_name(name)
+}
+
+/// Says at startup that the lease directory is not usable yet; sessions are served all the same.
+fn lease_routes_failing(what: &str, why: &str) {
+    tracing::warn!(
+        "{what} not usable ({why}): the lease routes answer 503 until it is (create it with \
+         --create-table, or serve without leases with --no-leases)"
+    );
 }
 
 async fn open_postgres(args: &Args) -> Result<unique_store_postgres::PostgresStore, String> {
@@ -695,5 +836,27 @@ fn shutdown_signal() -> Result<impl std::future::Future<Output = ()>, String> {
             let _ = tokio::signal::ctrl_c().await;
             tracing::info!("shutdown requested");
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::default_lease_db;
+
+    #[test]
+    fn the_lease_file_is_beside_the_session_file() {
+        for (db, leases) in [
+            ("./unique.db", "./unique-leases.db"),
+            (
+                "/var/lib/unique/sessions.sqlite",
+                "/var/lib/unique/sessions-leases.sqlite",
+            ),
+            ("data", "data-leases"),
+            ("a.b.db", "a.b-leases.db"),
+        ] {
+            assert_eq!(default_lease_db(Path::new(db)), Path::new(leases), "{db}");
+        }
     }
 }

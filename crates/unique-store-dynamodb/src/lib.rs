@@ -5,6 +5,7 @@ mod builder;
 mod client;
 mod codec;
 mod error;
+mod lease;
 mod metrics;
 mod schema;
 
@@ -14,6 +15,7 @@ pub use builder::{
     https_client,
 };
 pub use client::DynamoStore;
+pub use lease::{DEFAULT_MAX_OBSERVATIONS, DynamoDirectory, DynamoDirectoryBuilder, GC_AT};
 pub use metrics::RequestCounts;
 
 /// The SDK this store is built on, re-exported so callers can build a

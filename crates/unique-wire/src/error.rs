@@ -29,6 +29,14 @@ pub enum ErrorCode {
     /// login replaced it, or it logged out, while the claim was in flight; C9). Nothing was
     /// kicked or written; the body adds `gen` and `current_gen`. Not worth retrying.
     Superseded,
+    /// 500: a lease route found a stored record the lease directory did not write; no lease
+    /// was granted over it.
+    Corrupt,
+    /// 500: the lease store refused the request for a reason retrying will not fix
+    /// (permissions, an exhausted epoch counter).
+    Internal,
+    /// 501: the lease routes on a server whose store has no lease directory.
+    NotImplemented,
 }
 
 impl ErrorCode {
@@ -44,6 +52,9 @@ impl ErrorCode {
             Self::Unauthenticated => "unauthenticated",
             Self::Forbidden => "forbidden",
             Self::Superseded => "superseded",
+            Self::Corrupt => "corrupt",
+            Self::Internal => "internal",
+            Self::NotImplemented => "not_implemented",
         }
     }
 
@@ -59,6 +70,8 @@ impl ErrorCode {
             Self::Unauthenticated => StatusCode::UNAUTHORIZED,
             Self::Forbidden => StatusCode::FORBIDDEN,
             Self::Superseded => StatusCode::CONFLICT,
+            Self::Corrupt | Self::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+            Self::NotImplemented => StatusCode::NOT_IMPLEMENTED,
         }
     }
 }
@@ -141,6 +154,18 @@ pub fn error_message(body: &[u8]) -> Option<String> {
         .filter(|m| !m.is_empty())
 }
 
+/// The `error` of an error answer, when `body` is a JSON object whose `error` is a known code.
+/// Read leniently, as [`error_message`]: any other field is ignored.
+pub fn error_code(body: &[u8]) -> Option<ErrorCode> {
+    #[derive(Deserialize)]
+    struct Lenient {
+        #[serde(default)]
+        error: Option<serde_json::Value>,
+    }
+    let code = serde_json::from_slice::<Lenient>(body).ok()?.error?;
+    serde_json::from_value(code).ok()
+}
+
 /// The two gens of a 409 `superseded` answer, `(gen, current_gen)`: the gen the claim_id
 /// won and the key's gen now. `None` unless `body` is a JSON object whose `error` is
 /// `superseded` and whose `gen` and `current_gen` are integers with
@@ -170,7 +195,7 @@ pub fn superseded_generations(body: &[u8]) -> Option<(i64, i64)> {
 mod tests {
     use super::*;
 
-    const CODES: [ErrorCode; 9] = [
+    const CODES: [ErrorCode; 12] = [
         ErrorCode::InvalidParams,
         ErrorCode::Throttled,
         ErrorCode::Unavailable,
@@ -180,6 +205,9 @@ mod tests {
         ErrorCode::Unauthenticated,
         ErrorCode::Forbidden,
         ErrorCode::Superseded,
+        ErrorCode::Corrupt,
+        ErrorCode::Internal,
+        ErrorCode::NotImplemented,
     ];
 
     #[test]
@@ -199,7 +227,10 @@ mod tests {
     #[test]
     fn statuses() {
         let statuses: Vec<u16> = CODES.iter().map(|c| c.status().as_u16()).collect();
-        assert_eq!(statuses, [400, 429, 503, 404, 405, 413, 401, 403, 409]);
+        assert_eq!(
+            statuses,
+            [400, 429, 503, 404, 405, 413, 401, 403, 409, 500, 500, 501]
+        );
     }
 
     #[test]
@@ -276,6 +307,21 @@ mod tests {
                 "{}",
                 String::from_utf8_lossy(garbled)
             );
+        }
+    }
+
+    #[test]
+    fn error_code_is_lenient() {
+        assert_eq!(
+            error_code(br#"{"error":"corrupt","message":"m","x":1}"#),
+            Some(ErrorCode::Corrupt)
+        );
+        assert_eq!(
+            error_code(br#"{"error":"not_implemented"}"#),
+            Some(ErrorCode::NotImplemented)
+        );
+        for none in [&b""[..], b"{}", br#"{"error":"teapot"}"#, br#"{"error":5}"#] {
+            assert_eq!(error_code(none), None);
         }
     }
 

@@ -3,6 +3,7 @@
 mod body;
 mod error;
 mod fast_claim;
+pub mod lease;
 mod limit;
 mod parse;
 mod route;
@@ -11,7 +12,16 @@ pub use body::{
     BatchAnswer, BatchBody, BatchView, ClaimBody, KeyBody, LogoutBody, OwnerBody, ReleaseAnswer,
     ReleaseBody, SessionsAnswer, UserBody,
 };
-pub use error::{ErrorBody, ErrorCode, SUPERSEDED_MESSAGE, error_message, superseded_generations};
+pub use error::{
+    ErrorBody, ErrorCode, SUPERSEDED_MESSAGE, error_code, error_message, superseded_generations,
+};
+pub use lease::{
+    LEASE_ENSURE_PATH, LEASE_LOOKUP_PATH, LEASE_RELEASE_PATH, LEASE_VERIFY_PATH, LeaseAnswer,
+    LeaseEnsureBody, LeaseLookupAnswer, LeaseRoomBody, LeaseRoute, LeaseTokenBody,
+    LeaseVerifyAnswer, MAX_LEASE_ID_BYTES, MAX_LEASE_TTL_MS, NODE_DEREGISTER_PATH,
+    NODE_LOOKUP_PATH, NODE_REGISTER_PATH, NodeAnswer, NodeDeregisterAnswer, NodeKeyBody,
+    NodeLookupAnswer, NodeRegisterBody,
+};
 pub use limit::{BodyError, MAX_KICK_BODY_BYTES, MAX_REQUEST_BODY_BYTES, read_body};
 pub use parse::{parse, parse_claim};
 pub use route::{

@@ -1,5 +1,7 @@
 //! The routes of the wire contract.
 
+use crate::lease::LeaseRoute;
+
 /// `POST`: claim a key for a new session.
 pub const CLAIM_PATH: &str = "/v1/claim";
 /// `POST`: read a key's current generation and owner (what a heartbeat asks).
@@ -39,11 +41,13 @@ pub enum Route {
     Health,
     /// [`READY_PATH`], `GET` or `HEAD`.
     Ready,
+    /// One of the lease routes (`/v1/lease/*`, `/v1/nodes/*`), `POST`.
+    Lease(LeaseRoute),
 }
 
 impl Route {
     /// Every route, in the order of the enum.
-    pub const ALL: [Route; 8] = [
+    pub const ALL: [Route; 15] = [
         Self::Claim,
         Self::Current,
         Self::CurrentBatch,
@@ -52,6 +56,13 @@ impl Route {
         Self::Sessions,
         Self::Health,
         Self::Ready,
+        Self::Lease(LeaseRoute::Ensure),
+        Self::Lease(LeaseRoute::Verify),
+        Self::Lease(LeaseRoute::Release),
+        Self::Lease(LeaseRoute::Lookup),
+        Self::Lease(LeaseRoute::RegisterNode),
+        Self::Lease(LeaseRoute::LookupNode),
+        Self::Lease(LeaseRoute::DeregisterNode),
     ];
 
     /// The route at `path` (exact match, no prefix), if any.
@@ -65,7 +76,7 @@ impl Route {
             SESSIONS_PATH => Some(Self::Sessions),
             HEALTH_PATH => Some(Self::Health),
             READY_PATH => Some(Self::Ready),
-            _ => None,
+            _ => LeaseRoute::from_path(path).map(Self::Lease),
         }
     }
 
@@ -80,11 +91,12 @@ impl Route {
             Self::Sessions => SESSIONS_PATH,
             Self::Health => HEALTH_PATH,
             Self::Ready => READY_PATH,
+            Self::Lease(route) => route.path(),
         }
     }
 
-    /// Whether the route answers `method`: `POST` for the six operations, `GET` and `HEAD`
-    /// for [`Route::Health`] and [`Route::Ready`].
+    /// Whether the route answers `method`: `POST` for the operations (the lease routes
+    /// included), `GET` and `HEAD` for [`Route::Health`] and [`Route::Ready`].
     pub fn allows(self, method: &http::Method) -> bool {
         match self {
             Self::Claim
@@ -92,7 +104,8 @@ impl Route {
             | Self::CurrentBatch
             | Self::Release
             | Self::Logout
-            | Self::Sessions => *method == http::Method::POST,
+            | Self::Sessions
+            | Self::Lease(_) => *method == http::Method::POST,
             Self::Health | Self::Ready => {
                 *method == http::Method::GET || *method == http::Method::HEAD
             }
@@ -164,5 +177,22 @@ mod tests {
         assert!(Route::Ready.allows(&Method::GET));
         assert!(Route::Ready.allows(&Method::HEAD));
         assert!(!Route::Ready.allows(&Method::POST));
+        for route in LeaseRoute::ALL {
+            assert!(Route::Lease(route).allows(&Method::POST));
+            assert!(!Route::Lease(route).allows(&Method::GET));
+            assert_eq!(Route::Lease(route).allowed_methods(), "POST");
+        }
+    }
+
+    #[test]
+    fn all_lists_every_lease_route_once() {
+        let leases: Vec<LeaseRoute> = Route::ALL
+            .iter()
+            .filter_map(|route| match route {
+                Route::Lease(lease) => Some(*lease),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(leases, LeaseRoute::ALL);
     }
 }

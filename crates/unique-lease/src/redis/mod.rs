@@ -174,7 +174,7 @@ impl RedisDirectoryBuilder {
     /// Builds the directory. Errors: `InvalidParams` for an empty, over-long or
     /// control-character prefix, or a grace above [`MAX_TTL`].
     pub fn build(self) -> Result<RedisDirectory, LeaseError> {
-        validate::id(&self.prefix, "key prefix")?;
+        validate::id(&self.prefix, "key prefix", crate::MAX_ID_LEN)?;
         if self.gc_grace > MAX_TTL {
             return Err(LeaseError::invalid("gc grace is longer than ten years"));
         }

@@ -1,0 +1,244 @@
+//! The lease routes of the real binary: on the default embedded store (SQLite, whose lease
+//! directory is a file of its own beside `--db`) a grant, verify and release round trip
+//! over HTTP with a project-scoped token, epochs that survive a restart, and `--no-leases`;
+//! then a round trip on each other store (memory, and PostgreSQL and DynamoDB (dynalite)
+//! started by the test tooling, each with the lease tables `--create-table` made).
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, SystemTime};
+
+use common::{BIN, post_json, start, write_secret};
+use serde_json::{Value, json};
+use unique_client_http::HttpTransport;
+use unique_lease::Directory;
+
+const GAME: &str = "leases-test-token-game-01234";
+const CHAT: &str = "leases-test-token-chat-01234";
+
+/// The server on the default store with its file in `dir`, and tokens for `game` and `chat`.
+fn server(dir: &Path) -> Command {
+    let tokens = dir.join("tokens.json");
+    write_secret(
+        &tokens,
+        &format!(
+            r#"{{"tokens": [
+                {{"name": "game", "token": "{GAME}", "projects": ["game"]}},
+                {{"name": "chat", "token": "{CHAT}", "projects": ["chat"]}}
+            ]}}"#
+        ),
+    );
+    let mut command = Command::new(BIN);
+    command
+        .args(["--listen", "127.0.0.1:0", "--db"])
+        .arg(dir.join("unique.db"))
+        .arg("--auth-tokens")
+        .arg(tokens)
+        .env("RUST_LOG", "warn");
+    command
+}
+
+async fn ok(addr: &str, path: &str, body: &Value) -> Value {
+    let (status, answer) = post_json(addr, path, GAME, body).await;
+    assert_eq!(status, 200, "POST {path} {body}: {answer}");
+    answer
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ensure_verify_release_round_trip_on_the_default_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let (addr, guard) = start(&mut server(dir.path()));
+    assert!(
+        dir.path().join("unique-leases.db").exists(),
+        "the lease directory's file is beside --db"
+    );
+
+    let ensure = json!({"project": "game", "room": "lobby", "node": "n1", "ttl_ms": 30_000});
+    let granted = ok(&addr, "/v1/lease/ensure", &ensure).await;
+    assert_eq!(
+        (&granted["room"], &granted["node"], &granted["epoch"]),
+        (&json!("lobby"), &json!("n1"), &json!(1)),
+        "{granted}"
+    );
+    let left = granted["ttl_left_ms"].as_u64().unwrap();
+    assert!((1..=30_000).contains(&left), "{granted}");
+    let token = granted["token"].clone();
+    let renewed = ok(&addr, "/v1/lease/ensure", &ensure).await;
+    assert_eq!(
+        (&renewed["token"], &renewed["epoch"]),
+        (&token, &json!(1)),
+        "{renewed}"
+    );
+    let other = json!({"project": "game", "room": "lobby", "node": "n2", "ttl_ms": 30_000});
+    assert_eq!(ok(&addr, "/v1/lease/ensure", &other).await["node"], "n1");
+
+    let holding = json!({"project": "game", "room": "lobby", "node": "n1", "token": token});
+    assert_eq!(
+        ok(&addr, "/v1/lease/verify", &holding).await,
+        json!({"valid": true})
+    );
+    let lookup = json!({"project": "game", "room": "lobby"});
+    assert_eq!(
+        ok(&addr, "/v1/lease/lookup", &lookup).await["lease"]["token"],
+        token
+    );
+    // Another project's token may not touch it, and its own room of that name is its own.
+    let (status, _) = post_json(&addr, "/v1/lease/verify", CHAT, &holding).await;
+    assert_eq!(status, 403);
+    let chat = json!({"project": "chat", "room": "lobby", "node": "n9", "ttl_ms": 30_000});
+    let (status, theirs) = post_json(&addr, "/v1/lease/ensure", CHAT, &chat).await;
+    assert_eq!((status, &theirs["node"]), (200, &json!("n9")), "{theirs}");
+
+    assert_eq!(
+        ok(&addr, "/v1/lease/release", &holding).await,
+        json!({"released": true})
+    );
+    assert_eq!(
+        ok(&addr, "/v1/lease/verify", &holding).await,
+        json!({"valid": false})
+    );
+    assert_eq!(
+        ok(&addr, "/v1/lease/lookup", &lookup).await,
+        json!({"lease": null})
+    );
+    let (status, refused) = post_json(
+        &addr,
+        "/v1/lease/ensure",
+        GAME,
+        &json!({"project": "game", "room": "lobby", "node": "n1", "ttl_ms": 0}),
+    )
+    .await;
+    assert_eq!((status, &refused["error"]), (400, &json!("invalid_params")));
+
+    // The Rust client, over the same routes: a node registers, holds a room, gives it back.
+    let directory = HttpTransport::builder(format!("http://{addr}"))
+        .bearer_token(GAME)
+        .build()
+        .unwrap()
+        .directory("game");
+    let lease = directory
+        .ensure_owner("arena", "n1", SystemTime::now(), Duration::from_secs(30))
+        .await
+        .unwrap();
+    assert!(lease.is_held_by("n1") && lease.is_live(), "{lease:?}");
+    assert!(
+        lease.epoch > 1,
+        "epochs are per directory and only grow: {lease:?}"
+    );
+    assert!(
+        directory
+            .verify_owner("arena", "n1", &lease.lease_token, SystemTime::now())
+            .await
+            .unwrap()
+    );
+    assert!(
+        directory
+            .release_owner("arena", "n1", &lease.lease_token)
+            .await
+            .unwrap()
+    );
+    let last_epoch = lease.epoch;
+    drop(guard);
+
+    // The lease file is durable: after a restart the next holding's epoch is higher still.
+    let (addr, _guard) = start(&mut server(dir.path()));
+    let again = ok(&addr, "/v1/lease/ensure", &ensure).await;
+    assert!(
+        again["epoch"].as_u64().unwrap() > last_epoch,
+        "epoch {} after a restart, {last_epoch} before",
+        again["epoch"]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_leases_answers_501_and_opens_no_lease_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let (addr, _guard) = start(server(dir.path()).arg("--no-leases"));
+    let ensure = json!({"project": "game", "room": "lobby", "node": "n1", "ttl_ms": 30_000});
+    let (status, answer) = post_json(&addr, "/v1/lease/ensure", GAME, &ensure).await;
+    assert_eq!((status, &answer["error"]), (501, &json!("not_implemented")));
+    assert!(!dir.path().join("unique-leases.db").exists());
+}
+
+/// A name no earlier run used (PostgreSQL and dynalite outlive one test).
+fn fresh(what: &str) -> String {
+    let nanos = SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    format!("{what}_{}_{nanos}", std::process::id())
+}
+
+/// Grant, renewal, another node told the holder, verify, release, and a node registered and
+/// read back, on the server at `addr` (no tokens).
+async fn round_trip(addr: &str) {
+    let room = fresh("room");
+    let ensure = json!({"project": "game", "room": room, "node": "n1", "ttl_ms": 30_000});
+    let granted = ok(addr, "/v1/lease/ensure", &ensure).await;
+    assert_eq!(granted["node"], "n1", "{granted}");
+    let renewed = ok(addr, "/v1/lease/ensure", &ensure).await;
+    assert_eq!(
+        (&renewed["token"], &renewed["epoch"]),
+        (&granted["token"], &granted["epoch"])
+    );
+    let other = json!({"project": "game", "room": room, "node": "n2", "ttl_ms": 30_000});
+    assert_eq!(ok(addr, "/v1/lease/ensure", &other).await["node"], "n1");
+    let holding = json!({"project": "game", "room": room, "node": "n1", "token": granted["token"]});
+    assert_eq!(
+        ok(addr, "/v1/lease/verify", &holding).await,
+        json!({"valid": true})
+    );
+    assert_eq!(
+        ok(addr, "/v1/lease/release", &holding).await,
+        json!({"released": true})
+    );
+    let taken = ok(addr, "/v1/lease/ensure", &other).await;
+    assert_eq!(taken["node"], "n2", "{taken}");
+    assert!(
+        taken["epoch"].as_u64() > granted["epoch"].as_u64(),
+        "{taken}"
+    );
+    let node = fresh("node");
+    let register =
+        json!({"project": "game", "node": node, "addr": "10.0.0.7:7000", "ttl_ms": 30_000});
+    ok(addr, "/v1/nodes/register", &register).await;
+    let found = ok(
+        addr,
+        "/v1/nodes/lookup",
+        &json!({"project": "game", "node": node}),
+    )
+    .await;
+    assert_eq!(found["node"]["addr"], "10.0.0.7:7000", "{found}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leases_on_the_memory_store() {
+    let (addr, _guard) =
+        start(Command::new(BIN).args(["--listen", "127.0.0.1:0", "--store", "memory"]));
+    round_trip(&addr).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leases_on_postgres_with_their_own_tables() {
+    let db = unique_testsupport::postgres::shared();
+    let mut command = common::postgres_command(db.url(), "lease_binary_test");
+    command
+        .arg("--create-table")
+        .args(["--database-lease-prefix", &fresh("lt")]);
+    let (addr, _guard) = start(&mut command);
+    round_trip(&addr).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leases_on_dynamodb_in_their_own_table() {
+    let dynalite = unique_testsupport::dynalite::Dynalite::shared();
+    let mut command =
+        common::dynamodb_command(&dynalite.endpoint_url(), "lease-binary-test-sessions");
+    command
+        .arg("--create-table")
+        .args(["--lease-table", &fresh("lease-binary-test")]);
+    let (addr, _guard) = start(&mut command);
+    round_trip(&addr).await;
+}
