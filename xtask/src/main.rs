@@ -47,8 +47,9 @@ commands:
   smoke     S1-S6 with the server binary and client processes over loopback HTTP
   chaos     the history runs (memory, SQLite with SIGKILL and restart, two and three servers
             on one DynamoDB table, DynamoDB dropping answers, two and three servers on one
-            PostgreSQL table) for 60 s each instead of the 3 s
-            `ci` runs, one at a time, printing each report; the broken-store checks run too
+            PostgreSQL table), and the lease histories (memory, Redis, servers on SQLite,
+            memory, PostgreSQL and DynamoDB) for 60 s each instead of the 3 s `ci` runs, one
+            at a time, printing each report; the broken-store checks run too
   bench     the load generator: unique-server (memory, sqlite, postgres) side by side with a redis
             script and a redis script on an fsync-always append-only file, random users (uids
             over 10^8), the servers pinned to one CPU and the load generator to another, then
@@ -330,11 +331,18 @@ fn node_check(run: &mut Run, args: &[String]) -> Result<(), String> {
 }
 
 fn loom(run: &mut Run) {
+    // One build for every crate with loom models (each crate's shim swaps in loom's
+    // primitives): the memory store's fenced write, the claim queue in unique-core,
+    // and the connection activity word in unique-listener.
     let mut cmd = cargo(&[
         "test",
         "--release",
         "-p",
         "unique-store-memory",
+        "-p",
+        "unique-core",
+        "-p",
+        "unique-listener",
         "--lib",
         "loom",
     ]);
@@ -356,7 +364,9 @@ fn smoke(run: &mut Run) {
 /// of the workspace tests.
 const HISTORY_TESTS: &[(&str, &str)] = &[
     ("unique-history", "histories"),
+    ("unique-history", "lease_histories"),
     ("unique-server", "history"),
+    ("unique-server", "lease_history"),
 ];
 
 /// Seconds each history run lasts in `chaos` (`UNIQUE_HISTORY_SECS`).
