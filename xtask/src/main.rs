@@ -37,7 +37,8 @@ commands:
             clause of each failure; `contract --path DIR` runs those of the crate in DIR
             instead (an out-of-tree backend), built in a target directory of its own,
             target/contract-path/<dir name>-<hash of DIR's canonical path>
-  loom      the loom models of the memory store's fenced write
+  loom      the loom models: the memory store's fenced write, the claim queue, the connection
+            activity word (one build in target/loom)
   node-check --url URL --signing-keys FILE [options]
             the kick-receiver conformance check (unique-node-check) against a running
             receiver in any language: real kicks for random uids, one line per clause,

@@ -9,6 +9,7 @@ mod observer;
 mod queue;
 mod recent;
 mod store;
+mod sync;
 mod types;
 mod validate;
 

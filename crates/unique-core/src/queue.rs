@@ -22,18 +22,17 @@
 //! Different keys never share a slot (whole keys are compared); they share
 //! only a shard's mutex, held for a lookup and never across an `.await`.
 //!
-//! No loom model: the queue's own state changes only under the shard mutex, in
-//! one critical section per step, and the handover is tokio's `Semaphore`
-//! (model-checked in tokio; tokio does not build under `--cfg loom` as a
-//! dependency). The orders that matter (a waiter or a holder dropped before,
-//! during or after a handover) are tests in `tests/claim_queue.rs`.
+//! The loom models in `queue/loom_models.rs` check this code (the shard mutex and the
+//! semaphore come from `sync.rs`, loom's under `--cfg loom`): the turn goes to
+//! the waiters in line order, a waiter dropped before or while its turn comes
+//! neither keeps nor loses it, and a newcomer racing the removal of its key's
+//! slot still gets its turn. Each is shown able to fail on a broken copy. The
+//! same orders on tokio's own semaphore are tests in `tests/claim_queue.rs`.
 
 use std::hash::{BuildHasher, RandomState};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-
-use tokio::sync::Semaphore;
 
 use crate::error::Error;
+use crate::sync::{Arc, Mutex, Semaphore, lock};
 use crate::types::Key;
 
 /// Shards of the map; a power of two. Enough that two cores rarely meet on one.
@@ -204,8 +203,5 @@ impl Drop for Turn<'_> {
     }
 }
 
-/// Locks a shard, ignoring poison: every critical section leaves the map
-/// consistent (a count changed, a slot pushed or removed).
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
-}
+#[cfg(all(test, loom))]
+mod loom_models;

@@ -17,15 +17,23 @@
 //! own (so a connection's reads and writes never poll it) and only reads; the phase and its start
 //! share one atomic word, so it never sees a new phase with an old start. The watchdog is one
 //! timer per connection, re-armed at least every `min(header, idle)` timeout.
+//!
+//! Relaxed ordering is enough because nothing else is published through the word: the watchdog
+//! needs a phase and its start that belong together, which one word gives, and it reads them in
+//! the order they were written, which one atomic's coherence gives. The loom model in
+//! `activity/loom_models.rs` checks both (so a head after a long idle wait is never timed from the
+//! idle wait's start), and is shown to fail on a copy that keeps the phase and its start in two
+//! atomics.
 
 use std::io;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::Ordering::Relaxed;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::time::Instant;
+
+use crate::sync::{AtomicBool, AtomicU64, Instant};
 
 const HEAD: u64 = 0;
 const BUSY: u64 = 1;
@@ -41,6 +49,24 @@ pub(crate) struct Activity {
     /// `origin` (busy keeps the start of the head before it, which nobody reads).
     state: AtomicU64,
     body_timed_out: AtomicBool,
+}
+
+/// One load of [`Activity::state`]: a phase and when it began.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Seen {
+    phase: u64,
+    since: Instant,
+}
+
+impl Seen {
+    /// When this phase expires, and as what; never while busy.
+    fn due(self, header: Duration, idle: Duration) -> Option<(Instant, Expired)> {
+        match self.phase {
+            HEAD => Some((self.since + header, Expired::Header)),
+            IDLE => Some((self.since + idle, Expired::Idle)),
+            _ => None,
+        }
+    }
 }
 
 /// Why the watchdog closed a connection.
@@ -67,6 +93,15 @@ impl Activity {
 
     fn phase(&self) -> u64 {
         self.state.load(Relaxed) & PHASE_BITS
+    }
+
+    /// The phase and its start, from one load.
+    fn seen(&self) -> Seen {
+        let state = self.state.load(Relaxed);
+        Seen {
+            phase: state & PHASE_BITS,
+            since: self.origin + Duration::from_micros(state >> 2),
+        }
     }
 
     /// Bytes arrived: if the connection was idle, a request head has begun.
@@ -100,6 +135,7 @@ impl Activity {
     }
 
     /// Resolves once a head has lasted `header` or an idle wait `idle`; never while busy.
+    #[cfg(not(loom))]
     pub(crate) async fn expired(&self, header: Duration, idle: Duration) -> Expired {
         // The phase changes without waking the watchdog (that would cost every read), so it
         // never sleeps longer than the shorter timeout: a phase that began while it slept
@@ -110,14 +146,7 @@ impl Activity {
         tokio::pin!(sleep);
         loop {
             let now = Instant::now();
-            let state = self.state.load(Relaxed);
-            let since = self.origin + Duration::from_micros(state >> 2);
-            let due = match state & PHASE_BITS {
-                HEAD => Some((since + header, Expired::Header)),
-                IDLE => Some((since + idle, Expired::Idle)),
-                _ => None,
-            };
-            let wake = match due {
+            let wake = match self.seen().due(header, idle) {
                 Some((deadline, expired)) if deadline <= now => return expired,
                 Some((deadline, _)) => deadline.min(now + longest_sleep),
                 None => now + longest_sleep,
@@ -222,7 +251,10 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Watched<T> {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, loom))]
+mod loom_models;
+
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
 
