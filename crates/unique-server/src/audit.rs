@@ -17,6 +17,8 @@ use std::sync::{Mutex, PoisonError};
 
 use unique_arbiter_http::{AuditRecord, AuditSink};
 
+use crate::error::StartupError;
+
 /// The audit log file, shared by every request; reopened on SIGHUP.
 pub(crate) struct AuditFile {
     path: PathBuf,
@@ -25,7 +27,7 @@ pub(crate) struct AuditFile {
 
 impl AuditFile {
     /// Opens `path` for appending, creating it owner-only (0600) when it is missing.
-    pub(crate) fn open(path: &Path) -> Result<Self, String> {
+    pub(crate) fn open(path: &Path) -> Result<Self, StartupError> {
         let file =
             open(path).map_err(|e| format!("cannot open the audit log {}: {e}", path.display()))?;
         Ok(Self {

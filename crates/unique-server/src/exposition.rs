@@ -17,6 +17,8 @@ use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use unique_arbiter_http::ResponseBody;
 use unique_listener::RequestBody;
 
+use crate::error::StartupError;
+
 /// The path the exposition is served on.
 pub(crate) const PATH: &str = "/metrics";
 
@@ -31,7 +33,7 @@ const UPKEEP_INTERVAL: Duration = Duration::from_secs(5);
 /// histogram the server records, and returns the handle that renders it. Must run before
 /// anything registers a metric (the arbiter's observer and store, the services, the accept
 /// loop), which happens when they are built.
-pub(crate) fn install() -> Result<PrometheusHandle, String> {
+pub(crate) fn install() -> Result<PrometheusHandle, StartupError> {
     let buckets = [
         (
             unique_metrics::CLAIM_DURATION_SECONDS,

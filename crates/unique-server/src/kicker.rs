@@ -4,6 +4,8 @@
 
 use unique_kick_http::{EndpointPolicy, EndpointRule, HttpKicker, SigningKeys};
 
+use crate::error::StartupError;
+
 /// How every kicker of this server is built: the endpoint policy and the caps of the flags.
 #[derive(Debug, Clone)]
 pub(crate) struct KickerConfig {
@@ -45,7 +47,7 @@ impl KickerConfig {
     }
 
     /// A kicker under the policy, signing with `keys` when given.
-    pub(crate) fn build(&self, keys: Option<SigningKeys>) -> Result<HttpKicker, String> {
+    pub(crate) fn build(&self, keys: Option<SigningKeys>) -> Result<HttpKicker, StartupError> {
         let policy = EndpointPolicy::new()
             .allow(self.allow.iter().cloned())
             .deny(self.deny.iter().cloned());
@@ -58,7 +60,7 @@ impl KickerConfig {
         }
         builder
             .build()
-            .map_err(|e| format!("cannot build the kicker: {e}"))
+            .map_err(|e| format!("cannot build the kicker: {e}").into())
     }
 }
 
@@ -73,7 +75,7 @@ pub(crate) struct SigningKicker {
 }
 
 impl SigningKicker {
-    pub(crate) fn new(config: &KickerConfig, keys: SigningKeys) -> Result<Self, String> {
+    pub(crate) fn new(config: &KickerConfig, keys: SigningKeys) -> Result<Self, StartupError> {
         Ok(Self {
             kicker: config.build(Some(keys))?,
         })

@@ -17,6 +17,7 @@ use unique_arbiter_http::SharedTokens;
 use unique_kick_http::SigningKeys;
 
 use crate::audit::AuditFile;
+use crate::error::StartupError;
 use crate::kicker::SigningKicker;
 use crate::secrets;
 
@@ -184,7 +185,7 @@ pub(crate) fn ids(keys: &SigningKeys) -> String {
 /// reloads on each one; spawn it. Reading the files runs on the blocking pool.
 pub(crate) fn on_sighup(
     reloader: Reloader,
-) -> Result<impl Future<Output = ()> + Send + 'static, String> {
+) -> Result<impl Future<Output = ()> + Send + 'static, StartupError> {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};

@@ -2,6 +2,7 @@
 
 #[cfg(all(test, loom))]
 mod loom_models;
+mod owners;
 mod record;
 mod sync;
 mod table;
@@ -60,12 +61,12 @@ impl MemoryStore {
     ) {
         self.table.put(
             key,
-            Record {
+            Record::raw(
                 generation,
-                owner: OwnerAttr::from_raw(owner),
-                claim_id: claim_id.map(str::to_owned),
-                recent: unique_core::RecentClaims::decode(won),
-            },
+                OwnerAttr::from_raw(owner),
+                claim_id,
+                unique_core::RecentClaims::decode(won),
+            ),
         );
     }
 }
@@ -107,12 +108,9 @@ impl Store for MemoryStore {
             return Err(Error::invalid("owner.endpoint must not be empty"));
         }
         let fence = Fence::for_snapshot(snap)?;
-        // C9: the stored list equals the snapshot's whenever the fence holds
-        // (only claims change it, and every claim changes the gen).
-        let recent = snap
-            .recent_claims
-            .after_win(claim_id, fence.next_generation());
-        Ok(self.table.claim(key, fence, owner, claim_id, recent))
+        Ok(self
+            .table
+            .claim(key, fence, owner, claim_id, &snap.recent_claims))
     }
 
     async fn current(&self, key: &Key) -> Result<CurrentView, Error> {

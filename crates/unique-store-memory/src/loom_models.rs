@@ -1,11 +1,12 @@
-//! Loom models of the fenced-write primitive in `table.rs`.
+//! Loom models of the fenced-write primitive in `table.rs` and of the pool of
+//! shared owners in `owners.rs`.
 //!
 //! Run with
 //! `RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test --release -p unique-store-memory --lib loom`.
 //! Each model explores every interleaving of its threads' lock acquisitions and
 //! prints how many it explored (`--nocapture` shows them). The broken variants
-//! (a read-then-write claim, a listing read slot by slot) prove the invariant
-//! checks can fail.
+//! (a read-then-write claim, a listing read slot by slot, an owner looked up and
+//! added in two steps) prove the invariant checks can fail.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -14,11 +15,15 @@ use loom::sync::Arc;
 use loom::thread;
 use unique_core::{CasOutcome, Fence, Key, Owner, OwnerState, RecentClaims, UserKey};
 
-use crate::record::{OwnerAttr, Record, state_of};
+use crate::owners::Owners;
+use crate::record::{Held, OwnerAttr, Record, state_of};
 use crate::table::Table;
 
 /// The message every "exactly one winner" violation carries.
 const ONE_WINNER: &str = "invariant violated: exactly one claim from one snapshot may win";
+
+/// The message of two records of one owner holding two copies of it.
+const ONE_COPY: &str = "invariant violated: the sessions of one owner share one copy of it";
 
 /// The message of a listing that mixes records from before and after a write.
 const ONE_LISTING: &str =
@@ -45,13 +50,25 @@ fn owner(claim_id: &str) -> Owner {
     Owner::new("r", "c", format!("http://{claim_id}/kick"))
 }
 
+/// A session as a raw write stores it.
 fn session(generation: i64, claim_id: &str) -> Record {
-    Record {
+    Record::raw(
         generation,
-        owner: OwnerAttr::Valid(owner(claim_id)),
-        claim_id: Some(claim_id.to_owned()),
-        recent: RecentClaims::from_wins([(claim_id, generation)]),
-    }
+        OwnerAttr::Valid(owner(claim_id)),
+        Some(claim_id),
+        RecentClaims::from_wins([(claim_id, generation)]),
+    )
+}
+
+/// A claim as the store makes it: the fence and the list of wins from `snap`.
+fn claim(table: &Table, key: &Key, snap: &OwnerState, claim_id: &str) -> CasOutcome {
+    table.claim(
+        key,
+        fence(snap),
+        &owner(claim_id),
+        claim_id,
+        &snap.recent_claims,
+    )
 }
 
 /// A one-shard table holding `initial` for [`key`], and the snapshot a reader sees.
@@ -88,13 +105,7 @@ fn claimers_from_one_snapshot(n: usize, initial: Option<Record>, expected: i64) 
             let snap = std::sync::Arc::clone(&snap);
             thread::spawn(move || {
                 let claim_id = format!("t{i}");
-                let result = table.claim(
-                    &key(),
-                    fence(&snap),
-                    &owner(&claim_id),
-                    &claim_id,
-                    RecentClaims::new(),
-                );
+                let result = claim(&table, &key(), &snap, &claim_id);
                 (claim_id, result)
             })
         })
@@ -122,7 +133,9 @@ fn claimers_from_one_snapshot(n: usize, initial: Option<Record>, expected: i64) 
             CasOutcome::LostRace {
                 current: Some(seen),
             } => assert_eq!(*seen, stored),
-            other => panic!("a loser must see the lost race with the record, got {other:?}"),
+            other @ CasOutcome::LostRace { .. } => {
+                panic!("a loser must see the lost race with the record, got {other:?}")
+            }
         }
     }
 }
@@ -145,12 +158,7 @@ fn loom_three_claimers_double_pin() {
 
 #[test]
 fn loom_three_claimers_tombstone() {
-    let tombstone = Record {
-        generation: 9,
-        owner: OwnerAttr::Empty,
-        claim_id: None,
-        recent: RecentClaims::new(),
-    };
+    let tombstone = Record::raw(9, OwnerAttr::Empty, None, RecentClaims::new());
     let explored = explore("three claimers, tombstone", move || {
         claimers_from_one_snapshot(3, Some(tombstone.clone()), 10);
     });
@@ -167,9 +175,7 @@ fn loom_claim_races_release() {
         };
         let claim_thread = {
             let table = Arc::clone(&table);
-            thread::spawn(move || {
-                written(&table.claim(&key(), fence(&snap), &owner("b"), "b", RecentClaims::new()))
-            })
+            thread::spawn(move || written(&claim(&table, &key(), &snap, "b")))
         };
         let released = release_thread.join().unwrap();
         let claimed = claim_thread.join().unwrap();
@@ -207,23 +213,12 @@ fn loom_replay_races_new_claim() {
                 if seen.owner.is_some() && seen.claim_id.as_deref() == Some("a") {
                     return (true, Some(seen.generation));
                 }
-                (
-                    false,
-                    written(&table.claim(
-                        &key(),
-                        fence(&seen),
-                        &owner("a"),
-                        "a",
-                        RecentClaims::new(),
-                    )),
-                )
+                (false, written(&claim(&table, &key(), &seen, "a")))
             })
         };
         let newcomer = {
             let table = Arc::clone(&table);
-            thread::spawn(move || {
-                written(&table.claim(&key(), fence(&snap), &owner("b"), "b", RecentClaims::new()))
-            })
+            thread::spawn(move || written(&claim(&table, &key(), &snap, "b")))
         };
         let (replayed, retried) = retry.join().unwrap();
         let claimed = newcomer.join().unwrap();
@@ -275,7 +270,7 @@ fn listing_racing_writes(list: fn(&Table) -> Listed) {
         thread::spawn(move || {
             let pc = key().with_slot("pc");
             let absent = OwnerState::absent();
-            let won = table.claim(&pc, fence(&absent), &owner("b"), "b", RecentClaims::new());
+            let won = claim(&table, &pc, &absent, "b");
             assert_eq!(written(&won), Some(1));
             assert!(table.release(&key(), 5));
         })
@@ -386,6 +381,46 @@ fn loom_rejects_read_then_unconditional_write() {
     let message = violation_found("broken read-then-write", broken_claimers_from_one_snapshot);
     assert!(
         message.contains(ONE_WINNER),
+        "the model failed for another reason: {message}"
+    );
+}
+
+/// Two first sessions of one node start at once while the node's last session
+/// ends (its owner interned, then dropped). Whatever the order, the two new
+/// sessions share one copy of the owner, and it is the owner.
+fn sessions_of_one_owner(session: fn(&Owners, &Owner) -> std::sync::Arc<Held>) {
+    let owners = Arc::new(Owners::new());
+    let ending = {
+        let owners = Arc::clone(&owners);
+        thread::spawn(move || drop(session(&owners, &owner("a"))))
+    };
+    let starting: Vec<_> = (0..2)
+        .map(|_| {
+            let owners = Arc::clone(&owners);
+            thread::spawn(move || session(&owners, &owner("a")))
+        })
+        .collect();
+    ending.join().unwrap();
+    let held: Vec<_> = starting.into_iter().map(|h| h.join().unwrap()).collect();
+    assert_eq!(*held[0], Held::Session(owner("a")));
+    assert!(std::sync::Arc::ptr_eq(&held[0], &held[1]), "{ONE_COPY}");
+}
+
+#[test]
+fn loom_sessions_of_one_owner_share_it() {
+    let explored = explore("sessions of one owner", || {
+        sessions_of_one_owner(Owners::session);
+    });
+    assert!(explored > 1);
+}
+
+#[test]
+fn loom_rejects_an_owner_looked_up_then_added() {
+    let message = violation_found("broken owner lookup then add", || {
+        sessions_of_one_owner(Owners::session_looked_up_then_added);
+    });
+    assert!(
+        message.contains(ONE_COPY),
         "the model failed for another reason: {message}"
     );
 }

@@ -1,9 +1,19 @@
 //! One key's stored record and how it reads back (C6, C7).
+//!
+//! A record is kept small, since a store holds one per session: its gen, one
+//! pointer for the `owner` and `cid` attributes together, and its `won` list. A
+//! claim's owner is shared by every record of the same node (see `owners.rs`),
+//! and its cid is the claim_id of the list's last win, so neither is copied
+//! into the record.
+
+use std::sync::Arc;
 
 use unique_core::{Owner, OwnerState, Pins, RecentClaims};
 
-/// The `owner` attribute, kept decoded so reads do not parse JSON.
+/// The `owner` attribute of a raw record, kept decoded so reads do not parse JSON.
+/// Only raw writes (the `test-util` hook, tests and loom models) build one.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(not(any(test, feature = "test-util")), allow(dead_code))]
 pub(crate) enum OwnerAttr {
     /// Empty string or absent attribute: a tombstone or a pre-first-login record.
     Empty,
@@ -11,7 +21,6 @@ pub(crate) enum OwnerAttr {
     Valid(Owner),
     /// Non-empty but not an `Owner` JSON object (C7). Only a raw write (the
     /// `test-util` hook) can store one: this store writes valid owners only.
-    #[cfg_attr(not(any(test, feature = "test-util")), allow(dead_code))]
     Corrupt,
 }
 
@@ -29,45 +38,87 @@ impl OwnerAttr {
     }
 }
 
-/// The four attributes of a key's record.
+/// The `owner` and `cid` attributes of a record that is not a tombstone.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Held {
+    /// What a claim writes: a valid owner, and as `cid` the claim_id of the
+    /// record's last win (a claim appends its own win to the list it writes).
+    /// One `Held` is shared by the records of every session of that owner.
+    Session(Owner),
+    /// Any other pair, which only a raw write (the `test-util` hook) stores:
+    /// the attributes as they are. A raw record with neither is a tombstone.
+    #[cfg_attr(not(any(test, feature = "test-util")), allow(dead_code))]
+    Raw {
+        /// `owner`.
+        owner: OwnerAttr,
+        /// `cid`; `None` = attribute absent, `Some("")` = empty string (C6).
+        claim_id: Option<Box<str>>,
+    },
+}
+
+/// The attributes of a key's record: `gen`, `owner`, `cid` and `won`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Record {
     /// `gen`.
     pub(crate) generation: i64,
-    /// `owner`.
-    pub(crate) owner: OwnerAttr,
-    /// `cid`; `None` = attribute absent, `Some("")` = empty string (C6).
-    pub(crate) claim_id: Option<String>,
+    /// `owner` and `cid`; `None` is a tombstone (owner empty, cid absent).
+    pub(crate) held: Option<Arc<Held>>,
     /// `won`, kept decoded (C9).
     pub(crate) recent: RecentClaims,
 }
 
 impl Record {
-    /// Writes a claim over this record: `gen`, `owner`, `cid` and `won` together (C4, C9).
-    ///
-    /// Copies into the strings the record already holds, so replacing a session
-    /// (the common write) allocates nothing once the strings are long enough.
-    pub(crate) fn overwrite(
-        &mut self,
+    /// A record holding exactly these attributes, as a raw write stores them.
+    #[cfg(any(test, feature = "test-util"))]
+    pub(crate) fn raw(
         generation: i64,
-        owner: &Owner,
-        claim_id: &str,
+        owner: OwnerAttr,
+        claim_id: Option<&str>,
         recent: RecentClaims,
-    ) {
-        self.generation = generation;
-        self.recent = recent;
-        match &mut self.owner {
-            OwnerAttr::Valid(stored) => {
-                stored.region.clone_from(&owner.region);
-                stored.cluster.clone_from(&owner.cluster);
-                stored.endpoint.clone_from(&owner.endpoint);
+    ) -> Self {
+        let held = match (owner, claim_id) {
+            (OwnerAttr::Empty, None) => None,
+            (owner, claim_id) => Some(Arc::new(Held::Raw {
+                owner,
+                claim_id: claim_id.map(Box::from),
+            })),
+        };
+        Self {
+            generation,
+            held,
+            recent,
+        }
+    }
+
+    /// The record a claim writes: `session` (a [`Held::Session`]) won
+    /// `generation`, and `recent` ends with its win (C4, C9).
+    pub(crate) fn claimed(generation: i64, session: Arc<Held>, recent: RecentClaims) -> Self {
+        Self {
+            generation,
+            held: Some(session),
+            recent,
+        }
+    }
+
+    /// The owner, whether it is corrupt, and the cid, as stored.
+    fn attributes(&self) -> (Option<&Owner>, bool, Option<&str>) {
+        match self.held.as_deref() {
+            None => (None, false, None),
+            Some(Held::Session(owner)) => (Some(owner), false, self.last_claim_id()),
+            Some(Held::Raw { owner, claim_id }) => {
+                let (owner, corrupt) = match owner {
+                    OwnerAttr::Empty => (None, false),
+                    OwnerAttr::Valid(owner) => (Some(owner), false),
+                    OwnerAttr::Corrupt => (None, true),
+                };
+                (owner, corrupt, claim_id.as_deref())
             }
-            other => *other = OwnerAttr::Valid(owner.clone()),
         }
-        match &mut self.claim_id {
-            Some(stored) => claim_id.clone_into(stored),
-            None => self.claim_id = Some(claim_id.to_owned()),
-        }
+    }
+
+    /// The claim_id of the last win in `won`: a session's cid.
+    fn last_claim_id(&self) -> Option<&str> {
+        self.recent.iter().last().map(|(claim_id, _)| claim_id)
     }
 
     /// The snapshot `read_owner` reports for this record (C6, C7 soft path).
@@ -77,17 +128,13 @@ impl Record {
         if self.generation == 0 {
             return OwnerState::absent();
         }
-        let (owner, owner_corrupt) = match &self.owner {
-            OwnerAttr::Empty => (None, false),
-            OwnerAttr::Valid(owner) => (Some(owner.clone()), false),
-            OwnerAttr::Corrupt => (None, true),
-        };
+        let (owner, owner_corrupt, claim_id) = self.attributes();
         OwnerState {
             exists: true,
             generation: self.generation,
-            owner,
+            owner: owner.cloned(),
             owner_corrupt,
-            claim_id: self.claim_id.clone(),
+            claim_id: claim_id.map(str::to_owned),
             recent_claims: self.recent.clone(),
         }
     }
@@ -96,7 +143,7 @@ impl Record {
     pub(crate) fn pins(&self) -> Pins<'_> {
         Pins {
             generation: self.generation,
-            claim_id: self.claim_id.as_deref(),
+            claim_id: self.attributes().2,
         }
     }
 }
@@ -122,49 +169,74 @@ mod tests {
     }
 
     #[test]
-    fn overwrite_replaces_every_attribute() {
-        let mut record = Record {
-            generation: 3,
-            owner: OwnerAttr::Valid(Owner::new("a-long-region", "c", "http://old/kick")),
-            claim_id: Some("an-older-and-longer-claim-id".to_owned()),
-            recent: RecentClaims::from_wins([("an-older-and-longer-claim-id", 3)]),
-        };
-        let recent = record.recent.after_win("n", 4);
-        record.overwrite(4, &Owner::new("", "c2", "http://new"), "n", recent.clone());
+    fn a_claimed_record_reads_its_last_win_as_its_cid() {
+        let owner = Owner::new("r", "c", "http://h");
+        let recent = RecentClaims::from_wins([("old", 3)]).after_win("", 4);
+        let record = Record::claimed(4, Arc::new(Held::Session(owner.clone())), recent.clone());
+        let state = record.state();
         assert_eq!(
-            record,
-            Record {
+            state,
+            OwnerState {
+                exists: true,
                 generation: 4,
-                owner: OwnerAttr::Valid(Owner::new("", "c2", "http://new")),
-                claim_id: Some("n".to_owned()),
-                recent,
+                owner: Some(owner),
+                owner_corrupt: false,
+                claim_id: Some(String::new()),
+                recent_claims: recent,
             }
         );
-        for owner in [OwnerAttr::Empty, OwnerAttr::Corrupt] {
-            let mut record = Record {
-                generation: 7,
-                owner,
-                claim_id: None,
-                recent: RecentClaims::new(),
-            };
-            record.overwrite(8, &Owner::new("r", "", "http://h"), "", RecentClaims::new());
+        assert_eq!(
+            record.pins(),
+            Pins {
+                generation: 4,
+                claim_id: Some("")
+            }
+        );
+    }
+
+    #[test]
+    fn raw_records_read_their_attributes() {
+        let owner = Owner::new("r", "", "http://h");
+        let recent = RecentClaims::from_wins([("a", 6)]);
+        // A tombstone keeps its list; a raw pair is read as written, whatever the list says.
+        for (attr, claim_id, owner, corrupt) in [
+            (OwnerAttr::Empty, None, None, false),
+            (OwnerAttr::Empty, Some("b"), None, false),
+            (
+                OwnerAttr::Valid(owner.clone()),
+                None,
+                Some(owner.clone()),
+                false,
+            ),
+            (
+                OwnerAttr::Valid(owner.clone()),
+                Some("b"),
+                Some(owner),
+                false,
+            ),
+            (OwnerAttr::Corrupt, Some(""), None, true),
+        ] {
+            let record = Record::raw(7, attr, claim_id, recent.clone());
+            let state = record.state();
+            assert!(state.exists);
             assert_eq!(
-                record.owner,
-                OwnerAttr::Valid(Owner::new("r", "", "http://h"))
+                (state.generation, state.owner, state.owner_corrupt),
+                (7, owner, corrupt)
             );
-            assert_eq!(record.claim_id.as_deref(), Some(""));
-            assert_eq!(record.generation, 8);
+            assert_eq!(state.claim_id.as_deref(), claim_id);
+            assert_eq!(record.pins().claim_id, claim_id);
+            assert_eq!(state.recent_claims, recent);
         }
+        assert!(
+            Record::raw(7, OwnerAttr::Empty, None, recent)
+                .held
+                .is_none()
+        );
     }
 
     #[test]
     fn corrupt_reads_soft_and_current_is_hard() {
-        let record = Record {
-            generation: 3,
-            owner: OwnerAttr::Corrupt,
-            claim_id: Some(String::new()),
-            recent: RecentClaims::new(),
-        };
+        let record = Record::raw(3, OwnerAttr::Corrupt, Some(""), RecentClaims::new());
         let state = record.state();
         assert!(state.exists && state.owner_corrupt && state.owner.is_none());
         assert_eq!(state.claim_id.as_deref(), Some(""));
@@ -180,12 +252,12 @@ mod tests {
 
     #[test]
     fn a_gen_0_record_reads_absent_and_first_login_takes_it() {
-        let record = Record {
-            generation: 0,
-            owner: OwnerAttr::Valid(Owner::new("", "", "http://h")),
-            claim_id: Some("c".to_owned()),
-            recent: RecentClaims::from_wins([("c", 1)]),
-        };
+        let record = Record::raw(
+            0,
+            OwnerAttr::Valid(Owner::new("", "", "http://h")),
+            Some("c"),
+            RecentClaims::from_wins([("c", 1)]),
+        );
         assert_eq!(record.state(), OwnerState::absent());
         assert!(unique_core::Fence::FirstLogin.holds(Some(record.pins())));
     }

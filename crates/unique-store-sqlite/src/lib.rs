@@ -12,9 +12,9 @@ mod schema;
 mod store;
 mod writer;
 
+pub use lease::{SqliteDirectory, SqliteDirectoryBuilder};
 pub use options::{
     DEFAULT_BUSY_TIMEOUT, DEFAULT_MAX_BATCH, DEFAULT_READERS, ReadsOn, SqliteStoreBuilder,
     Synchronous,
 };
-pub use lease::{SqliteDirectory, SqliteDirectoryBuilder};
 pub use store::SqliteStore;

@@ -6,9 +6,9 @@
 use std::sync::Arc;
 
 use rcgen::ExtendedKeyUsagePurpose;
-use unique_kick_contract::identity::{ca, leaf};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use unique_kick_contract::identity::{ca, leaf};
 
 /// PEM-encoded certificates and keys; never trust them outside tests.
 #[derive(Debug, Clone)]

@@ -1,0 +1,353 @@
+//! The command line: every flag, its environment variable and its default, and the serving
+//! options they make.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::{Parser, ValueEnum};
+use unique_arbiter_http::ServeOptions;
+use unique_kick_http::EndpointRule;
+
+use crate::error::StartupError;
+
+/// Single-session arbitration over HTTP: one online session per (project, env, uid).
+///
+/// Every flag can also be set with the UNIQUE_* environment variable named in its help.
+#[derive(Debug, Parser)]
+#[command(name = "unique-server", version, about, long_about = None)]
+#[allow(clippy::struct_excessive_bools)] // one bool per on/off flag, as clap parses them
+pub(crate) struct Args {
+    /// Address to listen on (use port 0 for any free port; the bound address is printed).
+    #[arg(long, env = "UNIQUE_LISTEN", default_value = "127.0.0.1:7420")]
+    pub(crate) listen: SocketAddr,
+
+    /// Which store holds the session records.
+    #[arg(long, env = "UNIQUE_STORE", value_enum, default_value_t = StoreKind::Sqlite)]
+    pub(crate) store: StoreKind,
+
+    /// SQLite database file of the embedded store (created when missing). The server
+    /// holds it for itself, whatever its other flags: a second server on the same file
+    /// refuses to start, naming the first one's pid.
+    #[arg(long, env = "UNIQUE_DB", default_value = "./unique.db")]
+    pub(crate) db: PathBuf,
+
+    /// Commit durability of the embedded store: `full` fsyncs every commit before
+    /// answering; `normal` survives a process crash but an OS crash or power loss
+    /// can lose the last acknowledged claims (see unique-store-sqlite).
+    #[arg(long, env = "UNIQUE_DB_SYNC", value_enum, default_value_t = DbSync::Full)]
+    pub(crate) db_sync: DbSync,
+
+    /// Records of the embedded store kept in memory, so reads of recently written keys
+    /// skip SQLite (0 = off). With it on, edits of --db by other tools (the sqlite3 CLI)
+    /// while the server runs are not seen: stop the server first.
+    #[arg(long, env = "UNIQUE_DB_CACHE_RECORDS", default_value_t = 100_000)]
+    pub(crate) db_cache_records: usize,
+
+    /// DynamoDB table name (with --store dynamodb).
+    #[arg(long, env = "UNIQUE_TABLE", default_value = "unique-sessions")]
+    pub(crate) table: String,
+
+    /// Serve no lease routes (/v1/lease/*, /v1/nodes/*: they answer 501), and open no lease
+    /// directory on the store.
+    #[arg(long, env = "UNIQUE_NO_LEASES")]
+    pub(crate) no_leases: bool,
+
+    /// SQLite file of the lease directory (with --store sqlite; created when missing): a file
+    /// of its own, by default beside --db (unique.db → unique-leases.db).
+    #[arg(long, env = "UNIQUE_LEASE_DB", value_name = "PATH")]
+    pub(crate) lease_db: Option<PathBuf>,
+
+    /// DynamoDB table of the lease directory (with --store dynamodb): a table of its own,
+    /// partition key `pk` alone (--create-table creates it).
+    #[arg(long, env = "UNIQUE_LEASE_TABLE", default_value = "unique-leases")]
+    pub(crate) lease_table: String,
+
+    /// PostgreSQL: prefix of the lease directory's tables (PREFIX_leases, PREFIX_nodes and
+    /// the sequence PREFIX_epoch; NAME or SCHEMA.NAME; --create-table creates them).
+    #[arg(long, env = "UNIQUE_DATABASE_LEASE_PREFIX", default_value = unique_store_postgres::DEFAULT_LEASE_PREFIX)]
+    pub(crate) database_lease_prefix: String,
+
+    /// DynamoDB endpoint URL, for a local DynamoDB-compatible server (omit for AWS itself).
+    #[arg(long, env = "UNIQUE_ENDPOINT_URL")]
+    pub(crate) endpoint_url: Option<String>,
+
+    /// DynamoDB region (default: the standard AWS region chain, e.g. AWS_REGION).
+    #[arg(long, env = "UNIQUE_REGION")]
+    pub(crate) region: Option<String>,
+
+    /// Create the table when it is missing: DynamoDB (partition key `pk`, sort key `sk`,
+    /// on-demand billing; a table from before device slots is refused at startup with the
+    /// steps to move it) or PostgreSQL (--database-table; needs the CREATE privilege), where
+    /// it also migrates a table of an older schema and adds the session-listing index to a
+    /// table that lacks it (both need the table's owner).
+    #[arg(long, env = "UNIQUE_CREATE_TABLE")]
+    pub(crate) create_table: bool,
+
+    /// PostgreSQL connection URL (with --store postgres), e.g.
+    /// postgres://unique:PASSWORD@db.internal:5432/app?sslmode=verify-full&sslrootcert=/etc/unique/db-ca.pem
+    /// (libpq's sslmode and sslrootcert; without sslmode a host off loopback is verified
+    /// against the system roots). Prefer the environment variable: a command line is
+    /// visible to other users of the machine. Never logged.
+    #[arg(long, env = "UNIQUE_DATABASE_URL", hide_env_values = true, value_parser = DatabaseUrl::parse)]
+    pub(crate) database_url: Option<DatabaseUrl>,
+
+    /// PostgreSQL table (NAME or SCHEMA.NAME) holding the records.
+    #[arg(long, env = "UNIQUE_DATABASE_TABLE", default_value = unique_store_postgres::DEFAULT_TABLE)]
+    pub(crate) database_table: String,
+
+    /// PostgreSQL: connections this server process keeps open at most.
+    #[arg(long, env = "UNIQUE_DATABASE_MAX_CONNECTIONS", default_value_t = unique_store_postgres::DEFAULT_MAX_CONNECTIONS, value_parser = clap::value_parser!(u16).range(1..))]
+    pub(crate) database_max_connections: u16,
+
+    // DynamoDB client timeouts: together they bound every store call, so every claim.
+    /// DynamoDB and PostgreSQL: time allowed to open a connection.
+    #[arg(long, env = "UNIQUE_STORE_CONNECT_TIMEOUT", default_value_t = unique_store_dynamodb::DEFAULT_CONNECT_TIMEOUT.into(), value_parser = positive_duration)]
+    pub(crate) store_connect_timeout: humantime::Duration,
+
+    /// DynamoDB: time allowed for one HTTP attempt of a store call, connect included; a
+    /// connection that stopped answering is dropped and the call retried on a new one.
+    #[arg(long, env = "UNIQUE_STORE_ATTEMPT_TIMEOUT", default_value_t = unique_store_dynamodb::DEFAULT_ATTEMPT_TIMEOUT.into(), value_parser = positive_duration)]
+    pub(crate) store_attempt_timeout: humantime::Duration,
+
+    /// DynamoDB and PostgreSQL: time allowed for one store call, every attempt and backoff
+    /// included (the most a claim waits on each of its reads and writes).
+    #[arg(long, env = "UNIQUE_STORE_OPERATION_TIMEOUT", default_value_t = unique_store_dynamodb::DEFAULT_OPERATION_TIMEOUT.into(), value_parser = positive_duration)]
+    pub(crate) store_operation_timeout: humantime::Duration,
+
+    /// DynamoDB: HTTP attempts per store call (1: no retry).
+    #[arg(long, env = "UNIQUE_STORE_MAX_ATTEMPTS", default_value_t = unique_store_dynamodb::DEFAULT_MAX_ATTEMPTS, value_parser = clap::value_parser!(u32).range(1..))]
+    pub(crate) store_max_attempts: u32,
+
+    /// How long /readyz waits for the store to answer before it answers 503.
+    #[arg(long, env = "UNIQUE_READY_TIMEOUT", default_value_t = unique_arbiter_http::DEFAULT_READY_TIMEOUT.into(), value_parser = positive_duration)]
+    pub(crate) ready_timeout: humantime::Duration,
+
+    /// How long an old session's kick receiver gets to confirm (e.g. 500ms, 3s).
+    #[arg(long, env = "UNIQUE_KICK_TIMEOUT", default_value = "3s", value_parser = humantime::parse_duration)]
+    pub(crate) kick_timeout: Duration,
+
+    /// Most idle kick connections kept across all nodes (the least recently used closes
+    /// first; 0: no reuse). Each node keeps at most 32 of them.
+    #[arg(long, env = "UNIQUE_KICK_POOL_MAX_IDLE", default_value_t = unique_kick_http::DEFAULT_MAX_IDLE)]
+    pub(crate) kick_pool_max_idle: usize,
+
+    /// Most kicks in flight at once; a kick over it is not attempted and the claim sees
+    /// connect-error (counted by unique_kicks_shed_total).
+    #[arg(long, env = "UNIQUE_MAX_KICKS_IN_FLIGHT", default_value_t = unique_kick_http::DEFAULT_MAX_KICKS_IN_FLIGHT, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    pub(crate) max_kicks_in_flight: usize,
+
+    /// Kick-endpoint allow list: comma-separated CIDR blocks (10.0.0.0/8, fd00::/8,
+    /// 127.0.0.2) and host names (node.internal, or *.nodes.internal for the names below
+    /// it); repeatable. When given, kicks reach only what it matches. An allow CIDR inside
+    /// a range refused by default (link-local, unspecified, multicast, broadcast) opens
+    /// that block; nothing else does.
+    #[arg(
+        long,
+        env = "UNIQUE_KICK_ALLOW",
+        value_delimiter = ',',
+        value_name = "RULES"
+    )]
+    pub(crate) kick_allow: Vec<EndpointRule>,
+
+    /// Kick-endpoint deny list, in the same form as --kick-allow; repeatable. It wins over
+    /// the allow list. A claim whose endpoint is refused gets 400 invalid_params.
+    #[arg(
+        long,
+        env = "UNIQUE_KICK_DENY",
+        value_delimiter = ',',
+        value_name = "RULES"
+    )]
+    pub(crate) kick_deny: Vec<EndpointRule>,
+
+    /// Signs every kick with the first key of this file (HMAC-SHA256, `Unique-Signature`
+    /// header), for kick receivers that verify: one key per line, at least 32 bytes each
+    /// (`openssl rand -hex 32`), blank lines and `#` comments skipped. Unsigned without it.
+    /// Owner-only (chmod 600) or refused; reread on SIGHUP.
+    #[arg(long, env = "UNIQUE_KICK_SIGNING_KEYS", value_name = "PATH")]
+    pub(crate) kick_signing_keys: Option<PathBuf>,
+
+    /// Send unsigned kicks from a non-loopback address with --auth-tokens (refused
+    /// otherwise). Only where no untrusted host can reach the nodes' kick receivers.
+    #[arg(
+        long,
+        env = "UNIQUE_INSECURE_UNSIGNED_KICKS",
+        conflicts_with = "kick_signing_keys"
+    )]
+    pub(crate) insecure_unsigned_kicks: bool,
+
+    /// Compare-and-set attempts per claim before failing closed (values below 1 mean 1).
+    #[arg(long, env = "UNIQUE_MAX_CLAIM_ATTEMPTS", default_value_t = 3)]
+    pub(crate) max_claim_attempts: u32,
+
+    /// Most claims that may wait on one key behind the one in progress; one more is
+    /// answered 429 throttled at once (one user's devices never queue that many).
+    #[arg(long, env = "UNIQUE_MAX_QUEUED_CLAIMS", default_value_t = unique_core::DEFAULT_MAX_QUEUED_CLAIMS)]
+    pub(crate) max_queued_claims: usize,
+
+    /// Deadline of one claim from its arrival, its wait in line included (e.g. 5s): past
+    /// it a claim stops before its next kick or write and answers 503 unavailable. A write
+    /// already sent is waited for, so a claim never writes after it answered.
+    #[arg(long, env = "UNIQUE_CLAIM_TIMEOUT", default_value_t = unique_core::DEFAULT_CLAIM_TIMEOUT.into(), value_parser = positive_duration)]
+    pub(crate) claim_timeout: humantime::Duration,
+
+    /// Record no metrics and serve no /metrics (which is otherwise open like /healthz: counts
+    /// only, no keys or tokens; see SECURITY.md).
+    #[arg(long, env = "UNIQUE_NO_METRICS")]
+    pub(crate) no_metrics: bool,
+
+    /// Log format on stderr.
+    #[arg(long, env = "UNIQUE_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    pub(crate) log_format: LogFormat,
+
+    /// Worker threads of the async runtime (default: one per core).
+    #[arg(long, env = "UNIQUE_WORKERS")]
+    pub(crate) workers: Option<usize>,
+
+    // Caller authentication.
+    /// Bearer tokens callers must present on /v1/*, each scoped to projects (and
+    /// optionally envs): a JSON file `{"tokens": [{"name", "token", "projects", "envs"}]}`.
+    /// Owner-only (chmod 600) or refused; reread on SIGHUP.
+    #[arg(long, env = "UNIQUE_AUTH_TOKENS")]
+    pub(crate) auth_tokens: Option<PathBuf>,
+
+    /// Append one JSON line per session event (first login, takeover, replay, superseded,
+    /// release, admin logout, refused caller) to this file, created owner-only when missing,
+    /// before the answer is sent; reopened on SIGHUP (for logrotate). When a line cannot be
+    /// written, claims, releases and logouts are answered 503. Not fsynced.
+    #[arg(long, env = "UNIQUE_AUDIT_LOG", value_name = "PATH")]
+    pub(crate) audit_log: Option<PathBuf>,
+
+    /// Serve /v1/* without authentication on a non-loopback address. Only for networks
+    /// where every host that can reach the server is trusted (see SECURITY.md).
+    #[arg(long, env = "UNIQUE_INSECURE_NO_AUTH", conflicts_with = "auth_tokens")]
+    pub(crate) insecure_no_auth: bool,
+
+    // Connection guards and TLS (unique-listener describes each guard).
+    /// Serve HTTPS with this PEM certificate chain (leaf first); needs --tls-key.
+    #[arg(long, env = "UNIQUE_TLS_CERT", requires = "tls_key")]
+    pub(crate) tls_cert: Option<PathBuf>,
+
+    /// PEM private key of --tls-cert (PKCS#8, PKCS#1 or SEC1).
+    #[arg(long, env = "UNIQUE_TLS_KEY", requires = "tls_cert")]
+    pub(crate) tls_key: Option<PathBuf>,
+
+    /// Mutual TLS: PEM CA certificate(s); clients without a certificate signed by one are
+    /// refused during the handshake. Needs --tls-cert and --tls-key.
+    #[arg(long, env = "UNIQUE_TLS_CLIENT_CA", requires_all = ["tls_cert", "tls_key"])]
+    pub(crate) tls_client_ca: Option<PathBuf>,
+
+    /// Most open connections; more are closed as soon as they are accepted (keep below `ulimit -n`).
+    #[arg(long, env = "UNIQUE_MAX_CONNECTIONS", default_value_t = unique_listener::DEFAULT_MAX_CONNECTIONS, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    pub(crate) max_connections: usize,
+
+    /// Most open connections from one client IP address (raise it behind a proxy).
+    #[arg(long, env = "UNIQUE_MAX_CONNECTIONS_PER_IP", default_value_t = unique_listener::DEFAULT_MAX_CONNECTIONS_PER_IP, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    pub(crate) max_connections_per_ip: usize,
+
+    /// How long a request head may take (a connection's first: from the accept, TLS included).
+    #[arg(long, env = "UNIQUE_HEADER_TIMEOUT", default_value_t = unique_listener::DEFAULT_HEADER_TIMEOUT.into(), value_parser = positive_duration)]
+    pub(crate) header_timeout: humantime::Duration,
+
+    /// How long a keep-alive connection may wait between requests before it is closed.
+    #[arg(long, env = "UNIQUE_IDLE_TIMEOUT", default_value_t = unique_listener::DEFAULT_IDLE_TIMEOUT.into(), value_parser = positive_duration)]
+    pub(crate) idle_timeout: humantime::Duration,
+
+    /// How long a request body may take after its head; a slower one is answered 408.
+    #[arg(long, env = "UNIQUE_BODY_TIMEOUT", default_value_t = unique_listener::DEFAULT_BODY_TIMEOUT.into(), value_parser = positive_duration)]
+    pub(crate) body_timeout: humantime::Duration,
+
+    /// Listen backlog: connections waiting to be accepted (Linux caps it at net.core.somaxconn).
+    #[arg(long, env = "UNIQUE_BACKLOG", default_value_t = unique_listener::DEFAULT_BACKLOG, value_parser = clap::value_parser!(u32).range(1..))]
+    pub(crate) backlog: u32,
+}
+
+/// A humantime duration above zero (a zero timeout would close every connection).
+fn positive_duration(text: &str) -> Result<humantime::Duration, String> {
+    let duration: humantime::Duration = text.parse().map_err(|e| format!("{e}"))?;
+    if duration.is_zero() {
+        return Err("must be above zero".to_owned());
+    }
+    Ok(duration)
+}
+
+impl Args {
+    /// The connection guards and TLS of the flags; a TLS file that cannot be used is an error
+    /// naming it.
+    pub(crate) fn serve_options(&self) -> Result<ServeOptions, StartupError> {
+        let mut options = ServeOptions::default()
+            .max_connections(self.max_connections)
+            .max_connections_per_ip(self.max_connections_per_ip)
+            .header_timeout(self.header_timeout.into())
+            .idle_timeout(self.idle_timeout.into())
+            .body_timeout(self.body_timeout.into());
+        if let (Some(cert), Some(key)) = (&self.tls_cert, &self.tls_key) {
+            let config =
+                unique_tls::server_config_from_files(cert, key, self.tls_client_ca.as_deref())
+                    .map_err(|e| format!("cannot set up TLS: {e}"))?;
+            options = options.tls(Arc::new(config));
+        }
+        Ok(options)
+    }
+}
+
+/// A database URL, which may hold a password: its `Debug` never shows it.
+#[derive(Clone)]
+pub(crate) struct DatabaseUrl(String);
+
+impl DatabaseUrl {
+    #[allow(clippy::unnecessary_wraps)] // the signature clap's value parsers have
+    fn parse(text: &str) -> Result<Self, String> {
+        Ok(Self(text.to_owned()))
+    }
+
+    /// The URL itself, for the store to connect with; never log it.
+    pub(crate) fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for DatabaseUrl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("DatabaseUrl(_)")
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum StoreKind {
+    /// Durable embedded SQLite file at --db (one machine).
+    Sqlite,
+    /// In process memory: fast, forgets every gen on restart (tests and demos only).
+    Memory,
+    /// DynamoDB table --table (many server processes share it); see --endpoint-url, --region.
+    Dynamodb,
+    /// PostgreSQL table --database-table at --database-url (many server processes share it).
+    Postgres,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum DbSync {
+    /// fsync every commit before answering (durable against power loss).
+    Full,
+    /// fsync at checkpoints only (durable against process crashes).
+    Normal,
+}
+
+impl DbSync {
+    /// The SQLite setting of the flag, for the session store and the lease directory alike.
+    pub(crate) fn synchronous(self) -> unique_store_sqlite::Synchronous {
+        match self {
+            Self::Full => unique_store_sqlite::Synchronous::Full,
+            Self::Normal => unique_store_sqlite::Synchronous::Normal,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}

@@ -1,0 +1,120 @@
+//! Serving a store: the kicker, the arbiter and its HTTP service built over the opened store,
+//! the listener bound and announced, and the connections served until a shutdown signal.
+
+use std::sync::Arc;
+
+use metrics_exporter_prometheus::PrometheusHandle;
+use unique_arbiter_http::{ArbiterService, LeaseService, ServeOptions, SharedTokens};
+use unique_core::{Arbiter, Observer, Store, TracingObserver};
+use unique_kick_http::SigningKeys;
+use unique_metrics::{MeteredStore, MetricsObserver};
+
+use crate::args::Args;
+use crate::audit::AuditFile;
+use crate::error::StartupError;
+use crate::kicker::{KickerConfig, SigningKicker};
+use crate::reload::{self, Reloader};
+use crate::{exposition, signals};
+
+/// What every store is served with.
+pub(crate) struct Served {
+    pub(crate) tokens: Option<SharedTokens>,
+    pub(crate) keys: Option<SigningKeys>,
+    pub(crate) audit: Option<Arc<AuditFile>>,
+    /// The lease directory on the store; `None` with `--no-leases` (the routes answer 501).
+    pub(crate) leases: Option<Arc<dyn LeaseService>>,
+    pub(crate) options: ServeOptions,
+    /// `None` with `--no-metrics`.
+    pub(crate) metrics: Option<PrometheusHandle>,
+}
+
+impl Served {
+    /// With metrics, the store is timed (`MeteredStore`) and claims, kicks and releases are
+    /// counted next to the log; without, the arbiter calls the store directly.
+    pub(crate) async fn run<S: Store>(self, store: S, args: &Args) -> Result<(), StartupError> {
+        if self.metrics.is_some() {
+            let observer = (TracingObserver, MetricsObserver::new());
+            run_on(MeteredStore::new(store), observer, self, args).await
+        } else {
+            run_on(store, TracingObserver, self, args).await
+        }
+    }
+}
+
+async fn run_on<S: Store>(
+    store: S,
+    observer: impl Observer,
+    served: Served,
+    args: &Args,
+) -> Result<(), StartupError> {
+    let Served {
+        tokens,
+        keys,
+        audit,
+        leases,
+        options,
+        metrics,
+    } = served;
+    let config = KickerConfig {
+        allow: args.kick_allow.clone(),
+        deny: args.kick_deny.clone(),
+        pool_max_idle: args.kick_pool_max_idle,
+        max_kicks_in_flight: args.max_kicks_in_flight,
+    };
+    config.log();
+    let mut reloader = Reloader::default();
+    let builder = Arbiter::builder(store);
+    let builder = match (keys, &args.kick_signing_keys) {
+        (Some(keys), Some(path)) => {
+            tracing::info!(
+                path = %path.display(),
+                signing = %keys.signing_id(),
+                keys = %reload::ids(&keys),
+                "kicks are signed"
+            );
+            let kicker = SigningKicker::new(&config, keys)?;
+            let arbiter = builder.kicker(kicker.kicker().clone());
+            reloader = reloader.keys(path.clone(), kicker);
+            arbiter
+        }
+        _ => builder.kicker(config.build(None)?),
+    };
+    let arbiter = builder
+        .observer(observer)
+        .kick_timeout(args.kick_timeout)
+        .max_claim_attempts(args.max_claim_attempts)
+        .max_queued_claims(args.max_queued_claims)
+        .claim_timeout(args.claim_timeout.into())
+        .build();
+    let mut service = ArbiterService::new(arbiter).ready_timeout(args.ready_timeout.into());
+    if let (Some(tokens), Some(path)) = (tokens, &args.auth_tokens) {
+        reloader = reloader.tokens(path.clone(), tokens.clone());
+        service = service.with_tokens(tokens);
+    }
+    if let Some(audit) = audit {
+        reloader = reloader.audit(Arc::clone(&audit));
+        service = service.with_audit(audit);
+    }
+    if let Some(leases) = leases {
+        service = service.with_leases(leases);
+    }
+    let shutdown = signals::shutdown()?;
+    let reloads = reload::on_sighup(reloader)?;
+    let listener = unique_listener::bind(args.listen, args.backlog)
+        .map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
+    let bound = listener
+        .local_addr()
+        .map_err(|e| format!("cannot read the bound address: {e}"))?;
+    let scheme = if options.is_tls() { "https" } else { "http" };
+    // The smoke runner and scripts read this line to find the port.
+    println!("unique-server listening on {scheme}://{bound}");
+    tracing::info!(%bound, store = ?args.store, tls = options.is_tls(), "listening");
+    if let Some(handle) = &metrics {
+        exposition::spawn_upkeep(handle.clone());
+    }
+    tokio::spawn(reloads);
+    let service = exposition::MetricsRoute::new(service, metrics);
+    unique_listener::serve(listener, service, options, shutdown).await;
+    tracing::info!("stopped");
+    Ok(())
+}
