@@ -10,6 +10,7 @@
 #[macro_use]
 pub extern crate unique_suite_kit as __kit;
 
+mod broken;
 mod check;
 mod lease;
 mod model;
@@ -25,6 +26,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use check::Answer;
 use unique_lease::{Clock, Directory, Lease, MAX_ID_LEN, ManualClock, NodeRegistry};
 
+pub use broken::TrustsTheCaller;
 pub use lease::*;
 pub use model::*;
 pub use races::*;

@@ -3,12 +3,10 @@
 //! by node whatever the token with a D6 failure, one that judges expiry by the
 //! caller's clock with a D10 failure.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use unique_lease::{
-    Clock, Directory, Lease, LeaseError, ManualClock, MemoryDirectory, async_trait,
-};
+use unique_lease::{Directory, Lease, LeaseError, ManualClock, MemoryDirectory, async_trait};
 use unique_lease_contract::{self as contract, Subject};
 
 /// The memory directory, except that every lease it hands out carries epoch 1.
@@ -103,89 +101,6 @@ impl Directory for ReleasesByNode {
     }
 }
 
-/// The directory every backend was before D10: expiry judged by the `now` each caller
-/// passes (the memory directory with its clock set to the caller's `now` for every
-/// call).
-struct TrustsTheCaller {
-    caller: Arc<ManualClock>,
-    memory: MemoryDirectory,
-    /// Holds the caller's clock at the caller's `now` for the whole call.
-    one_at_a_time: Mutex<()>,
-}
-
-impl TrustsTheCaller {
-    fn new() -> Self {
-        let caller = Arc::new(ManualClock::new(contract::start_time()));
-        Self {
-            memory: MemoryDirectory::with_clock(caller.clone()),
-            caller,
-            one_at_a_time: Mutex::new(()),
-        }
-    }
-
-    /// Runs `call` on the memory directory with its clock at `now`. The memory
-    /// directory answers without awaiting anything, so polling once suffices.
-    fn at<T>(
-        &self,
-        now: SystemTime,
-        call: impl std::future::Future<Output = Result<T, LeaseError>>,
-    ) -> Result<T, LeaseError> {
-        let _one = self.one_at_a_time.lock().unwrap();
-        self.caller.set(now);
-        let mut call = std::pin::pin!(call);
-        let waker = std::task::Waker::noop();
-        match call
-            .as_mut()
-            .poll(&mut std::task::Context::from_waker(waker))
-        {
-            std::task::Poll::Ready(answer) => answer,
-            std::task::Poll::Pending => unreachable!("the memory directory never waits"),
-        }
-    }
-}
-
-#[async_trait]
-impl Directory for TrustsTheCaller {
-    async fn lookup(&self, room_id: &str) -> Result<Option<Lease>, LeaseError> {
-        let now = self.caller.now();
-        self.at(now, self.memory.lookup(room_id))
-    }
-
-    async fn ensure_owner(
-        &self,
-        room_id: &str,
-        node_id: &str,
-        now: SystemTime,
-        ttl: Duration,
-    ) -> Result<Lease, LeaseError> {
-        self.at(now, self.memory.ensure_owner(room_id, node_id, now, ttl))
-    }
-
-    async fn verify_owner(
-        &self,
-        room_id: &str,
-        node_id: &str,
-        lease_token: &str,
-        now: SystemTime,
-    ) -> Result<bool, LeaseError> {
-        self.at(
-            now,
-            self.memory.verify_owner(room_id, node_id, lease_token, now),
-        )
-    }
-
-    async fn release_owner(
-        &self,
-        room_id: &str,
-        node_id: &str,
-        lease_token: &str,
-    ) -> Result<bool, LeaseError> {
-        self.memory
-            .release_owner(room_id, node_id, lease_token)
-            .await
-    }
-}
-
 fn epoch_one(lease: Lease) -> Lease {
     Lease { epoch: 1, ..lease }
 }
@@ -209,7 +124,8 @@ fn subject_of<D: Directory>(broken: impl FnOnce(MemoryDirectory) -> D) -> Subjec
 /// A subject whose directories judge expiry by their callers' clocks.
 fn trusting_subject() -> Subject {
     let clock = Arc::new(ManualClock::new(contract::start_time()));
-    let directory: Arc<dyn Directory> = Arc::new(TrustsTheCaller::new());
+    let directory: Arc<dyn Directory> =
+        Arc::new(contract::TrustsTheCaller::new(contract::start_time()));
     Subject {
         peer: directory.clone(),
         directory,
