@@ -2,6 +2,8 @@
 //! against an in-process service on a `MemoryDirectory` whose clock the cases move, then
 //! each route's answers and refusals, authentication, and project isolation.
 
+mod common;
+
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,13 +17,12 @@ use tokio::net::{TcpListener, TcpStream};
 use unique_arbiter_http::{ArbiterService, Grant, Tokens, serve};
 use unique_client_http::{HttpDirectory, HttpTransport};
 use unique_core::Arbiter;
-use unique_lease::{
-    Clock, Directory, LeaseBackend, LeaseError, ManualClock, MemoryDirectory, NodeRegistry,
-    StoredLease, StoredNode, async_trait,
-};
+use unique_lease::{Clock, Directory, LeaseError, ManualClock, MemoryDirectory, NodeRegistry};
 use unique_lease_contract::{self as contract, Subject};
 use unique_store_memory::MemoryStore;
 use unique_wire::{LeaseRoute, MAX_LEASE_ID_BYTES, MAX_LEASE_TTL_MS};
+
+use common::FailingLeases;
 
 /// Project `game`, every env.
 const GAME: &str = "lease-test-token-game-0123";
@@ -777,76 +778,11 @@ async fn projects_never_share_a_room_or_a_node() {
     assert!(chat.lookup("lobby#x").await.unwrap().is_none());
 }
 
-/// A memory directory that fails on chosen rooms (ids arrive scoped: `game#down`).
-struct Failing {
-    inner: MemoryDirectory,
-}
-
-impl Failing {
-    fn fault(id: &str) -> Result<(), LeaseError> {
-        match id {
-            "game#down" => Err(LeaseError::unavailable_with(
-                "lease store unreachable",
-                std::io::Error::other("refused"),
-            )),
-            "game#corrupt" => Err(LeaseError::Corrupt("lease record without a token".into())),
-            "game#broken" => Err(LeaseError::backend("epoch counter exhausted")),
-            _ => Ok(()),
-        }
-    }
-}
-
-#[async_trait]
-impl LeaseBackend for Failing {
-    async fn read_lease(&self, room_id: &str) -> Result<Option<StoredLease>, LeaseError> {
-        Self::fault(room_id)?;
-        self.inner.read_lease(room_id).await
-    }
-    async fn ensure_lease(
-        &self,
-        room_id: &str,
-        node_id: &str,
-        ttl_ms: u64,
-    ) -> Result<StoredLease, LeaseError> {
-        Self::fault(room_id)?;
-        self.inner.ensure_lease(room_id, node_id, ttl_ms).await
-    }
-    async fn release_lease(
-        &self,
-        room_id: &str,
-        node_id: &str,
-        lease_token: &str,
-    ) -> Result<bool, LeaseError> {
-        Self::fault(room_id)?;
-        self.inner
-            .release_lease(room_id, node_id, lease_token)
-            .await
-    }
-    async fn write_node(
-        &self,
-        node_id: &str,
-        grpc_addr: &str,
-        ttl_ms: u64,
-    ) -> Result<StoredNode, LeaseError> {
-        Self::fault(node_id)?;
-        self.inner.write_node(node_id, grpc_addr, ttl_ms).await
-    }
-    async fn read_node(&self, node_id: &str) -> Result<Option<StoredNode>, LeaseError> {
-        Self::fault(node_id)?;
-        self.inner.read_node(node_id).await
-    }
-    async fn delete_node(&self, node_id: &str) -> Result<(), LeaseError> {
-        Self::fault(node_id)?;
-        self.inner.delete_node(node_id).await
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn store_failures_keep_their_kind_across_http() {
-    let server = Server::start_on(|clock| Failing {
-        inner: MemoryDirectory::with_clock(clock),
-    })
-    .await;
+    let server =
+        Server::start_on(|clock| FailingLeases::new("game", MemoryDirectory::with_clock(clock)))
+            .await;
     let addr = server.addr;
     for (room, status, code) in [
         ("down", StatusCode::SERVICE_UNAVAILABLE, "unavailable"),

@@ -9,6 +9,8 @@
 //! have been seen, and the document's paths and methods must be exactly the routes of
 //! `unique_wire::Route`.
 
+mod common;
+
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -27,9 +29,11 @@ use unique_core::{
     Arbiter, CasOutcome, CurrentView, Error, Key, Owner, OwnerState, Store, UserKey, UserSession,
     async_trait,
 };
-use unique_lease::{LeaseBackend, LeaseError, MemoryDirectory, StoredLease, StoredNode};
+use unique_lease::MemoryDirectory;
 use unique_store_memory::MemoryStore;
 use unique_wire::{LeaseRoute, Route};
+
+use common::FailingLeases;
 
 /// The base URI the document is registered under, so `$ref`s resolve inside it.
 const BASE: &str = "https://unique.invalid/openapi.json";
@@ -281,73 +285,6 @@ impl Store for Scripted {
     }
 }
 
-/// A memory lease directory that fails on chosen ids of project `fault`: `down` →
-/// `Unavailable`, `corrupt` → `Corrupt`, `broken` → `Backend` (the ids arrive scoped,
-/// `fault#down`).
-#[derive(Default)]
-struct ScriptedLeases {
-    inner: MemoryDirectory,
-}
-
-impl ScriptedLeases {
-    fn fault(id: &str) -> Result<(), LeaseError> {
-        match id {
-            "fault#down" => Err(LeaseError::unavailable_with(
-                "lease store unreachable",
-                std::io::Error::other("refused"),
-            )),
-            "fault#corrupt" => Err(LeaseError::Corrupt("lease record without a token".into())),
-            "fault#broken" => Err(LeaseError::backend("epoch counter exhausted")),
-            _ => Ok(()),
-        }
-    }
-}
-
-#[async_trait]
-impl LeaseBackend for ScriptedLeases {
-    async fn read_lease(&self, room_id: &str) -> Result<Option<StoredLease>, LeaseError> {
-        Self::fault(room_id)?;
-        self.inner.read_lease(room_id).await
-    }
-    async fn ensure_lease(
-        &self,
-        room_id: &str,
-        node_id: &str,
-        ttl_ms: u64,
-    ) -> Result<StoredLease, LeaseError> {
-        Self::fault(room_id)?;
-        self.inner.ensure_lease(room_id, node_id, ttl_ms).await
-    }
-    async fn release_lease(
-        &self,
-        room_id: &str,
-        node_id: &str,
-        lease_token: &str,
-    ) -> Result<bool, LeaseError> {
-        Self::fault(room_id)?;
-        self.inner
-            .release_lease(room_id, node_id, lease_token)
-            .await
-    }
-    async fn write_node(
-        &self,
-        node_id: &str,
-        grpc_addr: &str,
-        ttl_ms: u64,
-    ) -> Result<StoredNode, LeaseError> {
-        Self::fault(node_id)?;
-        self.inner.write_node(node_id, grpc_addr, ttl_ms).await
-    }
-    async fn read_node(&self, node_id: &str) -> Result<Option<StoredNode>, LeaseError> {
-        Self::fault(node_id)?;
-        self.inner.read_node(node_id).await
-    }
-    async fn delete_node(&self, node_id: &str) -> Result<(), LeaseError> {
-        Self::fault(node_id)?;
-        self.inner.delete_node(node_id).await
-    }
-}
-
 struct Server {
     addr: SocketAddr,
     /// The same service without a lease directory: its lease routes answer 501.
@@ -370,7 +307,11 @@ impl Server {
         let store = Arc::new(Scripted::default());
         let service = ArbiterService::new(Arbiter::new(Arc::clone(&store))).with_tokens(tokens);
         let without_leases = Self::listen(service.clone()).await;
-        let addr = Self::listen(service.with_leases(Arc::new(ScriptedLeases::default()))).await;
+        let addr = Self::listen(service.with_leases(Arc::new(FailingLeases::new(
+            "fault",
+            MemoryDirectory::new(),
+        ))))
+        .await;
         Self {
             addr,
             without_leases,
