@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use tokio::net::TcpListener;
 use unique_client::{
-    ClaimRequest, ClaimResponse, HeartbeatOptions, Login, LoginError, NodeEvent, NodeLoginError,
+    ClaimInput, ClaimOutcome, HeartbeatOptions, Login, LoginError, NodeEvent, NodeLoginError,
     Transport, async_trait,
 };
 use unique_client_http::HttpTransport;
@@ -246,7 +246,7 @@ struct Reporting {
 
 #[async_trait]
 impl Transport for Reporting {
-    async fn claim(&self, request: &ClaimRequest) -> Result<ClaimResponse, Error> {
+    async fn claim(&self, request: &ClaimInput) -> Result<ClaimOutcome, Error> {
         self.inner.claim(request).await
     }
 

@@ -16,7 +16,7 @@ pub use auth::{
     Grant, MIN_TOKEN_BYTES, Role, SharedTokens, Tokens, TokensDiff, TokensError, Unauthenticated,
 };
 pub use leases::LeaseService;
-pub use serve::{DRAIN_TIMEOUT, serve, serve_with};
+pub use serve::{serve, serve_with};
 pub use service::{ArbiterService, DEFAULT_READY_TIMEOUT, MAX_BODY_BYTES, ResponseBody};
 pub use telemetry::AUTH_REJECTIONS_TOTAL;
 /// The guards of [`serve_with`]: connection caps, timeouts, TLS (from `unique-listener`).

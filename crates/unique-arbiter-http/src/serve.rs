@@ -1,17 +1,12 @@
 //! Serving an [`ArbiterService`] on a TCP listener: `unique-listener`'s accept loop.
 
 use std::future::Future;
-use std::time::Duration;
 
 use tokio::net::TcpListener;
 use unique_core::Store;
 use unique_listener::ServeOptions;
 
 use crate::service::ArbiterService;
-
-/// How long in-flight requests get to finish after shutdown is requested (the default
-/// [`ServeOptions::drain_timeout`]).
-pub const DRAIN_TIMEOUT: Duration = unique_listener::DEFAULT_DRAIN_TIMEOUT;
 
 /// [`serve_with`] the default [`ServeOptions`]: plain HTTP/1.1, the default connection caps and
 /// timeouts.

@@ -19,7 +19,7 @@ use tokio::sync::oneshot;
 use tokio::time::timeout;
 use unique_arbiter_http::{ArbiterService, serve};
 use unique_client::{
-    ClaimRequest, ClaimResponse, Claimer, ClaimerOptions, HeartbeatOptions, Jitter, KickHandler,
+    ClaimInput, ClaimOutcome, Claimer, ClaimerOptions, HeartbeatOptions, Jitter, KickHandler,
     KickOptions, Node, NodeEvent, NodeEvents, NodeLoginError, Transport, async_trait,
 };
 use unique_client_http::HttpTransport;
@@ -150,12 +150,12 @@ struct LosesFirstAnswer {
 }
 
 /// Where the first claim's answer goes, and the switch that lets its caller see the reset.
-type FirstClaim = (oneshot::Sender<ClaimResponse>, oneshot::Receiver<()>);
+type FirstClaim = (oneshot::Sender<ClaimOutcome>, oneshot::Receiver<()>);
 
 impl LosesFirstAnswer {
     /// The transport, where the lost answer arrives, and the switch that lets the caller
     /// see the reset.
-    fn new(url: &str) -> (Self, oneshot::Receiver<ClaimResponse>, oneshot::Sender<()>) {
+    fn new(url: &str) -> (Self, oneshot::Receiver<ClaimOutcome>, oneshot::Sender<()>) {
         let (applied, applied_rx) = oneshot::channel();
         let (reset_tx, reset) = oneshot::channel();
         let this = Self {
@@ -168,7 +168,7 @@ impl LosesFirstAnswer {
 
 #[async_trait]
 impl Transport for LosesFirstAnswer {
-    async fn claim(&self, request: &ClaimRequest) -> Result<ClaimResponse, Error> {
+    async fn claim(&self, request: &ClaimInput) -> Result<ClaimOutcome, Error> {
         let first = self.first.lock().unwrap().take();
         let answer = self.http.claim(request).await;
         let Some((applied, reset)) = first else {

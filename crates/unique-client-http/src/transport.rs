@@ -11,7 +11,7 @@ use http_body_util::{BodyExt, Full, Limited};
 use hyper_util::client::legacy::Client;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use unique_client::{ClaimRequest, ClaimResponse, Transport, async_trait};
+use unique_client::{ClaimInput, ClaimOutcome, Transport, async_trait};
 use unique_core::{
     CurrentView, Error, Key, LogoutInput, LogoutOutcome, MAX_BATCH_KEYS, UserKey, UserSession,
 };
@@ -198,7 +198,7 @@ impl HttpTransport {
 
 #[async_trait]
 impl Transport for HttpTransport {
-    async fn claim(&self, request: &ClaimRequest) -> Result<ClaimResponse, Error> {
+    async fn claim(&self, request: &ClaimInput) -> Result<ClaimOutcome, Error> {
         self.post(
             CLAIM,
             &self.inner.endpoints.claim,

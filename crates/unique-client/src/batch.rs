@@ -122,7 +122,7 @@ mod tests {
     use unique_core::Owner;
 
     use super::*;
-    use crate::transport::{ClaimRequest, ClaimResponse};
+    use unique_core::{ClaimInput, ClaimOutcome};
 
     /// Answers every key as online at gen = uid; counts calls and keys per call.
     #[derive(Default)]
@@ -134,7 +134,7 @@ mod tests {
 
     #[async_trait::async_trait]
     impl Transport for Counting {
-        async fn claim(&self, _: &ClaimRequest) -> Result<ClaimResponse, Error> {
+        async fn claim(&self, _: &ClaimInput) -> Result<ClaimOutcome, Error> {
             unreachable!("heartbeats never claim")
         }
         async fn current(&self, _: &Key) -> Result<CurrentView, Error> {

@@ -5,10 +5,10 @@ use std::future::Future;
 use std::time::Duration;
 
 use tokio::time::{Instant, sleep, timeout_at};
-use unique_core::{ClaimOutcome, Error, Key, Owner};
+use unique_core::{ClaimInput, ClaimOutcome, Error, Key, Owner};
 
 use crate::jitter::Jitter;
-use crate::transport::{ClaimRequest, Transport};
+use crate::transport::Transport;
 
 /// Retry policy of a [`Claimer`]. Defaults: backoff from 100 ms, ×2 per retry, capped at
 /// 2 s, full jitter, 25 s total budget.
@@ -201,7 +201,7 @@ impl<T: Transport> Claimer<T> {
         owner: Owner,
         claim_id: String,
     ) -> Result<Login, LoginError> {
-        let request = ClaimRequest {
+        let request = ClaimInput {
             key,
             owner,
             claim_id,

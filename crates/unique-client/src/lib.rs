@@ -18,9 +18,11 @@ pub use kick::{
 };
 pub use node::{Node, NodeBuilder, NodeEvent, NodeEvents, NodeLoginError, Shutdown};
 pub use sessions::Sessions;
-pub use transport::{ClaimRequest, ClaimResponse, Transport};
+pub use transport::Transport;
 
 /// Re-exported so transports implement [`Transport`] with the same macro version.
 pub use async_trait::async_trait;
 /// Re-exported core types every client needs.
-pub use unique_core::{CurrentView, Error, EvictReason, Key, KickPayload, KickReason, Owner};
+pub use unique_core::{
+    ClaimInput, ClaimOutcome, CurrentView, Error, EvictReason, Key, KickPayload, KickReason, Owner,
+};

@@ -7,12 +7,6 @@ use unique_core::{
     Arbiter, ClaimInput, ClaimOutcome, CurrentView, Error, Key, MAX_BATCH_KEYS, Store,
 };
 
-/// A claim as a client sends it: key, owner, and the login's claim_id.
-pub type ClaimRequest = ClaimInput;
-
-/// A successful claim as the arbitration answers it.
-pub type ClaimResponse = ClaimOutcome;
-
 /// The calls a client makes to the arbitration, over any medium.
 ///
 /// # Contract
@@ -29,7 +23,7 @@ pub type ClaimResponse = ClaimOutcome;
 #[async_trait]
 pub trait Transport: Send + Sync + 'static {
     /// Claims `request.key` for `request.owner` (kick-then-write on the server side).
-    async fn claim(&self, request: &ClaimRequest) -> Result<ClaimResponse, Error>;
+    async fn claim(&self, request: &ClaimInput) -> Result<ClaimOutcome, Error>;
 
     /// Reads the self-eviction baseline of `key`.
     async fn current(&self, key: &Key) -> Result<CurrentView, Error>;
@@ -61,7 +55,7 @@ macro_rules! forward_transport {
     ($ty:ty) => {
         #[async_trait]
         impl<T: Transport + ?Sized> Transport for $ty {
-            async fn claim(&self, request: &ClaimRequest) -> Result<ClaimResponse, Error> {
+            async fn claim(&self, request: &ClaimInput) -> Result<ClaimOutcome, Error> {
                 (**self).claim(request).await
             }
             async fn current(&self, key: &Key) -> Result<CurrentView, Error> {
@@ -87,7 +81,7 @@ forward_transport!(Box<T>);
 /// can drive the client side against it without any network.
 #[async_trait]
 impl<S: Store> Transport for Arbiter<S> {
-    async fn claim(&self, request: &ClaimRequest) -> Result<ClaimResponse, Error> {
+    async fn claim(&self, request: &ClaimInput) -> Result<ClaimOutcome, Error> {
         Arbiter::claim(self, request).await
     }
     async fn current(&self, key: &Key) -> Result<CurrentView, Error> {

@@ -9,7 +9,7 @@ use std::time::Duration;
 use tokio::sync::{Notify, mpsc};
 use tokio::time::{Instant, sleep, timeout};
 use unique_client::{
-    ClaimRequest, ClaimResponse, HeartbeatOptions, IgnoreReason, Jitter, KickAck, Node, NodeEvent,
+    ClaimInput, ClaimOutcome, HeartbeatOptions, IgnoreReason, Jitter, KickAck, Node, NodeEvent,
     NodeEvents, NodeLoginError, Shutdown, Transport, async_trait,
 };
 use unique_core::{Arbiter, CurrentView, Error, Key, KickPayload, Owner};
@@ -61,7 +61,7 @@ impl Probe {
 
 #[async_trait]
 impl Transport for Probe {
-    async fn claim(&self, request: &ClaimRequest) -> Result<ClaimResponse, Error> {
+    async fn claim(&self, request: &ClaimInput) -> Result<ClaimOutcome, Error> {
         self.claims.fetch_add(1, Ordering::SeqCst);
         let open = self.hold.lock().unwrap().as_ref().map(|hold| {
             let _ = hold.entered.send(());

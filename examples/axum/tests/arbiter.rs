@@ -8,7 +8,7 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use unique_arbiter_http::{ArbiterService, Grant, Tokens};
 use unique_axum_examples::{APP_GREETING, arbiter_router};
-use unique_client::{ClaimRequest, Transport};
+use unique_client::{ClaimInput, Transport};
 use unique_client_http::HttpTransport;
 use unique_core::{Arbiter, Key, Owner};
 use unique_store_memory::MemoryStore;
@@ -36,7 +36,7 @@ async fn an_authorised_client_claims_through_the_prefix() {
     let key = Key::new("game", "prod", 42);
 
     let outcome = transport
-        .claim(&ClaimRequest {
+        .claim(&ClaimInput {
             key: key.clone(),
             owner: Owner::new("eu", "c1", "http://127.0.0.1:9/kick"),
             claim_id: "login-1".into(),

@@ -14,7 +14,7 @@ use std::time::Duration;
 use clap::Parser;
 use unique_arbiter_http::{ArbiterService, serve};
 use unique_client::{
-    ClaimRequest, ClaimResponse, CurrentView, Heartbeat, HeartbeatOptions, Transport, async_trait,
+    ClaimOutcome, CurrentView, Heartbeat, HeartbeatOptions, Transport, async_trait,
 };
 use unique_client_http::HttpTransport;
 use unique_core::{
@@ -83,7 +83,7 @@ struct Counted {
 
 #[async_trait]
 impl Transport for Counted {
-    async fn claim(&self, request: &ClaimRequest) -> Result<ClaimResponse, Error> {
+    async fn claim(&self, request: &ClaimInput) -> Result<ClaimOutcome, Error> {
         self.requests.fetch_add(1, Ordering::Relaxed);
         self.http.claim(request).await
     }

@@ -6,8 +6,8 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
 use tokio::time::Instant;
-use unique_client::{ClaimRequest, ClaimResponse, Transport, async_trait};
-use unique_core::{ClaimOutcome, CurrentView, Error, Key, Owner};
+use unique_client::{ClaimInput, ClaimOutcome, Transport, async_trait};
+use unique_core::{CurrentView, Error, Key, Owner};
 
 /// One scripted answer.
 pub enum Step<T> {
@@ -26,7 +26,7 @@ pub struct Call {
 
 #[derive(Default)]
 struct Script {
-    claims: VecDeque<Step<ClaimResponse>>,
+    claims: VecDeque<Step<ClaimOutcome>>,
     currents: VecDeque<Step<CurrentView>>,
     releases: VecDeque<Step<bool>>,
     /// Answer every claim beyond the script with this error kind (retry-budget tests).
@@ -45,7 +45,7 @@ impl Scripted {
         Self::default()
     }
 
-    pub fn claim(self, step: Step<ClaimResponse>) -> Self {
+    pub fn claim(self, step: Step<ClaimOutcome>) -> Self {
         self.script.lock().unwrap().claims.push_back(step);
         self
     }
@@ -86,7 +86,7 @@ async fn play<T>(step: Step<T>) -> Result<T, Error> {
 
 #[async_trait]
 impl Transport for Scripted {
-    async fn claim(&self, request: &ClaimRequest) -> Result<ClaimResponse, Error> {
+    async fn claim(&self, request: &ClaimInput) -> Result<ClaimOutcome, Error> {
         self.record(Some(request.claim_id.clone()));
         let step = {
             let mut s = self.script.lock().unwrap();
