@@ -1,6 +1,5 @@
 #![doc = include_str!("../README.md")]
 
-mod answer;
 mod audit;
 mod auth;
 mod leases;

@@ -8,7 +8,6 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use crate::answer::write_claim_outcome;
 use crate::audit::{AuditEvent, AuditSink, Auditor, RefusalReason};
 use crate::auth::{Grant, Role, SharedTokens, Unauthenticated};
 use crate::leases::{self, LeaseService};
@@ -23,8 +22,9 @@ use serde::Serialize;
 use tracing::Instrument;
 use unique_core::{Arbiter, ClaimInput, Error, Key, LogoutInput, Store, UserKey};
 use unique_wire::{
-    BatchAnswer, BatchBody, BatchView, BodyError, ErrorBody, ErrorCode, KeyBody, LogoutBody,
-    ReleaseAnswer, ReleaseBody, Route, SessionsAnswer, UserBody, parse, parse_claim, read_body,
+    BatchAnswer, BatchBody, BatchView, BodyError, CurrentAnswer, ErrorBody, ErrorCode, KeyBody,
+    LogoutAnswer, LogoutBody, ReleaseAnswer, ReleaseBody, Route, SessionEntry, SessionsAnswer,
+    UserBody, parse, parse_claim, read_body, write_claim_answer,
 };
 
 /// Largest request body accepted; larger bodies get 413.
@@ -265,7 +265,7 @@ impl<S: Store> ArbiterService<S> {
             request_id,
         )?;
         Ok(answer(StatusCode::OK, |out| {
-            write_claim_outcome(out, &outcome);
+            write_claim_answer(out, &outcome);
         }))
     }
 
@@ -281,7 +281,7 @@ impl<S: Store> ArbiterService<S> {
         }
         let span = request_id.span("current", &key);
         let view = self.arbiter.current(&key).instrument(span).await?;
-        Ok(json(StatusCode::OK, &view))
+        Ok(json(StatusCode::OK, &CurrentAnswer::from(view)))
     }
 
     /// Every key is checked (count, fields, scope) before the one store round trip.
@@ -345,6 +345,7 @@ impl<S: Store> ArbiterService<S> {
         }
         let span = request_id.span("sessions", &key);
         let sessions = self.arbiter.sessions(&user).instrument(span).await?;
+        let sessions = sessions.into_iter().map(SessionEntry::from).collect();
         Ok(json(StatusCode::OK, &SessionsAnswer { sessions }))
     }
 
@@ -373,7 +374,7 @@ impl<S: Store> ArbiterService<S> {
             grant,
             request_id,
         )?;
-        Ok(json(StatusCode::OK, &outcome))
+        Ok(json(StatusCode::OK, &LogoutAnswer::from(outcome)))
     }
 
     /// Records a session event in the audit log, when there is one, before its answer:

@@ -8,7 +8,7 @@ use rustls::pki_types::pem::PemObject;
 use unique_client::Transport;
 use unique_client_http::HttpTransport;
 use unique_core::{CurrentView, Error, Key, LogoutInput, LogoutOutcome, Owner, UserSession};
-use unique_wire::{ReleaseAnswer, SessionsAnswer};
+use unique_wire::{CurrentAnswer, LogoutAnswer, ReleaseAnswer, SessionEntry, SessionsAnswer};
 
 use crate::cli::{Cli, DEFAULT_TIMEOUT, KeyArgs, UserArgs};
 use crate::exit::{Failure, INVALID};
@@ -30,11 +30,16 @@ pub(crate) async fn run(cli: &Cli, call: Call<'_>) -> Result<String, Failure> {
     match call {
         Call::Current(key) => {
             let view = transport.current(&key.key()).await.map_err(failed)?;
-            Ok(if json { to_json(&view) } else { current(&view) })
+            Ok(if json {
+                to_json(&CurrentAnswer::from(view))
+            } else {
+                current(&view)
+            })
         }
         Call::Sessions(user) => {
             let sessions = transport.sessions(&user.user()).await.map_err(failed)?;
             Ok(if json {
+                let sessions = sessions.into_iter().map(SessionEntry::from).collect();
                 to_json(&SessionsAnswer { sessions })
             } else {
                 sessions_table(&sessions)
@@ -47,7 +52,7 @@ pub(crate) async fn run(cli: &Cli, call: Call<'_>) -> Result<String, Failure> {
             };
             let outcome = transport.logout(&input).await.map_err(failed)?;
             Ok(if json {
-                to_json(&outcome)
+                to_json(&LogoutAnswer::from(outcome))
             } else {
                 logout(&outcome)
             })

@@ -250,7 +250,7 @@ mod tests {
     }
 
     fn claim(status: u16, body: &str) -> Error {
-        classify::<unique_core::ClaimOutcome>(
+        classify::<unique_wire::ClaimAnswer>(
             CLAIM,
             StatusCode::from_u16(status).unwrap(),
             body.as_bytes(),

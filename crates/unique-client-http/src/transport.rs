@@ -16,8 +16,8 @@ use unique_core::{
     CurrentView, Error, Key, LogoutInput, LogoutOutcome, MAX_BATCH_KEYS, UserKey, UserSession,
 };
 use unique_wire::{
-    BatchAnswer, BatchBody, BatchView, ClaimBody, KeyBody, LeaseRoute, LogoutBody, ReleaseAnswer,
-    ReleaseBody, SessionsAnswer, UserBody,
+    BatchAnswer, BatchBody, BatchView, ClaimAnswer, ClaimBody, CurrentAnswer, KeyBody, LeaseRoute,
+    LogoutAnswer, LogoutBody, ReleaseAnswer, ReleaseBody, SessionsAnswer, UserBody,
 };
 
 use crate::builder::HttpTransportBuilder;
@@ -108,7 +108,7 @@ impl HttpTransport {
                 &UserBody::from(user),
             )
             .await?;
-        Ok(answer.sessions)
+        Ok(answer.sessions.into_iter().map(UserSession::from).collect())
     }
 
     /// An admin logout of the key's current session: `POST /v1/logout`, which needs a token
@@ -118,12 +118,14 @@ impl HttpTransport {
     ///
     /// As [`sessions`](Self::sessions).
     pub async fn logout(&self, input: &LogoutInput) -> Result<LogoutOutcome, Error> {
-        self.post(
-            "logout",
-            &self.inner.endpoints.logout,
-            &LogoutBody::from(input),
-        )
-        .await
+        let answer: LogoutAnswer = self
+            .post(
+                "logout",
+                &self.inner.endpoints.logout,
+                &LogoutBody::from(input),
+            )
+            .await?;
+        Ok(answer.into())
     }
 
     /// POSTs `body` as JSON to `uri` and classifies the answer.
@@ -199,21 +201,25 @@ impl HttpTransport {
 #[async_trait]
 impl Transport for HttpTransport {
     async fn claim(&self, request: &ClaimInput) -> Result<ClaimOutcome, Error> {
-        self.post(
-            CLAIM,
-            &self.inner.endpoints.claim,
-            &ClaimBody::from(request),
-        )
-        .await
+        let answer: ClaimAnswer = self
+            .post(
+                CLAIM,
+                &self.inner.endpoints.claim,
+                &ClaimBody::from(request),
+            )
+            .await?;
+        Ok(answer.into())
     }
 
     async fn current(&self, key: &Key) -> Result<CurrentView, Error> {
-        self.post(
-            "current",
-            &self.inner.endpoints.current,
-            &KeyBody::from(key),
-        )
-        .await
+        let answer: CurrentAnswer = self
+            .post(
+                "current",
+                &self.inner.endpoints.current,
+                &KeyBody::from(key),
+            )
+            .await?;
+        Ok(answer.into())
     }
 
     /// One `POST /v1/current/batch` per [`MAX_BATCH_KEYS`] keys, one after another.

@@ -134,13 +134,12 @@ impl fmt::Display for UserKey {
 }
 
 /// One online session of a user, as [`Store::list_sessions`](crate::Store::list_sessions)
-/// lists it: `{"slot","gen","owner"}` on the wire.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// lists it (`unique_wire::SessionEntry` on the wire).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UserSession {
     /// The session's slot (`""` for the default slot).
     pub slot: String,
     /// The session's gen.
-    #[serde(rename = "gen")]
     pub generation: i64,
     /// Where the session lives.
     pub owner: Owner,
@@ -298,14 +297,12 @@ pub struct ClaimInput {
     pub claim_id: String,
 }
 
-/// The result of a successful claim.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// The result of a successful claim (`unique_wire::ClaimAnswer` on the wire).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClaimOutcome {
     /// The session's fencing generation.
-    #[serde(rename = "gen")]
     pub generation: i64,
     /// The snapshot's gen when a record existed (tombstone included), else 0.
-    #[serde(rename = "prev_gen")]
     pub prev_generation: i64,
     /// The snapshot held a session (owner present or corrupt).
     pub has_prev: bool,
@@ -319,11 +316,11 @@ pub struct ClaimOutcome {
     pub replayed: bool,
 }
 
-/// What [`Arbiter::current`](crate::Arbiter::current) reports: the self-eviction baseline.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// What [`Arbiter::current`](crate::Arbiter::current) reports: the self-eviction baseline
+/// (`unique_wire::CurrentAnswer` on the wire).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CurrentView {
     /// The stored gen (0 when no record).
-    #[serde(rename = "gen")]
     pub generation: i64,
     /// The online owner; `None` for a tombstone or no record.
     pub owner: Option<Owner>,
@@ -577,8 +574,8 @@ pub struct LogoutInput {
     pub reason: Option<String>,
 }
 
-/// What an admin logout did: `{"released","gen","kicked","kick_detail"}` on the wire.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// What an admin logout did (`unique_wire::LogoutAnswer` on the wire).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LogoutOutcome {
     /// The session was online and is now a tombstone. `false` when there was no online
     /// session (no record, a tombstone), or when a newer login took the key between the
@@ -588,7 +585,6 @@ pub struct LogoutOutcome {
     /// The gen of the record the logout read: the logged-out session's gen when
     /// `released` (kept by the tombstone, C5); else the tombstone's gen, 0 for no record,
     /// or the gen of the session a newer login replaced meanwhile.
-    #[serde(rename = "gen")]
     pub generation: i64,
     /// The session's node confirmed the kick (or no kicker is configured). `false` when
     /// nothing was released.
@@ -601,22 +597,17 @@ pub struct LogoutOutcome {
 
 /// Why a kick did not confirm; every variant but `SelfReplaceSkipped` means
 /// the old session is presumed offline (I5b).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum KickDetail {
     /// The old owner is corrupt or has no endpoint.
-    #[serde(rename = "no-endpoint")]
     NoEndpoint,
     /// The old and new endpoints are equal: the node replaces its own session, no call made.
-    #[serde(rename = "self-replace-skipped")]
     SelfReplaceSkipped,
     /// No answer within the kick timeout.
-    #[serde(rename = "timeout")]
     Timeout,
     /// The connection failed before an HTTP status arrived (refused, reset, TLS, garbled).
-    #[serde(rename = "connect-error")]
     ConnectError,
     /// The endpoint answered with a status outside 2xx (redirects included).
-    #[serde(rename = "non-2xx")]
     Non2xx,
 }
 
@@ -748,7 +739,6 @@ mod tests {
     fn kick_detail_names_round_trip() {
         for d in KickDetail::ALL {
             assert_eq!(KickDetail::from_wire(d.as_str()), Some(d));
-            assert_eq!(serde_json::to_string(&d).unwrap(), format!("\"{d}\""));
         }
         assert_eq!(
             KickDetail::ALL
@@ -850,20 +840,6 @@ mod tests {
                 r#"{"project":"p","env":"e","uid":7,"gen":3,"reason":{"a":}"#
             )
             .is_err()
-        );
-    }
-
-    #[test]
-    fn logout_outcome_uses_gen_on_the_wire() {
-        let outcome = LogoutOutcome {
-            released: true,
-            generation: 4,
-            kicked: false,
-            kick_detail: Some(KickDetail::Timeout),
-        };
-        assert_eq!(
-            serde_json::to_string(&outcome).unwrap(),
-            r#"{"released":true,"gen":4,"kicked":false,"kick_detail":"timeout"}"#
         );
     }
 

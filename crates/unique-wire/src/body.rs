@@ -10,10 +10,11 @@ use std::borrow::Cow;
 
 use serde::{Deserialize, Serialize};
 use unique_core::{
-    ClaimInput, CurrentView, Error, Key, LogoutInput, MAX_BATCH_KEYS, Owner, UserKey, UserSession,
+    ClaimInput, CurrentView, Error, Key, LogoutInput, MAX_BATCH_KEYS, Owner, UserKey,
 };
 
 use crate::ErrorCode;
+use crate::answer::{CurrentAnswer, SessionEntry};
 
 /// `POST /v1/claim` body: `{"project","env","uid","owner":{…},"claim_id"}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -108,7 +109,7 @@ impl From<UserBody<'_>> for UserKey {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SessionsAnswer {
     /// One entry per slot that holds a session.
-    pub sessions: Vec<UserSession>,
+    pub sessions: Vec<SessionEntry>,
 }
 
 /// `POST /v1/release` body: `{"project","env","uid","slot"?,"gen"}`.
@@ -255,14 +256,14 @@ pub enum BatchView {
         message: String,
     },
     /// The key's self-eviction baseline.
-    View(CurrentView),
+    View(CurrentAnswer),
 }
 
 impl BatchView {
     /// The wire form of one result of [`unique_core::Arbiter::current_batch`].
     pub fn from_result(result: &Result<CurrentView, Error>) -> Self {
         match result {
-            Ok(view) => Self::View(view.clone()),
+            Ok(view) => Self::View(view.clone().into()),
             Err(e) => {
                 let body = crate::ErrorBody::from_error(e);
                 Self::Failed {
@@ -277,7 +278,7 @@ impl BatchView {
     /// any other code → `Unavailable`, each with the message.
     pub fn into_result(self) -> Result<CurrentView, Error> {
         match self {
-            Self::View(view) => Ok(view),
+            Self::View(view) => Ok(view.into()),
             Self::Failed { error, message } => Err(match error {
                 ErrorCode::InvalidParams => Error::invalid(message),
                 ErrorCode::Throttled => Error::Throttled,
@@ -649,7 +650,7 @@ mod tests {
         let e = parse::<UserBody>(br#"{"project":"p","env":"e","uid":1,"slot":"pc"}"#).unwrap_err();
         assert!(e.to_string().contains("unknown field `slot`"), "{e}");
         let answer = SessionsAnswer {
-            sessions: vec![UserSession {
+            sessions: vec![SessionEntry {
                 slot: "pc".into(),
                 generation: 3,
                 owner: Owner::new("", "", "http://h/k"),

@@ -1,5 +1,6 @@
 #![doc = include_str!("../README.md")]
 
+mod answer;
 mod body;
 mod error;
 mod fast_claim;
@@ -8,6 +9,7 @@ mod limit;
 mod parse;
 mod route;
 
+pub use answer::{ClaimAnswer, CurrentAnswer, LogoutAnswer, SessionEntry, write_claim_answer};
 pub use body::{
     BatchAnswer, BatchBody, BatchView, ClaimBody, KeyBody, LogoutBody, OwnerBody, ReleaseAnswer,
     ReleaseBody, SessionsAnswer, UserBody,
