@@ -221,7 +221,7 @@ mod detail_name {
         "non-2xx",
     ];
 
-    #[allow(clippy::ref_option)] // serde's `with` hands a reference to the field
+    #[allow(clippy::ref_option, clippy::trivially_copy_pass_by_ref)] // serde's `with` hands a reference
     pub(super) fn serialize<S: Serializer>(
         detail: &Option<KickDetail>,
         serializer: S,
