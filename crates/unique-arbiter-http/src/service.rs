@@ -130,7 +130,7 @@ impl<S: Store> ArbiterService<S> {
     /// tokens, a request needs a token whose scope holds the project with every env (403
     /// `forbidden` otherwise, recorded in the audit log like every refusal); ttls are
     /// `1..=`[`MAX_LEASE_TTL_MS`](unique_wire::MAX_LEASE_TTL_MS) milliseconds and ids at most
-    /// [`MAX_LEASE_ID_BYTES`](unique_wire::MAX_LEASE_ID_BYTES) bytes (400 otherwise). The
+    /// [`MAX_LEASE_ID_CHARS`](unique_wire::MAX_LEASE_ID_CHARS) characters (400 otherwise). The
     /// directory's `InvalidParams` is 400, `Unavailable` 503, `Corrupt` 500 `corrupt` and
     /// `Backend` 500 `internal`.
     #[must_use]

@@ -20,7 +20,7 @@ use unique_core::Arbiter;
 use unique_lease::{Clock, Directory, LeaseError, ManualClock, MemoryDirectory, NodeRegistry};
 use unique_lease_contract::{self as contract, Subject};
 use unique_store_memory::MemoryStore;
-use unique_wire::{LeaseRoute, MAX_LEASE_ID_BYTES, MAX_LEASE_TTL_MS};
+use unique_wire::{LeaseRoute, MAX_LEASE_ID_CHARS, MAX_LEASE_TTL_MS};
 
 use common::FailingLeases;
 
@@ -93,24 +93,24 @@ async fn over_http() -> Subject {
     let directory = Arc::new(server.directory(GAME, "game"));
     let clock = Arc::clone(&server.clock);
     Subject::new(directory, clock)
-        .with_max_id_len(MAX_LEASE_ID_BYTES)
+        .with_max_id_len(MAX_LEASE_ID_CHARS)
         .keep_alive(Arc::new(server))
 }
 
 // Every case of the contract, through the routes. Ids over HTTP are at most
-// MAX_LEASE_ID_BYTES: the server stores `<project>#<room>` under unique-lease's 256 bytes.
+// MAX_LEASE_ID_CHARS: the server stores `<project>#<room>` under unique-lease's 256 characters.
 unique_lease_contract::lease_contract_tests!(over_http);
 
-/// D9 over HTTP: rooms and nodes of [`MAX_LEASE_ID_BYTES`] work and do not collide with
-/// their prefixes; one byte more is `InvalidParams`, nothing written.
+/// D9 over HTTP: rooms and nodes of [`MAX_LEASE_ID_CHARS`] work and do not collide with
+/// their prefixes; one character more is `InvalidParams`, nothing written.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn http_ids_at_their_length_limit_work() {
     let server = Server::start().await;
     let d = server.directory(GAME, "game");
     let now = server.clock.now();
     let mut room = String::from("d9:room/é#");
-    room.push_str(&"r".repeat(MAX_LEASE_ID_BYTES - room.len()));
-    let node = "n".repeat(MAX_LEASE_ID_BYTES);
+    room.push_str(&"r".repeat(MAX_LEASE_ID_CHARS - room.len()));
+    let node = "n".repeat(MAX_LEASE_ID_CHARS);
     let ttl = Duration::from_secs(10);
     let lease = d.ensure_owner(&room, &node, now, ttl).await.unwrap();
     assert!(lease.is_held_by(&node), "{lease:?}");
@@ -129,10 +129,10 @@ async fn http_ids_at_their_length_limit_work() {
     let registered = d.register_node(&node, "10.0.0.7:7000", ttl).await.unwrap();
     assert_eq!(registered.node_id, node);
 
-    let long = "x".repeat(MAX_LEASE_ID_BYTES + 1);
+    let long = "x".repeat(MAX_LEASE_ID_CHARS + 1);
     let refused = d.ensure_owner(&long, "a", now, ttl).await.unwrap_err();
     assert!(
-        matches!(&refused, LeaseError::InvalidParams(m) if m == "room_id is longer than 191 bytes"),
+        matches!(&refused, LeaseError::InvalidParams(m) if m == "room_id is longer than 191 characters"),
         "{refused}"
     );
     let refused = d.ensure_owner("r", &long, now, ttl).await.unwrap_err();
@@ -142,7 +142,7 @@ async fn http_ids_at_their_length_limit_work() {
         .await
         .unwrap_err();
     assert!(refused.is_invalid_params(), "{refused}");
-    assert_eq!(d.lookup(&long[..MAX_LEASE_ID_BYTES]).await.unwrap(), None);
+    assert_eq!(d.lookup(&long[..MAX_LEASE_ID_CHARS]).await.unwrap(), None);
 }
 
 /// One answer: status, `Allow` and `WWW-Authenticate`, and the body as JSON (`null` when
@@ -425,7 +425,14 @@ async fn bad_ttls_are_400_with_the_error_body() {
             (json!(-1), "ttl_ms: invalid value"),
             (json!(-0.5), "ttl_ms: invalid type"),
             (json!(1.5), "ttl_ms: invalid type"),
-            (json!(1e3), "ttl_ms: invalid type"),
+            // An integral float is the integer (as JSON Schema reads `integer`), so it is
+            // refused only for its value.
+            (json!(-1.0), "ttl_ms: invalid value"),
+            (json!(0.0), "ttl_ms must be at least 1"),
+            (
+                json!(3.6e6 + 1.0),
+                "ttl_ms must be at most 3600000 (one hour)",
+            ),
             (
                 json!(MAX_LEASE_TTL_MS + 1),
                 "ttl_ms must be at most 3600000 (one hour)",
@@ -439,6 +446,15 @@ async fn bad_ttls_are_400_with_the_error_body() {
             let answer = post(addr, route, Some(GAME), &body).await;
             assert_invalid(&answer, needle, &format!("{route:?} ttl_ms {ttl}"));
         }
+        let mut float = base.clone();
+        float["ttl_ms"] = json!(1e3);
+        if float.get("room").is_some() {
+            float["room"] = json!("float");
+        }
+        let answer = ok(addr, route, &float).await;
+        // The whole ttl: a lease's left, a registration's age and left together.
+        let span = answer["ttl_left_ms"].as_u64().unwrap() + answer["age_ms"].as_u64().unwrap_or(0);
+        assert_eq!(span, 1000, "{answer}");
         let mut longest = base.clone();
         longest["ttl_ms"] = json!(MAX_LEASE_TTL_MS);
         if longest.get("room").is_some() {
@@ -468,7 +484,7 @@ async fn bad_ttls_are_400_with_the_error_body() {
 
 /// Bodies every lease route refuses with 400, and what each message says.
 fn bad_bodies() -> Vec<(LeaseRoute, Value, &'static str)> {
-    let long = "r".repeat(MAX_LEASE_ID_BYTES + 1);
+    let long = "r".repeat(MAX_LEASE_ID_CHARS + 1);
     vec![
         (
             LeaseRoute::Ensure,
@@ -498,7 +514,7 @@ fn bad_bodies() -> Vec<(LeaseRoute, Value, &'static str)> {
         (
             LeaseRoute::Ensure,
             ensure_body("game", &long, "n", 1),
-            "room must be at most 191 bytes",
+            "room must be at most 191 characters",
         ),
         (
             LeaseRoute::Ensure,
@@ -548,7 +564,7 @@ fn bad_bodies() -> Vec<(LeaseRoute, Value, &'static str)> {
         (
             LeaseRoute::RegisterNode,
             json!({"project": "game", "node": &long, "addr": "a:1", "ttl_ms": 1}),
-            "node must be at most 191 bytes",
+            "node must be at most 191 characters",
         ),
         (
             LeaseRoute::LookupNode,
@@ -616,7 +632,7 @@ async fn bad_projects_are_400_with_the_error_body() {
     for (project, needle) in [
         ("a#b", "project must not contain '#'"),
         ("", "project must not be empty"),
-        (&*"p".repeat(65), "project must be at most 64 bytes"),
+        (&*"p".repeat(65), "project must be at most 64 characters"),
     ] {
         let body = json!({"project": project, "room": "r"});
         let answer = post(

@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use tokio::net::{TcpListener, TcpStream};
 use unique_arbiter_http::{ArbiterService, Grant, Role, Tokens, serve};
 use unique_core::{
-    Arbiter, Key, KickOutcome, KickPayload, KickReason, Kicker, MAX_LOGOUT_REASON_BYTES, Store,
+    Arbiter, Key, KickOutcome, KickPayload, KickReason, Kicker, MAX_LOGOUT_REASON_CHARS, Store,
     async_trait,
 };
 mod common;
@@ -262,7 +262,7 @@ async fn invalid_bodies_are_400_and_touch_nothing() {
     let s = start(Some(tokens())).await;
     s.login("login-1").await;
     let touched = s.store.calls();
-    let too_long = "x".repeat(MAX_LOGOUT_REASON_BYTES + 1);
+    let too_long = "x".repeat(MAX_LOGOUT_REASON_CHARS + 1);
     let key = |extra: Value| {
         let mut body = json!({"project": "game", "env": "prod", "uid": 7});
         body.as_object_mut()
@@ -275,7 +275,7 @@ async fn invalid_bodies_are_400_and_touch_nothing() {
     for (body, needle, parser) in [
         (
             key(json!({"reason": too_long})),
-            "reason must be at most 256 bytes",
+            "reason must be at most 256 characters",
             false,
         ),
         (
@@ -318,7 +318,7 @@ async fn invalid_bodies_are_400_and_touch_nothing() {
     }
     assert_eq!(s.store.calls(), touched, "nothing read or written");
     assert!(s.kicker.kicks().is_empty());
-    let exactly = key(json!({"reason": "x".repeat(MAX_LOGOUT_REASON_BYTES)}));
+    let exactly = key(json!({"reason": "x".repeat(MAX_LOGOUT_REASON_CHARS)}));
     let (status, answer) = s.logout(Some(ADMIN), &exactly).await;
     assert_eq!(status, StatusCode::OK, "{answer}");
 }

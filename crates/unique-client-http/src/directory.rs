@@ -34,7 +34,7 @@ use crate::transport::HttpTransport;
 /// failures, timeouts and unreadable answers → `Unavailable` (the call may have taken
 /// effect; retrying is safe, see [`Directory`](unique_lease::Directory)). Ttls above one
 /// hour ([`MAX_LEASE_TTL_MS`](unique_wire::MAX_LEASE_TTL_MS)) and ids over
-/// [`MAX_LEASE_ID_BYTES`](unique_wire::MAX_LEASE_ID_BYTES) bytes are refused by the server.
+/// [`MAX_LEASE_ID_CHARS`](unique_wire::MAX_LEASE_ID_CHARS) characters are refused by the server.
 #[derive(Clone)]
 pub struct HttpDirectory {
     transport: HttpTransport,
@@ -109,10 +109,10 @@ fn stored_node(node: NodeAnswer) -> StoredNode {
 
 #[async_trait]
 impl LeaseBackend for HttpDirectory {
-    /// The routes take ids of at most [`MAX_LEASE_ID_BYTES`](unique_wire::MAX_LEASE_ID_BYTES):
-    /// the server stores `<project>#<id>` under the directory's 256 bytes.
+    /// The routes take ids of at most [`MAX_LEASE_ID_CHARS`](unique_wire::MAX_LEASE_ID_CHARS):
+    /// the server stores `<project>#<id>` under the directory's 256 characters.
     fn max_id_len(&self) -> usize {
-        unique_wire::MAX_LEASE_ID_BYTES
+        unique_wire::MAX_LEASE_ID_CHARS
     }
 
     async fn read_lease(&self, room_id: &str) -> Result<Option<StoredLease>, LeaseError> {

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 use tokio::time::{Instant, timeout};
-use unique_core::{Key, KickPayload, KickReason, MAX_LOGOUT_REASON_BYTES};
+use unique_core::{Key, KickPayload, KickReason, MAX_LOGOUT_REASON_CHARS};
 
 /// Kick handling settings. Default: `destroy_timeout` 2 s, `early_kick_memory` 60 s,
 /// `max_early_kicks` 4096.
@@ -145,9 +145,9 @@ pub struct KickCause {
 }
 
 /// The most bytes of a kick's message (and of an unknown reason's name) a node keeps: the
-/// server's own limit on an admin logout's reason
-/// ([`MAX_LOGOUT_REASON_BYTES`]).
-pub const MAX_CAUSE_BYTES: usize = MAX_LOGOUT_REASON_BYTES;
+/// server's own limit on an admin logout's reason ([`MAX_LOGOUT_REASON_CHARS`]
+/// characters) at 4 bytes, the most a character takes in UTF-8.
+pub const MAX_CAUSE_BYTES: usize = 4 * MAX_LOGOUT_REASON_CHARS;
 
 impl KickCause {
     /// A cause with `reason` and no message.

@@ -28,7 +28,7 @@ pub use types::{
     ClaimInput, ClaimOutcome, CurrentView, EvictReason, Key, KickDetail, KickPayload, KickReason,
     LogoutInput, LogoutOutcome, Owner, OwnerState, StoredOwner, UserKey, UserSession,
 };
-pub use validate::{MAX_LOGOUT_REASON_BYTES, ValidationLimits};
+pub use validate::{MAX_LOGOUT_REASON_CHARS, ValidationLimits};
 
 /// Re-exported so backends implement the traits with the same macro version.
 pub use async_trait::async_trait;

@@ -569,7 +569,7 @@ pub struct LogoutInput {
     /// The key whose session to end.
     pub key: Key,
     /// Why, for the user: sent to the session's node as the kick's `message`. At most
-    /// [`MAX_LOGOUT_REASON_BYTES`](crate::MAX_LOGOUT_REASON_BYTES) bytes, not empty, no
+    /// [`MAX_LOGOUT_REASON_CHARS`](crate::MAX_LOGOUT_REASON_CHARS) characters, not empty, no
     /// control characters.
     pub reason: Option<String>,
 }

@@ -2,23 +2,29 @@
 //!
 //! Error messages name the field and the rule, never the offending value, so an
 //! endpoint's query string (which may hold a secret) is never echoed.
+//!
+//! Lengths count characters (Unicode scalar values), as JSON Schema's `maxLength` does, so
+//! `docs/openapi.yaml` states them exactly. A character is at most 4 bytes in UTF-8: the
+//! stores' byte limits are sized for 4 × these (see docs/design.md, "Wire contract").
 
 use crate::error::Error;
 use crate::types::{Key, Owner, UserKey};
 
-/// The most bytes of an admin logout's `reason` ([`LogoutInput::reason`](crate::LogoutInput)):
+/// The most characters of an admin logout's `reason` ([`LogoutInput::reason`](crate::LogoutInput)):
 /// free text for the user, carried to the node in the kick's `message`. Short, so a kick
-/// stays far below a receiver's 4 KiB body limit and a node holds little of it.
-pub const MAX_LOGOUT_REASON_BYTES: usize = 256;
+/// stays far below a receiver's 4 KiB body limit (at most 1 KiB of UTF-8) and a node holds
+/// little of it.
+pub const MAX_LOGOUT_REASON_CHARS: usize = 256;
 
-/// Byte-length limits. Defaults: tenant 64, claim_id 128, endpoint 2048.
+/// Length limits, in characters (Unicode scalar values). Defaults: tenant 64, claim_id 128,
+/// endpoint 2048.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ValidationLimits {
-    /// Max bytes of `project`, `env`, `owner.region` and `owner.cluster`.
+    /// Max characters of `project`, `env`, `slot`, `owner.region` and `owner.cluster`.
     pub tenant: usize,
-    /// Max bytes of `claim_id`.
+    /// Max characters of `claim_id`.
     pub claim_id: usize,
-    /// Max bytes of `owner.endpoint`.
+    /// Max characters of `owner.endpoint` (ASCII in practice: a URL the kicker can send to).
     pub endpoint: usize,
 }
 
@@ -33,7 +39,7 @@ impl Default for ValidationLimits {
 }
 
 impl ValidationLimits {
-    /// Checks a key: project and env 1..=tenant bytes without `#` or control
+    /// Checks a key: project and env 1..=tenant characters without `#` or control
     /// characters, uid ≥ 1, slot empty (the default slot) or like env.
     pub fn check_key(&self, key: &Key) -> Result<(), Error> {
         self.check_user_parts(&key.project, &key.env, key.uid)?;
@@ -57,15 +63,15 @@ impl ValidationLimits {
         Ok(())
     }
 
-    /// Checks a claim_id: 1..=claim_id bytes, no control characters.
+    /// Checks a claim_id: 1..=claim_id characters, no control characters.
     pub fn check_claim_id(&self, claim_id: &str) -> Result<(), Error> {
         check_len("claim_id", claim_id, 1, self.claim_id)?;
         check_no_control("claim_id", claim_id)
     }
 
-    /// Checks a claiming owner: region and cluster 0..=tenant bytes without
+    /// Checks a claiming owner: region and cluster 0..=tenant characters without
     /// control characters; endpoint an absolute http(s) URL with a host,
-    /// 1..=endpoint bytes, no control characters or whitespace.
+    /// 1..=endpoint characters, no control characters or whitespace.
     pub fn check_owner(&self, owner: &Owner) -> Result<(), Error> {
         check_len("owner.region", &owner.region, 0, self.tenant)?;
         check_no_control("owner.region", &owner.region)?;
@@ -75,11 +81,11 @@ impl ValidationLimits {
         check_endpoint(&owner.endpoint)
     }
 
-    /// Checks an admin logout's reason: 1..=[`MAX_LOGOUT_REASON_BYTES`] bytes, no control
+    /// Checks an admin logout's reason: 1..=[`MAX_LOGOUT_REASON_CHARS`] characters, no control
     /// characters (it reaches a node's logs and a user's screen; omit it rather than send
     /// it empty). The message names the rule, never the text.
     pub fn check_logout_reason(&self, reason: &str) -> Result<(), Error> {
-        check_len("reason", reason, 1, MAX_LOGOUT_REASON_BYTES)?;
+        check_len("reason", reason, 1, MAX_LOGOUT_REASON_CHARS)?;
         check_no_control("reason", reason)
     }
 
@@ -94,12 +100,14 @@ impl ValidationLimits {
 }
 
 fn check_len(field: &str, value: &str, min: usize, max: usize) -> Result<(), Error> {
+    // `min` is 0 or 1, where bytes and characters agree.
     if value.len() < min {
         return Err(Error::invalid(format!("{field} must not be empty")));
     }
-    if value.len() > max {
+    // A text has at most as many characters as bytes: only a long one needs counting.
+    if value.len() > max && value.chars().count() > max {
         return Err(Error::invalid(format!(
-            "{field} must be at most {max} bytes"
+            "{field} must be at most {max} characters"
         )));
     }
     Ok(())
@@ -198,20 +206,27 @@ mod tests {
         for ok in [
             "abuse",
             "é",
-            &"x".repeat(MAX_LOGOUT_REASON_BYTES),
+            &"x".repeat(MAX_LOGOUT_REASON_CHARS),
             "a b\u{2028}",
+            // Characters, not bytes: 256 of them pass however many bytes they take.
+            &format!("{}é", "x".repeat(MAX_LOGOUT_REASON_CHARS - 1)),
+            &"\u{1F600}".repeat(MAX_LOGOUT_REASON_CHARS),
         ] {
             assert!(limits.check_logout_reason(ok).is_ok(), "{ok:?}");
         }
         for (bad, rule) in [
             ("", "reason must not be empty"),
             (
-                &*"x".repeat(MAX_LOGOUT_REASON_BYTES + 1),
-                "reason must be at most 256 bytes",
+                &*"x".repeat(MAX_LOGOUT_REASON_CHARS + 1),
+                "reason must be at most 256 characters",
             ),
             (
-                &*format!("{}é", "x".repeat(MAX_LOGOUT_REASON_BYTES - 1)),
-                "at most 256 bytes",
+                &*format!("{}é", "x".repeat(MAX_LOGOUT_REASON_CHARS)),
+                "at most 256 characters",
+            ),
+            (
+                &*"\u{1F600}".repeat(MAX_LOGOUT_REASON_CHARS + 1),
+                "at most 256 characters",
             ),
             ("line\nbreak", "reason must not contain control characters"),
             ("tab\t", "control characters"),
@@ -230,11 +245,12 @@ mod tests {
     fn slots_are_checked_like_env_but_may_be_empty() {
         let limits = ValidationLimits::default();
         let key = |slot: &str| Key::new("p", "e", 1).with_slot(slot);
-        for ok in ["", "mobile", "pc-2", "é", &"s".repeat(64)] {
+        for ok in ["", "mobile", "pc-2", "é", &"s".repeat(64), &"é".repeat(64)] {
             assert!(limits.check_key(&key(ok)).is_ok(), "{ok:?}");
         }
         for (bad, rule) in [
-            (&*"s".repeat(65), "slot must be at most 64 bytes"),
+            (&*"s".repeat(65), "slot must be at most 64 characters"),
+            (&*"é".repeat(65), "slot must be at most 64 characters"),
             ("a#b", "slot must not contain '#'"),
             ("tab\t", "slot must not contain control characters"),
             ("c1\u{85}", "slot must not contain control characters"),

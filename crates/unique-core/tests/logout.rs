@@ -14,7 +14,7 @@ use common::{
 };
 use unique_core::{
     Arbiter, CasOutcome, ClaimInput, CurrentView, DEFAULT_KICK_TIMEOUT, Error, Key, KickDetail,
-    KickPayload, KickReason, LogoutInput, LogoutOutcome, MAX_LOGOUT_REASON_BYTES, Owner,
+    KickPayload, KickReason, LogoutInput, LogoutOutcome, MAX_LOGOUT_REASON_CHARS, Owner,
     OwnerState, Store, async_trait,
 };
 use unique_store_memory::MemoryStore;
@@ -198,7 +198,7 @@ async fn without_a_kicker_every_kick_counts_as_confirmed() {
 
 #[tokio::test]
 async fn bad_input_touches_nothing() {
-    let long = "x".repeat(MAX_LOGOUT_REASON_BYTES + 1);
+    let long = "x".repeat(MAX_LOGOUT_REASON_CHARS + 1);
     let cases = [
         (
             LogoutInput {
@@ -214,7 +214,7 @@ async fn bad_input_touches_nothing() {
             },
             "project must not contain '#'",
         ),
-        (logout(Some(&long)), "reason must be at most 256 bytes"),
+        (logout(Some(&long)), "reason must be at most 256 characters"),
         (logout(Some("")), "reason must not be empty"),
         (
             logout(Some("two\nlines")),
@@ -238,7 +238,7 @@ async fn bad_input_touches_nothing() {
         assert!(h.store().calls().is_empty());
         assert!(h.observer.logouts().is_empty());
     }
-    let at_limit = "x".repeat(MAX_LOGOUT_REASON_BYTES);
+    let at_limit = "x".repeat(MAX_LOGOUT_REASON_CHARS);
     let store = ScriptedStore::new().read(Ok(OwnerState::absent()));
     let h = Harness::new(store, ScriptedKicker::always(KickBehaviour::Confirm));
     assert!(h.arbiter.logout(&logout(Some(&at_limit))).await.is_ok());

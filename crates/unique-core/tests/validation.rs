@@ -92,18 +92,19 @@ fn set(mut claim: ClaimInput, field: Field, value: &str) -> ClaimInput {
     claim
 }
 
-/// A valid value of exactly `bytes` bytes for `field`, built from `unit`
-/// (an endpoint keeps its `http://h/` prefix).
-fn sized(field: Field, unit: &str, bytes: usize) -> String {
+/// A valid value of exactly `chars` characters for `field`, made of the one-character
+/// `unit` (an endpoint keeps its `http://h/` prefix).
+fn sized(field: Field, unit: char, chars: usize) -> String {
     let prefix = if matches!(field, Field::Endpoint) {
         "http://h/"
     } else {
         ""
     };
-    let body = bytes - prefix.len();
-    let mut value = prefix.to_owned() + &unit.repeat(body / unit.len());
-    value.push_str(&"a".repeat(body % unit.len()));
-    assert_eq!(value.len(), bytes);
+    let value: String = prefix
+        .chars()
+        .chain(std::iter::repeat_n(unit, chars - prefix.len()))
+        .collect();
+    assert_eq!(value.chars().count(), chars);
     value
 }
 
@@ -118,18 +119,18 @@ fn limit(field: Field, limits: ValidationLimits) -> usize {
 async fn check_length_boundaries(limits: ValidationLimits) {
     for field in ALL_FIELDS {
         let max = limit(field, limits);
-        // 'é' is 2 bytes and '€' 3: limits count bytes, not characters.
-        for unit in ["a", "é", "€"] {
+        // 'é' is 2 bytes, '€' 3 and '😀' 4: limits count characters, not bytes.
+        for unit in ['a', 'é', '€', '😀'] {
             let at = sized(field, unit, max);
             verdict_with(limits, &set(minimal(), field, &at))
                 .await
-                .unwrap_or_else(|e| panic!("{field:?} of {max} bytes ({unit}) refused: {e}"));
+                .unwrap_or_else(|e| panic!("{field:?} of {max} characters ({unit}) refused: {e}"));
             let over = sized(field, unit, max + 1);
             assert!(
                 verdict_with(limits, &set(minimal(), field, &over))
                     .await
                     .is_err(),
-                "{field:?} of {} bytes ({unit}) accepted",
+                "{field:?} of {} characters ({unit}) accepted",
                 max + 1
             );
         }
@@ -137,18 +138,24 @@ async fn check_length_boundaries(limits: ValidationLimits) {
 }
 
 #[tokio::test]
-async fn every_field_accepts_its_byte_limit_and_refuses_one_more() {
+async fn every_field_accepts_its_character_limit_and_refuses_one_more() {
     check_length_boundaries(ValidationLimits::default()).await;
 }
 
 #[tokio::test]
-async fn multi_byte_value_within_the_char_count_but_over_the_byte_limit_is_refused() {
-    // 33 characters, 65 bytes: over the 64-byte tenant limit.
-    let project = "é".repeat(32) + "a";
-    assert_eq!(project.chars().count(), 33);
-    assert!(verdict(&with(Field::Project, &project)).await.is_err());
-    // 64 characters but 128 bytes.
-    assert!(verdict(&with(Field::Env, &"é".repeat(64))).await.is_err());
+async fn multi_byte_values_count_characters_not_bytes() {
+    // 64 characters, 128 and 256 bytes: within the 64-character tenant limit.
+    verdict(&with(Field::Project, &"é".repeat(64)))
+        .await
+        .unwrap();
+    verdict(&with(Field::Env, &"😀".repeat(64))).await.unwrap();
+    // 65 characters, though fewer bytes than the 64 four-byte ones above.
+    let env = "é".repeat(64) + "a";
+    let e = verdict(&with(Field::Env, &env)).await.unwrap_err();
+    assert!(
+        e.to_string().contains("env must be at most 64 characters"),
+        "{e}"
+    );
 }
 
 #[tokio::test]

@@ -246,7 +246,7 @@ async fn invalid_keys_are_400() {
         ),
         (
             format!(r#"{{"project":"{long}","env":"prod","uid":1,"gen":2}}"#),
-            "project must be at most 64 bytes",
+            "project must be at most 64 characters",
         ),
     ];
     for (body, message) in cases {
@@ -286,7 +286,8 @@ async fn raised_validation_limits_accept_a_long_project_through_serve_with() {
         post(addr, &kick).await,
         (
             400,
-            r#"{"error":"invalid_params","message":"project must be at most 64 bytes"}"#.into()
+            r#"{"error":"invalid_params","message":"project must be at most 64 characters"}"#
+                .into()
         )
     );
     assert_eq!(sessions.generation(&long_key), Some(1));

@@ -191,8 +191,8 @@ pub struct StoredNode {
 /// What a store implements to be a lease directory and node registry.
 ///
 /// Every argument arrives checked (D9, N4): ids are 1..=[`MAX_ID_LEN`](crate::MAX_ID_LEN)
-/// bytes without control characters, tokens 1..=[`MAX_TOKEN_LEN`](crate::MAX_TOKEN_LEN)
-/// bytes, addresses without whitespace, ttls whole milliseconds in
+/// characters without control characters, tokens 1..=[`MAX_TOKEN_LEN`](crate::MAX_TOKEN_LEN)
+/// characters, addresses without whitespace, ttls whole milliseconds in
 /// `1..=MAX_TTL` (a zero ttl already became [`DEFAULT_TTL`](crate::DEFAULT_TTL)). The
 /// backend judges time on the store's own clock and reports what is left; the
 /// front ([`Directory`] and [`NodeRegistry`], implemented for every `LeaseBackend`)

@@ -159,6 +159,7 @@ pub mod postgres;
 pub mod promtool;
 pub mod proxy;
 pub mod redis;
+pub mod schemathesis;
 mod secret;
 pub mod systemd;
 

@@ -27,6 +27,7 @@ pub struct ClaimBody<'a> {
     #[serde(borrow)]
     pub env: Cow<'a, str>,
     /// The key's user id, a JSON integer.
+    #[serde(deserialize_with = "crate::integer::i64")]
     pub uid: i64,
     /// The key's slot; `""` (the default slot) when omitted, and omitted when `""`, so a
     /// default-slot request is byte for byte what it was before slots.
@@ -67,6 +68,7 @@ pub struct KeyBody<'a> {
     #[serde(borrow)]
     pub env: Cow<'a, str>,
     /// The key's user id.
+    #[serde(deserialize_with = "crate::integer::i64")]
     pub uid: i64,
     /// The key's slot; `""` (the default slot) when omitted, and omitted when `""`, so a
     /// default-slot request is byte for byte what it was before slots.
@@ -85,6 +87,7 @@ pub struct UserBody<'a> {
     #[serde(borrow)]
     pub env: Cow<'a, str>,
     /// The user's id.
+    #[serde(deserialize_with = "crate::integer::i64")]
     pub uid: i64,
 }
 
@@ -123,13 +126,14 @@ pub struct ReleaseBody<'a> {
     #[serde(borrow)]
     pub env: Cow<'a, str>,
     /// The key's user id.
+    #[serde(deserialize_with = "crate::integer::i64")]
     pub uid: i64,
     /// The key's slot; `""` (the default slot) when omitted, and omitted when `""`, so a
     /// default-slot request is byte for byte what it was before slots.
     #[serde(borrow, default, skip_serializing_if = "str::is_empty")]
     pub slot: Cow<'a, str>,
     /// The generation being released (`gen` on the wire).
-    #[serde(rename = "gen")]
+    #[serde(rename = "gen", deserialize_with = "crate::integer::i64")]
     pub generation: i64,
 }
 
@@ -154,6 +158,7 @@ pub struct LogoutBody<'a> {
     #[serde(borrow)]
     pub env: Cow<'a, str>,
     /// The key's user id.
+    #[serde(deserialize_with = "crate::integer::i64")]
     pub uid: i64,
     /// The key's slot; `""` (the default slot) when omitted, and omitted when `""`, so a
     /// default-slot request is byte for byte what it was before slots.
@@ -665,6 +670,40 @@ mod tests {
             serde_json::from_str::<SessionsAnswer>(&json).unwrap(),
             answer
         );
+    }
+
+    #[test]
+    fn integer_fields_take_integral_floats_and_refuse_fractions() {
+        let k = key();
+        let float = br#"{"project":"game","env":"prod","uid":42.0}"#;
+        assert_eq!(Key::from(parse::<KeyBody>(float).unwrap()), k);
+        let user = br#"{"project":"game","env":"prod","uid":4.2e1}"#;
+        assert_eq!(
+            UserKey::from(parse::<UserBody>(user).unwrap()),
+            UserKey::new("game", "prod", 42)
+        );
+        let release = br#"{"project":"game","env":"prod","uid":42,"gen":-7.0}"#;
+        assert_eq!(parse::<ReleaseBody>(release).unwrap().into_parts(), (k, -7));
+        let claim = br#"{"project":"game","env":"prod","uid":42.0,"owner":{"endpoint":"http://h:1/k?x=1","cluster":"c1"},"claim_id":"cid"}"#;
+        assert_eq!(
+            ClaimInput::from(crate::parse_claim(claim).unwrap()),
+            input()
+        );
+        for (body, needle) in [
+            (
+                &br#"{"project":"p","env":"e","uid":1.5}"#[..],
+                "uid: invalid type: floating point `1.5`",
+            ),
+            (
+                br#"{"project":"p","env":"e","uid":9.3e18}"#,
+                "uid: invalid value: floating point",
+            ),
+        ] {
+            let e = parse::<KeyBody>(body).unwrap_err();
+            assert!(e.to_string().contains(needle), "{e}");
+        }
+        let e = parse::<LogoutBody>(br#"{"project":"p","env":"e","uid":0.5}"#).unwrap_err();
+        assert!(e.to_string().contains("uid: invalid type"), "{e}");
     }
 
     #[test]

@@ -6,6 +6,8 @@
 //! characters, integers without fraction or exponent that fit an `i64`, each field at most
 //! once, no unknown field) and gives up on anything else, so [`parse_claim`] hands that body to
 //! serde, which reads it or explains what is wrong. It never decides that a body is invalid.
+//! An integral float (`"uid": 2.0`, `2e0`) is one of those bodies: serde reads it as the
+//! integer (see `integer.rs`), and clients that send one are rare enough to take that path.
 //! A property test holds it to serde's answer on valid, odd and broken bodies.
 //!
 //! [`parse_claim`]: crate::parse_claim
@@ -206,6 +208,27 @@ mod tests {
     }
 
     #[test]
+    fn integral_floats_are_left_to_serde_which_reads_them_as_integers() {
+        for (number, uid) in [("2.0", 2), ("4.2e1", 42), ("1E2", 100), ("7.000", 7)] {
+            let text = format!(
+                r#"{{"project":"p","env":"e","uid":{number},"owner":{{"endpoint":"x"}},"claim_id":"c"}}"#
+            );
+            assert_eq!(claim_body(&text), None, "{text}");
+            let read =
+                crate::parse_claim(text.as_bytes()).expect("an integral float is an integer");
+            assert_eq!(read.uid, uid, "{text}");
+            assert_eq!(Some(read), serde(&text));
+        }
+        let fraction =
+            r#"{"project":"p","env":"e","uid":2.5,"owner":{"endpoint":"x"},"claim_id":"c"}"#;
+        assert!(
+            crate::parse_claim(fraction.as_bytes())
+                .unwrap_err()
+                .is_invalid_params()
+        );
+    }
+
+    #[test]
     fn extremes_and_whitespace_read_as_serde_reads_them() {
         for text in [
             r#"{"project":"p","env":"e","uid":-9223372036854775808,"owner":{"endpoint":"x"},"claim_id":"c"}"#,
@@ -236,6 +259,7 @@ mod tests {
             1 => prop::sample::select(vec![
                 "0", "-0", "01", "1.5", "2e3", "-", "9223372036854775808",
                 "-9223372036854775809", "\"1\"", "18446744073709551616",
+                "2.0", "-0.0", "4.2e1", "1E2", "7.000", "9.3e18", "-2.5", "1e400",
             ])
             .prop_map(str::to_owned),
         ];
@@ -292,6 +316,13 @@ mod tests {
             if let Some(fast) = claim_body(&text) {
                 prop_assert_eq!(Some(fast), serde(&text), "{}", text);
             }
+        }
+
+        #[test]
+        fn parse_claim_answers_as_serde_alone_does(text in near_claims()) {
+            let both = crate::parse_claim(text.as_bytes()).map_err(|e| e.to_string());
+            let serde_alone = crate::parse::<ClaimBody>(text.as_bytes()).map_err(|e| e.to_string());
+            prop_assert_eq!(both, serde_alone, "{}", text);
         }
 
         #[test]

@@ -3,8 +3,8 @@
 //! The server keeps every project's rooms and nodes apart by storing each id as
 //! `<project>#<id>` ([`scoped_id`]); a project never contains `#`, so two projects can
 //! never name the same stored id, and answers carry the ids as the caller sent them.
-//! Every id a caller sends is 1..=[`MAX_LEASE_ID_BYTES`] bytes, so that the stored id
-//! stays within the lease directory's 256-byte limit for every project. Ttls are whole
+//! Every id a caller sends is 1..=[`MAX_LEASE_ID_CHARS`] characters, so that the stored id
+//! stays within the lease directory's 256-character limit for every project. Ttls are whole
 //! milliseconds in `1..=`[`MAX_LEASE_TTL_MS`]; a remaining ttl in an answer is never more
 //! than the store said, and a caller counts it from before it sent the request.
 
@@ -33,10 +33,11 @@ pub const NODE_DEREGISTER_PATH: &str = "/v1/nodes/deregister";
 /// more than an hour holds its room hostage, so longer ones are refused (400).
 pub const MAX_LEASE_TTL_MS: u64 = 60 * 60 * 1000;
 
-/// The longest room or node id over HTTP, in bytes: the lease directory's 256-byte id
-/// limit, less the longest project (64 bytes by default) and the `#` between them, so
-/// the same ids are accepted in every project.
-pub const MAX_LEASE_ID_BYTES: usize = 256 - 1 - 64;
+/// The longest room or node id over HTTP, in characters (Unicode scalar values, as JSON
+/// Schema's `maxLength` counts): the lease directory's 256-character id limit, less the
+/// longest project (64 characters by default) and the `#` between them, so the same ids
+/// are accepted in every project.
+pub const MAX_LEASE_ID_CHARS: usize = 256 - 1 - 64;
 
 /// One lease route of the wire contract; every one answers `POST` only.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -116,6 +117,7 @@ pub struct LeaseEnsureBody<'a> {
     pub node: Cow<'a, str>,
     /// How long the lease lasts from the store's now, `1..=`[`MAX_LEASE_TTL_MS`] (a JSON
     /// integer; zero, negative, fractional or larger is 400).
+    #[serde(deserialize_with = "crate::integer::u64")]
     pub ttl_ms: u64,
 }
 
@@ -163,6 +165,7 @@ pub struct NodeRegisterBody<'a> {
     #[serde(borrow)]
     pub addr: Cow<'a, str>,
     /// How long the registration lasts from the store's now, `1..=`[`MAX_LEASE_TTL_MS`].
+    #[serde(deserialize_with = "crate::integer::u64")]
     pub ttl_ms: u64,
 }
 
@@ -244,7 +247,7 @@ pub struct NodeDeregisterAnswer {
 }
 
 /// Checks the `project` of a lease request as the session routes check a key's project
-/// (1..=`limits.tenant` bytes, no `#`, no control characters): `InvalidParams` naming
+/// (1..=`limits.tenant` characters, no `#`, no control characters): `InvalidParams` naming
 /// `project` otherwise.
 pub fn check_project(limits: &ValidationLimits, project: &str) -> Result<(), Error> {
     // The one project rule is the user key's; the env and uid here always pass, so an
@@ -252,15 +255,16 @@ pub fn check_project(limits: &ValidationLimits, project: &str) -> Result<(), Err
     limits.check_user(&UserKey::new(project, "lease", 1))
 }
 
-/// Checks a room or node id (`field` names it): 1..=[`MAX_LEASE_ID_BYTES`] bytes. Control
-/// characters are refused by the lease directory itself, with the same 400.
+/// Checks a room or node id (`field` names it): 1..=[`MAX_LEASE_ID_CHARS`] characters.
+/// Control characters are refused by the lease directory itself, with the same 400.
 pub fn check_id(field: &str, value: &str) -> Result<(), Error> {
     if value.is_empty() {
         return Err(Error::invalid(format!("{field} must not be empty")));
     }
-    if value.len() > MAX_LEASE_ID_BYTES {
+    // At most as many characters as bytes: only a long id needs counting.
+    if value.len() > MAX_LEASE_ID_CHARS && value.chars().count() > MAX_LEASE_ID_CHARS {
         return Err(Error::invalid(format!(
-            "{field} must be at most {MAX_LEASE_ID_BYTES} bytes"
+            "{field} must be at most {MAX_LEASE_ID_CHARS} characters"
         )));
     }
     Ok(())
@@ -322,6 +326,9 @@ mod tests {
             r#"{"project":"game","room":"r1","node":"n1","ttl_ms":15000}"#
         );
         assert_eq!(parse::<LeaseEnsureBody>(json.as_bytes()).unwrap(), ensure);
+        // An integral float is the integer (JSON Schema's reading of `integer`).
+        let float = br#"{"project":"game","room":"r1","node":"n1","ttl_ms":1.5e4}"#;
+        assert_eq!(parse::<LeaseEnsureBody>(float).unwrap(), ensure);
         let register = NodeRegisterBody {
             project: "game".into(),
             node: "n1".into(),
@@ -368,6 +375,10 @@ mod tests {
             (
                 br#"{"project":"p","room":"r","node":"n","ttl_ms":1.5}"#,
                 "ttl_ms: invalid type",
+            ),
+            (
+                br#"{"project":"p","room":"r","node":"n","ttl_ms":-2.0}"#,
+                "ttl_ms: invalid value",
             ),
             (
                 br#"{"project":"p","room":"r","node":"n","ttl_ms":"1"}"#,
@@ -433,12 +444,19 @@ mod tests {
             let e = check_project(&limits, bad).unwrap_err();
             assert!(e.to_string().contains("project"), "{bad:?}: {e}");
         }
-        assert!(check_id("room", &"r".repeat(MAX_LEASE_ID_BYTES)).is_ok());
+        assert!(check_id("room", &"r".repeat(MAX_LEASE_ID_CHARS)).is_ok());
         assert_eq!(
-            check_id("room", &"r".repeat(MAX_LEASE_ID_BYTES + 1))
+            check_id("room", &"r".repeat(MAX_LEASE_ID_CHARS + 1))
                 .unwrap_err()
                 .to_string(),
-            "invalid params: room must be at most 191 bytes"
+            "invalid params: room must be at most 191 characters"
+        );
+        // Characters, not bytes: 191 four-byte characters pass, 192 do not.
+        assert!(check_id("room", &"\u{1F600}".repeat(MAX_LEASE_ID_CHARS)).is_ok());
+        assert!(
+            check_id("room", &"é".repeat(MAX_LEASE_ID_CHARS + 1))
+                .unwrap_err()
+                .is_invalid_params()
         );
         assert!(check_id("node", "").unwrap_err().is_invalid_params());
         assert!(check_ttl_ms(1).is_ok());
@@ -449,9 +467,9 @@ mod tests {
                 .unwrap_err()
                 .is_invalid_params()
         );
-        // The longest project and the longest id still fit the directory's 256 bytes.
-        let longest = scoped_id(&"p".repeat(64), &"r".repeat(MAX_LEASE_ID_BYTES));
-        assert_eq!(longest.len(), 256);
+        // The longest project and the longest id still fit the directory's 256 characters.
+        let longest = scoped_id(&"p".repeat(64), &"\u{1F600}".repeat(MAX_LEASE_ID_CHARS));
+        assert_eq!(longest.chars().count(), 256);
         assert_eq!(scoped_id("game", "a#b"), "game#a#b");
     }
 }

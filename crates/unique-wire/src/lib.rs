@@ -4,6 +4,7 @@ mod answer;
 mod body;
 mod error;
 mod fast_claim;
+mod integer;
 pub mod lease;
 mod limit;
 mod parse;
@@ -20,7 +21,7 @@ pub use error::{
 pub use lease::{
     LEASE_ENSURE_PATH, LEASE_LOOKUP_PATH, LEASE_RELEASE_PATH, LEASE_VERIFY_PATH, LeaseAnswer,
     LeaseEnsureBody, LeaseLookupAnswer, LeaseRoomBody, LeaseRoute, LeaseTokenBody,
-    LeaseVerifyAnswer, MAX_LEASE_ID_BYTES, MAX_LEASE_TTL_MS, NODE_DEREGISTER_PATH,
+    LeaseVerifyAnswer, MAX_LEASE_ID_CHARS, MAX_LEASE_TTL_MS, NODE_DEREGISTER_PATH,
     NODE_LOOKUP_PATH, NODE_REGISTER_PATH, NodeAnswer, NodeDeregisterAnswer, NodeKeyBody,
     NodeLookupAnswer, NodeRegisterBody,
 };
