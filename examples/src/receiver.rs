@@ -12,7 +12,7 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 use http::{Request, Response};
 use http_body_util::{BodyExt, Full, Limited};
-use unique_core::{BoxError, KickPayload};
+use unique_core::BoxError;
 use unique_kickrecv::KickService;
 
 use crate::events::Report;
@@ -42,7 +42,7 @@ impl Observed {
     {
         let (parts, body) = request.into_parts();
         let body = Limited::new(body, READ_LIMIT).collect().await?.to_bytes();
-        let generation = serde_json::from_slice::<KickPayload>(&body)
+        let generation = unique_wire::decode_kick(&body)
             .ok()
             .map(|kick| kick.generation);
         let response = self

@@ -365,7 +365,7 @@ impl fmt::Display for EvictReason {
     }
 }
 
-/// The body POSTed to an old session's endpoint:
+/// What a kick tells an old session's node, POSTed as `unique_wire::KickBody`:
 /// `{"project","env","uid","slot"?,"gen","reason","message"?}`, where `gen` is the gen the node must
 /// yield to: a takeover announces the new session's gen (`snapshot gen + 1`); an admin
 /// logout of the session at gen `g` announces `g + 1` too (see
@@ -376,7 +376,7 @@ impl fmt::Display for EvictReason {
 /// optional fields never make a kick fail: a payload without `reason` (an older server)
 /// reads as [`KickReason::LoginElsewhere`], a reason this version does not know as
 /// [`KickReason::Other`], and a `message` that is not a string as none.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct KickPayload {
     /// Project of the key.
     pub project: String,
@@ -386,20 +386,12 @@ pub struct KickPayload {
     pub uid: i64,
     /// Slot of the key; omitted for the default slot (`""`), so an older receiver reads
     /// every default-slot kick as before. Not a string: the payload is refused.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub slot: String,
     /// The announced gen; receivers destroy only sessions with a smaller gen.
-    #[serde(rename = "gen")]
     pub generation: i64,
     /// Why the kick was sent; always written.
-    #[serde(default)]
     pub reason: KickReason,
     /// Text for the user whose session ends (an admin logout's reason); omitted when none.
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        deserialize_with = "loose_text"
-    )]
     pub message: Option<String>,
 }
 
@@ -466,99 +458,6 @@ impl KickReason {
 impl fmt::Display for KickReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
-    }
-}
-
-impl Serialize for KickReason {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.serialize_str(self.as_str())
-    }
-}
-
-impl<'de> Deserialize<'de> for KickReason {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        Ok(match deserializer.deserialize_any(LooseVisitor)? {
-            Loose::Text(name) => Self::from_wire(&name),
-            Loose::Null => Self::LoginElsewhere,
-            Loose::NotText => Self::Other(String::new()),
-        })
-    }
-}
-
-/// An optional text field read so that it never fails: a string is kept, anything else
-/// (`null`, a number, an object) reads as none.
-fn loose_text<'de, D: serde::Deserializer<'de>>(
-    deserializer: D,
-) -> Result<Option<String>, D::Error> {
-    Ok(match deserializer.deserialize_any(LooseVisitor)? {
-        Loose::Text(text) => Some(text),
-        Loose::Null | Loose::NotText => None,
-    })
-}
-
-/// Any JSON value, sorted into what a lenient optional text field cares about.
-enum Loose {
-    Text(String),
-    Null,
-    NotText,
-}
-
-struct LooseVisitor;
-
-impl<'de> serde::de::Visitor<'de> for LooseVisitor {
-    type Value = Loose;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("any value")
-    }
-
-    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Loose, E> {
-        Ok(Loose::Text(v.to_owned()))
-    }
-
-    fn visit_string<E: serde::de::Error>(self, v: String) -> Result<Loose, E> {
-        Ok(Loose::Text(v))
-    }
-
-    fn visit_unit<E: serde::de::Error>(self) -> Result<Loose, E> {
-        Ok(Loose::Null)
-    }
-
-    fn visit_none<E: serde::de::Error>(self) -> Result<Loose, E> {
-        Ok(Loose::Null)
-    }
-
-    fn visit_some<D: serde::Deserializer<'de>>(self, deserializer: D) -> Result<Loose, D::Error> {
-        deserializer.deserialize_any(self)
-    }
-
-    fn visit_bool<E: serde::de::Error>(self, _: bool) -> Result<Loose, E> {
-        Ok(Loose::NotText)
-    }
-
-    fn visit_i64<E: serde::de::Error>(self, _: i64) -> Result<Loose, E> {
-        Ok(Loose::NotText)
-    }
-
-    fn visit_u64<E: serde::de::Error>(self, _: u64) -> Result<Loose, E> {
-        Ok(Loose::NotText)
-    }
-
-    fn visit_f64<E: serde::de::Error>(self, _: f64) -> Result<Loose, E> {
-        Ok(Loose::NotText)
-    }
-
-    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Loose, A::Error> {
-        while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
-        Ok(Loose::NotText)
-    }
-
-    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Loose, A::Error> {
-        while map
-            .next_entry::<serde::de::IgnoredAny, serde::de::IgnoredAny>()?
-            .is_some()
-        {}
-        Ok(Loose::NotText)
     }
 }
 
@@ -705,26 +604,6 @@ mod tests {
     }
 
     #[test]
-    fn kick_payload_carries_a_slot_only_off_the_default() {
-        let key = Key::new("p", "e", 7).with_slot("pc");
-        let sent = KickPayload::new(&key, 3, KickReason::LoginElsewhere);
-        let json = serde_json::to_string(&sent).unwrap();
-        assert_eq!(
-            json,
-            r#"{"project":"p","env":"e","uid":7,"slot":"pc","gen":3,"reason":"login-elsewhere"}"#
-        );
-        let back: KickPayload = serde_json::from_str(&json).unwrap();
-        assert_eq!(back.key(), key);
-        assert!(
-            serde_json::from_str::<KickPayload>(
-                r#"{"project":"p","env":"e","uid":7,"slot":5,"gen":3}"#
-            )
-            .is_err(),
-            "a slot that is not a string never reads as the default slot"
-        );
-    }
-
-    #[test]
     fn owner_json_omits_empty_and_ignores_unknown() {
         let o = Owner::new("", "c1", "http://h/k");
         assert_eq!(
@@ -746,100 +625,6 @@ mod tests {
                 .filter(|d| !d.is_presumed_offline())
                 .collect::<Vec<_>>(),
             [&KickDetail::SelfReplaceSkipped]
-        );
-    }
-
-    fn payload(reason: KickReason, message: Option<&str>) -> KickPayload {
-        KickPayload {
-            message: message.map(str::to_owned),
-            ..KickPayload::new(&Key::new("p", "e", 7), 3, reason)
-        }
-    }
-
-    #[test]
-    fn kick_payload_uses_gen_on_the_wire_and_names_its_reason() {
-        assert_eq!(
-            serde_json::to_string(&payload(KickReason::LoginElsewhere, None)).unwrap(),
-            r#"{"project":"p","env":"e","uid":7,"gen":3,"reason":"login-elsewhere"}"#
-        );
-        assert_eq!(
-            serde_json::to_string(&payload(KickReason::Admin, Some("abuse \"x\""))).unwrap(),
-            r#"{"project":"p","env":"e","uid":7,"gen":3,"reason":"admin","message":"abuse \"x\""}"#
-        );
-        for reason in [
-            KickReason::LoginElsewhere,
-            KickReason::Admin,
-            KickReason::Other("maintenance".into()),
-        ] {
-            let sent = payload(reason.clone(), Some("m"));
-            let json = serde_json::to_string(&sent).unwrap();
-            assert_eq!(serde_json::from_str::<KickPayload>(&json).unwrap(), sent);
-            assert_eq!(KickReason::from_wire(reason.as_str()), reason);
-            assert_eq!(reason.to_string(), reason.as_str());
-        }
-    }
-
-    #[test]
-    fn kick_payload_ignores_unknown_fields_and_requires_the_four() {
-        let p: KickPayload =
-            serde_json::from_str(r#"{"project":"p","env":"e","uid":7,"gen":3,"extra":{"a":[1]}}"#)
-                .unwrap();
-        assert_eq!(
-            p,
-            payload(KickReason::LoginElsewhere, None),
-            "an older server's kick"
-        );
-        for (missing, json) in [
-            ("project", r#"{"env":"e","uid":7,"gen":3,"extra":1}"#),
-            ("env", r#"{"project":"p","uid":7,"gen":3,"extra":1}"#),
-            ("uid", r#"{"project":"p","env":"e","gen":3,"extra":1}"#),
-            ("gen", r#"{"project":"p","env":"e","uid":7,"extra":1}"#),
-        ] {
-            let err = serde_json::from_str::<KickPayload>(json).unwrap_err();
-            assert!(
-                err.to_string()
-                    .contains(&format!("missing field `{missing}`")),
-                "{json}: {err}"
-            );
-        }
-    }
-
-    #[test]
-    fn no_reason_or_message_makes_a_kick_fail() {
-        let read = |fields: &str| {
-            let json = format!(r#"{{"project":"p","env":"e","uid":7,"gen":3,{fields}}}"#);
-            let p: KickPayload =
-                serde_json::from_str(&json).unwrap_or_else(|e| panic!("{json}: {e}"));
-            (p.reason, p.message)
-        };
-        let other = |name: &str| KickReason::Other(name.to_owned());
-        for (fields, reason, message) in [
-            (r#""reason":null"#, KickReason::LoginElsewhere, None),
-            (
-                r#""reason":"admin","message":null"#,
-                KickReason::Admin,
-                None,
-            ),
-            (r#""reason":"login""#, other("login"), None),
-            (r#""reason":"""#, other(""), None),
-            (r#""reason":5,"message":"m""#, other(""), Some("m")),
-            (r#""reason":{"nested":[1,2,3]}"#, other(""), None),
-            (r#""reason":["admin"],"message":7"#, other(""), None),
-            (r#""reason":true,"message":{"a":{"b":[]}}"#, other(""), None),
-            (r#""message":[1.5,"x"]"#, KickReason::LoginElsewhere, None),
-        ] {
-            assert_eq!(
-                read(fields),
-                (reason, message.map(str::to_owned)),
-                "{fields}"
-            );
-        }
-        // Still JSON: a broken value fails the whole payload, as before.
-        assert!(
-            serde_json::from_str::<KickPayload>(
-                r#"{"project":"p","env":"e","uid":7,"gen":3,"reason":{"a":}"#
-            )
-            .is_err()
         );
     }
 

@@ -243,9 +243,7 @@ impl Inner {
 
     /// The exchange without its deadline.
     async fn exchange(&self, target: &Target, payload: &KickPayload) -> Result<Answer, Failure> {
-        let body = Bytes::from(
-            serde_json::to_vec(payload).map_err(|e| Failure::new("payload serialisation", e))?,
-        );
+        let body = Bytes::from(unique_wire::encode_kick(payload));
         let mut pooled = self.pool.checkout(&target.key);
         loop {
             let reused = pooled.is_some();

@@ -46,7 +46,7 @@ async fn every_kick_is_signed_over_the_bytes_it_sent() {
     assert_eq!(requests.len(), 2);
     let now = SystemTime::now();
     for (request, generation) in requests.iter().zip([2, 3]) {
-        let sent: KickPayload = serde_json::from_slice(&request.body).unwrap();
+        let sent: KickPayload = unique_wire::decode_kick(&request.body).unwrap();
         assert_eq!(sent, payload(generation));
         let header = request.header(HEADER);
         assert!(header.is_some_and(|h| h.starts_with("t=")), "{header:?}");

@@ -202,7 +202,7 @@ impl KickService {
                 return reply::unauthenticated(rejection);
             }
         }
-        let payload: KickPayload = match serde_json::from_slice(&body) {
+        let payload: KickPayload = match unique_wire::decode_kick(&body) {
             Ok(payload) => payload,
             Err(e) => return reply::bad_request(&format!("malformed kick: {e}")),
         };

@@ -231,12 +231,12 @@ impl NodeCheck {
 
     /// A kick payload for a fresh random uid, as JSON to change.
     fn kick_value(&self) -> serde_json::Value {
-        serde_json::to_value(self.payload()).expect("a payload serialises")
+        serde_json::from_slice(&self.kick()).expect("a kick body is JSON")
     }
 
     /// A kick payload for a fresh random uid, in the bytes the arbiter's kicker sends.
     fn kick(&self) -> Vec<u8> {
-        serde_json::to_vec(&self.payload()).expect("a payload serialises")
+        unique_wire::encode_kick(&self.payload())
     }
 
     /// A POST of `body` signed with the node's key, now.

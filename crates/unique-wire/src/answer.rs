@@ -29,51 +29,15 @@ pub struct ClaimAnswer {
     pub replayed: bool,
 }
 
-impl From<ClaimOutcome> for ClaimAnswer {
-    fn from(outcome: ClaimOutcome) -> Self {
-        let ClaimOutcome {
-            generation,
-            prev_generation,
-            has_prev,
-            prev_owner,
-            kicked,
-            kick_detail,
-            replayed,
-        } = outcome;
-        Self {
-            generation,
-            prev_generation,
-            has_prev,
-            prev_owner,
-            kicked,
-            kick_detail,
-            replayed,
-        }
-    }
-}
-
-impl From<ClaimAnswer> for ClaimOutcome {
-    fn from(answer: ClaimAnswer) -> Self {
-        let ClaimAnswer {
-            generation,
-            prev_generation,
-            has_prev,
-            prev_owner,
-            kicked,
-            kick_detail,
-            replayed,
-        } = answer;
-        Self {
-            generation,
-            prev_generation,
-            has_prev,
-            prev_owner,
-            kicked,
-            kick_detail,
-            replayed,
-        }
-    }
-}
+mirror!(ClaimAnswer <=> ClaimOutcome {
+    generation,
+    prev_generation,
+    has_prev,
+    prev_owner,
+    kicked,
+    kick_detail,
+    replayed,
+});
 
 /// `POST /v1/current` answer, and a view of `/v1/current/batch`: `{"gen","owner","exists"}`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -87,35 +51,7 @@ pub struct CurrentAnswer {
     pub exists: bool,
 }
 
-impl From<CurrentView> for CurrentAnswer {
-    fn from(view: CurrentView) -> Self {
-        let CurrentView {
-            generation,
-            owner,
-            exists,
-        } = view;
-        Self {
-            generation,
-            owner,
-            exists,
-        }
-    }
-}
-
-impl From<CurrentAnswer> for CurrentView {
-    fn from(answer: CurrentAnswer) -> Self {
-        let CurrentAnswer {
-            generation,
-            owner,
-            exists,
-        } = answer;
-        Self {
-            generation,
-            owner,
-            exists,
-        }
-    }
-}
+mirror!(CurrentAnswer <=> CurrentView { generation, owner, exists });
 
 /// `POST /v1/logout` answer: `{"released","gen","kicked","kick_detail"}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -132,39 +68,7 @@ pub struct LogoutAnswer {
     pub kick_detail: Option<KickDetail>,
 }
 
-impl From<LogoutOutcome> for LogoutAnswer {
-    fn from(outcome: LogoutOutcome) -> Self {
-        let LogoutOutcome {
-            released,
-            generation,
-            kicked,
-            kick_detail,
-        } = outcome;
-        Self {
-            released,
-            generation,
-            kicked,
-            kick_detail,
-        }
-    }
-}
-
-impl From<LogoutAnswer> for LogoutOutcome {
-    fn from(answer: LogoutAnswer) -> Self {
-        let LogoutAnswer {
-            released,
-            generation,
-            kicked,
-            kick_detail,
-        } = answer;
-        Self {
-            released,
-            generation,
-            kicked,
-            kick_detail,
-        }
-    }
-}
+mirror!(LogoutAnswer <=> LogoutOutcome { released, generation, kicked, kick_detail });
 
 /// One entry of the `POST /v1/sessions` answer: `{"slot","gen","owner"}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -178,35 +82,7 @@ pub struct SessionEntry {
     pub owner: Owner,
 }
 
-impl From<UserSession> for SessionEntry {
-    fn from(session: UserSession) -> Self {
-        let UserSession {
-            slot,
-            generation,
-            owner,
-        } = session;
-        Self {
-            slot,
-            generation,
-            owner,
-        }
-    }
-}
-
-impl From<SessionEntry> for UserSession {
-    fn from(entry: SessionEntry) -> Self {
-        let SessionEntry {
-            slot,
-            generation,
-            owner,
-        } = entry;
-        Self {
-            slot,
-            generation,
-            owner,
-        }
-    }
-}
+mirror!(SessionEntry <=> UserSession { slot, generation, owner });
 
 /// A kick detail by its stable name ([`KickDetail::as_str`]); `null` for none.
 mod detail_name {

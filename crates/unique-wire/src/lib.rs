@@ -1,10 +1,32 @@
 #![doc = include_str!("../README.md")]
 
+/// `From` both ways between a wire shape and the core type it mirrors, field for field.
+/// Both sides are destructured in full, so a field added to either fails to compile here
+/// until the other gains it.
+macro_rules! mirror {
+    ($wire:ident <=> $core:ident { $($field:ident),+ $(,)? }) => {
+        impl From<$core> for $wire {
+            fn from(value: $core) -> Self {
+                let $core { $($field),+ } = value;
+                Self { $($field),+ }
+            }
+        }
+
+        impl From<$wire> for $core {
+            fn from(value: $wire) -> Self {
+                let $wire { $($field),+ } = value;
+                Self { $($field),+ }
+            }
+        }
+    };
+}
+
 mod answer;
 mod body;
 mod error;
 mod fast_claim;
 mod integer;
+mod kick;
 pub mod lease;
 mod limit;
 mod parse;
@@ -18,6 +40,7 @@ pub use body::{
 pub use error::{
     ErrorBody, ErrorCode, SUPERSEDED_MESSAGE, error_code, error_message, superseded_generations,
 };
+pub use kick::{KickBody, decode_kick, encode_kick};
 pub use lease::{
     LEASE_ENSURE_PATH, LEASE_LOOKUP_PATH, LEASE_RELEASE_PATH, LEASE_VERIFY_PATH, LeaseAnswer,
     LeaseEnsureBody, LeaseLookupAnswer, LeaseRoomBody, LeaseRoute, LeaseTokenBody,

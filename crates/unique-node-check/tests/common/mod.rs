@@ -114,10 +114,10 @@ async fn answer(flaw: Flaw, request: Request<Incoming>) -> Response<Full<Bytes>>
     let payload = if flaw == Flaw::RejectsUnknownFields {
         serde_json::from_slice::<Strict>(&body).map(KickPayload::from)
     } else {
-        serde_json::from_slice::<KickPayload>(&body)
+        unique_wire::decode_kick(&body)
     };
     let signed = match (flaw, &payload) {
-        (Flaw::VerifiesReserialised, Ok(payload)) => serde_json::to_vec(payload).unwrap(),
+        (Flaw::VerifiesReserialised, Ok(payload)) => unique_wire::encode_kick(payload),
         _ => body.to_vec(),
     };
     let window = if flaw == Flaw::NoWindow {
@@ -149,7 +149,7 @@ struct Strict {
     generation: i64,
     // The payload's own optional fields, known and so accepted.
     #[serde(default)]
-    reason: unique_core::KickReason,
+    reason: Option<String>,
     #[serde(default)]
     message: Option<String>,
     #[serde(default)]
@@ -164,7 +164,10 @@ impl From<Strict> for KickPayload {
             uid: s.uid,
             slot: s.slot,
             generation: s.generation,
-            reason: s.reason,
+            reason: s.reason.as_deref().map_or(
+                unique_core::KickReason::LoginElsewhere,
+                unique_core::KickReason::from_wire,
+            ),
             message: s.message,
         }
     }
