@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use tokio::time::Instant as Deadline;
 
 use crate::error::Error;
-use crate::fence::{CasOutcome, Fence};
+use crate::fence::{CasOutcome, Fence, VacantClaim, VacantClaims};
 use crate::kicker::{KickOutcome, Kicker};
 use crate::observer::{NoopObserver, Observer, ShedReason};
 use crate::queue::ClaimQueue;
@@ -214,6 +214,9 @@ impl<S: Store> Arbiter<S> {
     /// Claims `input.key` for `input.owner`: kick the old session first, then write.
     ///
     /// A valid claim first waits for its key's turn (see [Claim queue](Arbiter#claim-queue)).
+    /// When the store writes first ([`Store::vacant_claims`], C11), the claim starts with
+    /// [`Store::claim_vacant`]: a vacant record is claimed in that one round trip, and an
+    /// occupied one's record stands in for the first attempt's read.
     /// Per attempt: (1) strong read; (2) if the record already holds this
     /// claim_id with an owner, return it as a replay (no kick, no write, I4); if
     /// the claim_id won an earlier gen and no longer holds the key, answer
@@ -450,6 +453,26 @@ impl<S: Store> Arbiter<S> {
         let inner = &*self.inner;
         // A snapshot handed back by a lost race saves the next attempt's read.
         let mut carried: Option<OwnerState> = None;
+        // Write first where the store can (C11): a vacant key is claimed in one round
+        // trip, and an occupied one hands back its record instead of a read.
+        if inner.store.vacant_claims() != VacantClaims::Unsupported {
+            // A write: once sent it is waited for, like the CAS.
+            if let Err(e) = self.before_deadline(deadline) {
+                return (Err(e), 1);
+            }
+            match inner
+                .store
+                .claim_vacant(&input.key, &input.owner, &input.claim_id)
+                .await
+            {
+                Ok(VacantClaim::Written { generation }) => {
+                    return (Ok(vacant_outcome(generation)), 1);
+                }
+                Ok(VacantClaim::Occupied(snap)) => carried = Some(snap),
+                Ok(VacantClaim::Unread) => {}
+                Err(e) => return (Err(store_fault(e)), 1),
+            }
+        }
         for attempt in 1..=inner.max_claim_attempts {
             let snap = match carried.take() {
                 Some(snap) => snap,
@@ -646,6 +669,20 @@ async fn until<F: Future>(
     match first {
         Some(output) => Ok(output),
         None => tokio::time::timeout_at(deadline, future).await,
+    }
+}
+
+/// The outcome of a claim written over a vacant record (C11): an absent record (gen 1)
+/// or a tombstone at `generation - 1`, so no session was replaced and nobody kicked.
+fn vacant_outcome(generation: i64) -> ClaimOutcome {
+    ClaimOutcome {
+        generation,
+        prev_generation: generation - 1,
+        has_prev: false,
+        prev_owner: None,
+        kicked: false,
+        kick_detail: None,
+        replayed: false,
     }
 }
 

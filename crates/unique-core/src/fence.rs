@@ -128,6 +128,63 @@ impl CasOutcome {
     }
 }
 
+/// Which vacant records a store's [`claim_vacant`](crate::Store::claim_vacant) writes in
+/// its one conditional write (C11). The Arbiter tries the write-first claim only when it is
+/// not [`Unsupported`](Self::Unsupported); the contract suite asks it to know what to expect.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum VacantClaims {
+    /// Not implemented: `claim_vacant` answers [`VacantClaim::Unread`] without a request.
+    #[default]
+    Unsupported,
+    /// Writes over an absent record (or one at gen 0) only; a tombstone fails the
+    /// condition like an online session does (a store whose conditional write cannot
+    /// compute the next `won` list, DynamoDB).
+    AbsentOnly,
+    /// Writes over an absent record and over a tombstone whose claim_id is not superseded.
+    AbsentAndTombstones,
+}
+
+/// What a write-first claim did (see [`Store::claim_vacant`](crate::Store::claim_vacant)).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[must_use]
+pub enum VacantClaim {
+    /// The record was vacant and now holds the claim at this gen: 1 over an absent
+    /// record, else the tombstone's gen + 1. So the previous gen is `generation - 1`,
+    /// and no session was replaced.
+    Written {
+        /// The gen the store wrote (never a re-read).
+        generation: i64,
+    },
+    /// Not vacant (or not a vacancy this store writes): nothing was written, and this is
+    /// the record as it stood at one point during the call, read in the same round trip.
+    /// The Arbiter goes on from it as from a strong read.
+    Occupied(OwnerState),
+    /// Nothing was written, and the store has no record to hand (not supported, or the
+    /// server does not return the record with a failed condition): the Arbiter reads.
+    Unread,
+}
+
+impl VacantClaim {
+    /// Whether a claim by `claim_id` from `snap` is one [`Store::claim_vacant`] may write
+    /// (C11): the record reads absent, or it is a tombstone (no owner, not corrupt, no
+    /// cid, gen ≥ 1) whose next gen stays below `i64::MAX` and whose recent claims do
+    /// not hold `claim_id` (which would be superseded, C9). A vacant write is then
+    /// exactly the claim `claim_cas` makes from `snap`.
+    ///
+    /// [`Store::claim_vacant`]: crate::Store::claim_vacant
+    pub fn is_vacant(snap: &OwnerState, claim_id: &str) -> bool {
+        if !snap.exists {
+            return true;
+        }
+        snap.generation >= 1
+            && snap.generation < i64::MAX - 1
+            && snap.owner.is_none()
+            && !snap.owner_corrupt
+            && snap.claim_id.is_none()
+            && snap.recent_claims.won(claim_id).is_none()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -206,6 +263,38 @@ mod tests {
         assert!(Fence::FirstLogin.holds(Some(pins(0, Some("c")))));
         assert!(!Fence::FirstLogin.holds(Some(pins(1, None))));
         assert!(!Fence::FirstLogin.holds(Some(pins(-1, None))));
+    }
+
+    #[test]
+    fn vacancy_is_absence_or_a_tombstone_that_would_not_be_superseded() {
+        use crate::RecentClaims;
+        assert!(VacantClaim::is_vacant(&OwnerState::absent(), "c"));
+        let tomb = OwnerState {
+            recent_claims: RecentClaims::from_wins([("old", 3)]),
+            ..snap(true, 3, None)
+        };
+        assert!(VacantClaim::is_vacant(&tomb, "c"));
+        assert!(!VacantClaim::is_vacant(&tomb, "old"), "superseded");
+        assert!(!VacantClaim::is_vacant(&snap(true, 3, Some("")), "c"));
+        let online = OwnerState {
+            owner: Some(Owner::new("", "", "http://h")),
+            ..snap(true, 3, None)
+        };
+        assert!(
+            !VacantClaim::is_vacant(&online, "c"),
+            "legacy owner without cid"
+        );
+        let corrupt = OwnerState {
+            owner_corrupt: true,
+            ..snap(true, 3, None)
+        };
+        assert!(!VacantClaim::is_vacant(&corrupt, "c"));
+        assert!(VacantClaim::is_vacant(&snap(true, i64::MAX - 2, None), "c"));
+        assert!(!VacantClaim::is_vacant(
+            &snap(true, i64::MAX - 1, None),
+            "c"
+        ));
+        assert!(!VacantClaim::is_vacant(&snap(true, -1, None), "c"));
     }
 
     #[test]

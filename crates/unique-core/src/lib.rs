@@ -19,7 +19,7 @@ pub use arbiter::{
 };
 pub use error::{BoxError, Error};
 pub use evict::decide_evict;
-pub use fence::{CasOutcome, Fence, Pins};
+pub use fence::{CasOutcome, Fence, Pins, VacantClaim, VacantClaims};
 pub use kicker::{KickOutcome, Kicker};
 pub use observer::{NoopObserver, Observer, ShedReason, TracingObserver};
 pub use recent::{RECENT_CLAIMS, RecentClaims};

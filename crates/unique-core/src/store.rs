@@ -5,7 +5,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 use crate::error::Error;
-use crate::fence::CasOutcome;
+use crate::fence::{CasOutcome, VacantClaim, VacantClaims};
 use crate::types::{CurrentView, Key, Owner, OwnerState, UserKey, UserSession};
 
 /// A linearizable per-key record store.
@@ -80,6 +80,11 @@ use crate::types::{CurrentView, Key, Owner, OwnerState, UserKey, UserSession};
 /// - **C10** [`list_sessions`](Store::list_sessions) lists every record of a user (all its
 ///   slots) whose owner is present, in one strongly consistent round trip; each entry is
 ///   what [`listed_session`] makes of the record.
+/// - **C11** A store whose [`vacant_claims`](Store::vacant_claims) is not `Unsupported`
+///   implements [`claim_vacant`](Store::claim_vacant): one conditional write that claims
+///   a vacant record ([`VacantClaim::is_vacant`]) exactly as `claim_cas` from that record
+///   would (C4, C9), atomically with the check, and otherwise writes nothing and answers
+///   the record it failed on (or [`VacantClaim::Unread`] when it has none).
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
     /// Strongly consistent snapshot of the key's record (C2, C6, C7).
@@ -93,6 +98,46 @@ pub trait Store: Send + Sync + 'static {
         claim_id: &str,
         snap: &OwnerState,
     ) -> Result<CasOutcome, Error>;
+
+    /// Which vacant records [`claim_vacant`](Store::claim_vacant) writes (C11). The default,
+    /// [`VacantClaims::Unsupported`], keeps the Arbiter on read-then-CAS.
+    fn vacant_claims(&self) -> VacantClaims {
+        VacantClaims::Unsupported
+    }
+
+    /// Write-first claim (C11): one conditional write that claims the key for `owner` and
+    /// `claim_id` when the record is vacant, so an uncontended login costs one round trip.
+    ///
+    /// The condition is exactly [`VacantClaim::is_vacant`] of the record the write finds
+    /// (for [`VacantClaims::AbsentOnly`]: the record reads absent), checked atomically
+    /// with the write (C1, C4). The write is what `claim_cas` would write from that record:
+    /// gen 1 over an absent record (or one at gen 0), else the tombstone's gen + 1; the
+    /// owner as [`encode_owner`] returns it; `cid`; and `won` as
+    /// [`OwnerState::won_after`] computes it from the record's recent claims (C9). It
+    /// answers [`VacantClaim::Written`] with the written gen.
+    ///
+    /// When the condition fails nothing is written, and the answer is
+    /// [`VacantClaim::Occupied`] with the record as it stood at one point during the call
+    /// (read in the same round trip: a statement's snapshot, DynamoDB's `ALL_OLD`), or
+    /// [`VacantClaim::Unread`] when the store has none to hand. A slightly older record
+    /// than the one the condition saw is safe: the Arbiter decides on it as on a strong
+    /// read, and the fenced CAS that follows loses if it is stale.
+    ///
+    /// An owner that cannot be serialised or has an empty endpoint is refused with
+    /// [`Error::InvalidParams`] before any write (C8); throttling is [`Error::Throttled`],
+    /// every other failure [`Error::Unavailable`].
+    ///
+    /// The default answers [`VacantClaim::Unread`] without a request, so a store written
+    /// before this method keeps compiling and the Arbiter reads first, as before.
+    async fn claim_vacant(
+        &self,
+        key: &Key,
+        owner: &Owner,
+        claim_id: &str,
+    ) -> Result<VacantClaim, Error> {
+        let _ = (key, owner, claim_id);
+        Ok(VacantClaim::Unread)
+    }
 
     /// The self-eviction baseline (C2, C7: a corrupt owner is `Unavailable`).
     async fn current(&self, key: &Key) -> Result<CurrentView, Error>;
@@ -187,6 +232,17 @@ macro_rules! forward_store {
                 snap: &OwnerState,
             ) -> Result<CasOutcome, Error> {
                 (**self).claim_cas(key, owner, claim_id, snap).await
+            }
+            fn vacant_claims(&self) -> VacantClaims {
+                (**self).vacant_claims()
+            }
+            async fn claim_vacant(
+                &self,
+                key: &Key,
+                owner: &Owner,
+                claim_id: &str,
+            ) -> Result<VacantClaim, Error> {
+                (**self).claim_vacant(key, owner, claim_id).await
             }
             async fn current(&self, key: &Key) -> Result<CurrentView, Error> {
                 (**self).current(key).await
@@ -331,6 +387,18 @@ mod tests {
             }
         }
     );
+
+    #[tokio::test]
+    async fn the_default_vacant_claim_is_unsupported_and_sends_nothing() {
+        let arc: Arc<dyn Store> = Arc::new(Sentinel::default());
+        let boxed: Box<dyn Store> = Box::new(Sentinel::default());
+        let owner = Owner::new("", "", "http://h");
+        for store in [&arc as &dyn Store, &boxed as &dyn Store] {
+            assert_eq!(store.vacant_claims(), VacantClaims::Unsupported);
+            let answer = store.claim_vacant(&ready_key(), &owner, "c").await.unwrap();
+            assert_eq!(answer, VacantClaim::Unread);
+        }
+    }
 
     #[test]
     fn ready_key_is_a_valid_key() {

@@ -36,6 +36,7 @@ pub mod slots;
 pub mod strong_reads;
 mod support;
 pub mod traps;
+pub mod vacant_claims;
 
 /// A record exactly as stored, for building states the Arbiter never writes
 /// (corrupt owners, empty cids, near-`i64::MAX` gens).
@@ -179,6 +180,17 @@ macro_rules! __store_contract_cases {
                 never_lists_another_users_records,
                 listing_sees_completed_writes,
                 many_slots_all_listed,
+            }
+            vacant_claims {
+                unsupported_sends_nothing,
+                absent_record_claimed_at_gen_1,
+                tombstone_claimed_at_next_gen,
+                online_session_not_written,
+                superseded_claim_id_not_written,
+                logged_out_claim_id_not_written,
+                other_records_not_written,
+                owner_without_endpoint_refused,
+                races_with_fenced_claims_one_winner,
             }
             arbiter {
                 concurrent_claims_one_final_owner,

@@ -104,6 +104,37 @@ impl RecordModel {
         ClaimVerdict::Won(next)
     }
 
+    /// Whether a write-first claim by `claim_id` may take this record (C11): no record, or
+    /// a tombstone (gen ≥ 1, no owner, no cid) whose next gen stays below `i64::MAX` and
+    /// whose recent claims do not hold `claim_id`. Decided here on its own, as
+    /// [`claim`](Self::claim) is.
+    pub fn is_vacant_for(&self, claim_id: &str) -> bool {
+        let s = &self.state;
+        if !s.exists {
+            return true;
+        }
+        let superseded = s.recent_claims.iter().any(|(c, _)| c == claim_id);
+        s.generation >= 1
+            && s.generation.checked_add(2).is_some()
+            && s.owner.is_none()
+            && !s.owner_corrupt
+            && s.claim_id.is_none()
+            && !superseded
+    }
+
+    /// Applies `claim_vacant(owner, claim_id)` for a store that writes over absent records
+    /// and tombstones (C11): the gen written, or `None` (nothing written).
+    pub fn claim_vacant(&mut self, owner: &Owner, claim_id: &str) -> Option<i64> {
+        if !self.is_vacant_for(claim_id) {
+            return None;
+        }
+        let snap = self.state.clone();
+        match self.claim(owner, claim_id, &snap) {
+            ClaimVerdict::Won(generation) => Some(generation),
+            ClaimVerdict::ConditionFailed | ClaimVerdict::GenExhausted => None,
+        }
+    }
+
     /// Applies `release(generation)` (C5) and returns what it must return. The
     /// recent claims stay (C9): a released claim_id is superseded.
     pub fn release(&mut self, generation: i64) -> bool {

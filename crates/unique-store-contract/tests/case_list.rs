@@ -66,6 +66,7 @@ fn every_clause_has_cases() {
         "invariants",
         "slots",
         "listing",
+        "vacant_claims",
         "arbiter",
     ] {
         let count = CASES

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use unique_core::{
     CasOutcome, CurrentView, Error, Key, Owner, OwnerState, RecentClaims, Store, UserKey,
-    UserSession, async_trait, encode_owner,
+    UserSession, VacantClaim, VacantClaims, async_trait, encode_owner,
 };
 use unique_store_contract::model::{ClaimVerdict, RecordModel};
 use unique_store_contract::{RawRecord, RawWriter, Subject, store_contract_tests};
@@ -42,6 +42,10 @@ enum Bug {
     ListsByPrefix,
     /// Leaves records with a corrupt owner out of the listing instead of failing it.
     ListSkipsCorrupt,
+    /// `claim_vacant` writes over an online session too.
+    VacantOverSession,
+    /// `claim_vacant` ignores the recent claims: a superseded claim_id takes a tombstone.
+    VacantIgnoresWins,
 }
 
 struct Entry {
@@ -143,6 +147,50 @@ impl Store for RefStore {
             }),
             ClaimVerdict::GenExhausted => Err(Error::unavailable("gen exhausted for this key")),
         }
+    }
+
+    fn vacant_claims(&self) -> VacantClaims {
+        VacantClaims::AbsentAndTombstones
+    }
+
+    async fn claim_vacant(
+        &self,
+        key: &Key,
+        owner: &Owner,
+        claim_id: &str,
+    ) -> Result<VacantClaim, Error> {
+        encode_owner(owner)?;
+        Ok(self.with(key, |m| {
+            let written = match self.bug {
+                Bug::VacantOverSession => {
+                    let snap = m.state().clone();
+                    match m.claim(owner, claim_id, &snap) {
+                        ClaimVerdict::Won(generation) => Some(generation),
+                        _ => None,
+                    }
+                }
+                Bug::VacantIgnoresWins => {
+                    let snap = m.state().clone();
+                    let blind = RecordModel::from_state(OwnerState {
+                        recent_claims: RecentClaims::new(),
+                        ..snap.clone()
+                    });
+                    if blind.is_vacant_for(claim_id) {
+                        match m.claim(owner, claim_id, &snap) {
+                            ClaimVerdict::Won(generation) => Some(generation),
+                            _ => None,
+                        }
+                    } else {
+                        None
+                    }
+                }
+                _ => m.claim_vacant(owner, claim_id),
+            };
+            match written {
+                Some(generation) => VacantClaim::Written { generation },
+                None => VacantClaim::Occupied(m.state().clone()),
+            }
+        }))
     }
 
     async fn current(&self, key: &Key) -> Result<CurrentView, Error> {
@@ -280,12 +328,23 @@ const MUTANTS: &[(Bug, &str, &str)] = &[
         "listing::corrupt_owner_fails_the_listing",
         "C10",
     ),
+    (
+        Bug::VacantOverSession,
+        "vacant_claims::online_session_not_written",
+        "C11",
+    ),
+    (
+        Bug::VacantIgnoresWins,
+        "vacant_claims::superseded_claim_id_not_written",
+        "C11",
+    ),
 ];
 
 /// The clauses a failure may name: the headings of `docs/design.md` the
 /// store contract covers.
 const CLAUSES: &[&str] = &[
-    "C1", "C2", "C3", "C4", "C5", "C6", "C7", "C8", "C9", "C10", "I2", "I3", "I4", "I6", "Records",
+    "C1", "C2", "C3", "C4", "C5", "C6", "C7", "C8", "C9", "C10", "C11", "I2", "I3", "I4", "I6",
+    "Records",
 ];
 
 /// Feeds every mutant to the whole suite (`check_all`): the case written for

@@ -12,7 +12,7 @@ use aws_sdk_dynamodb::types::{
 };
 use unique_core::{
     CasOutcome, CurrentView, Error, Fence, Key, MAX_BATCH_KEYS, Owner, OwnerState, Store, UserKey,
-    UserSession, async_trait, encode_owner, ready_key,
+    UserSession, VacantClaim, VacantClaims, async_trait, encode_owner, ready_key,
 };
 
 use crate::batch::{self, Fetched};
@@ -333,6 +333,35 @@ impl Store for DynamoStore {
             _ => next_generation,
         };
         Ok(CasOutcome::Written { generation })
+    }
+
+    /// Absent records only: an update expression cannot build the next `won` list of a
+    /// tombstone (C9), so a tombstone fails the condition and goes through `claim_cas`.
+    fn vacant_claims(&self) -> VacantClaims {
+        VacantClaims::AbsentOnly
+    }
+
+    /// The first-login `claim_cas` from an absent snapshot (one `UpdateItem`, C11): written,
+    /// or the item that failed the condition (`ALL_OLD`). A server that does not return it
+    /// (dynalite) leaves the Arbiter to read: one more round trip there.
+    async fn claim_vacant(
+        &self,
+        key: &Key,
+        owner: &Owner,
+        claim_id: &str,
+    ) -> Result<VacantClaim, Error> {
+        Ok(
+            match self
+                .claim_cas(key, owner, claim_id, &OwnerState::absent())
+                .await?
+            {
+                CasOutcome::Written { generation } => VacantClaim::Written { generation },
+                CasOutcome::LostRace {
+                    current: Some(state),
+                } => VacantClaim::Occupied(state),
+                CasOutcome::LostRace { current: None } => VacantClaim::Unread,
+            },
+        )
     }
 
     /// One `BatchGetItem` (plus one per retry of unprocessed keys, see `batch.rs`).

@@ -20,6 +20,32 @@ use unique_core::{
     Arbiter, ClaimInput, Key, KickOutcome, KickPayload, Kicker, Owner, Store, async_trait,
 };
 use unique_store_dynamodb::RequestCounts;
+
+/// The store without its write-first claim (C11), so the one `UpdateItem` whose response
+/// the proxy loses is the claim's fenced CAS, the write these tests are about.
+struct ReadFirst(unique_store_dynamodb::DynamoStore);
+
+#[unique_core::async_trait]
+impl unique_core::Store for ReadFirst {
+    async fn read_owner(&self, key: &Key) -> Result<unique_core::OwnerState, unique_core::Error> {
+        self.0.read_owner(key).await
+    }
+    async fn claim_cas(
+        &self,
+        key: &Key,
+        owner: &Owner,
+        claim_id: &str,
+        snap: &unique_core::OwnerState,
+    ) -> Result<unique_core::CasOutcome, unique_core::Error> {
+        self.0.claim_cas(key, owner, claim_id, snap).await
+    }
+    async fn current(&self, key: &Key) -> Result<unique_core::CurrentView, unique_core::Error> {
+        self.0.current(key).await
+    }
+    async fn release(&self, key: &Key, generation: i64) -> Result<bool, unique_core::Error> {
+        self.0.release(key, generation).await
+    }
+}
 use unique_testsupport::dynalite::Dynalite;
 
 /// One HTTP/1.1 message as raw bytes, plus its lower-cased head for matching.
@@ -186,7 +212,7 @@ async fn lost_update_response_retried_by_the_sdk_ends_in_replay() {
     let mut proxy = LossyProxy::start(Dynalite::shared().addr()).await;
     let store = common::store_at(&proxy.endpoint_url(), 2).await;
     let kicker = Arc::new(CountingKicker::default());
-    let arbiter = Arbiter::builder(store.clone())
+    let arbiter = Arbiter::builder(ReadFirst(store.clone()))
         .kicker(Arc::clone(&kicker))
         .build();
 
@@ -227,7 +253,7 @@ async fn lost_update_response_without_sdk_retry_is_replayed_on_client_retry() {
     let mut proxy = LossyProxy::start(Dynalite::shared().addr()).await;
     let store = common::store_at(&proxy.endpoint_url(), 1).await;
     let kicker = Arc::new(CountingKicker::default());
-    let arbiter = Arbiter::builder(store.clone())
+    let arbiter = Arbiter::builder(ReadFirst(store.clone()))
         .kicker(Arc::clone(&kicker))
         .build();
     let input = claim(&key, "http://new.invalid/kick", "cid-new");

@@ -85,14 +85,14 @@ async fn every_read_is_a_consistent_read() {
     store.current(&key).await.unwrap();
     let arbiter = Arbiter::new(store.clone());
     let owner = Owner::new("r", "c", "http://127.0.0.1:9/kick");
-    arbiter
-        .claim(&ClaimInput {
-            key: key.clone(),
-            owner,
-            claim_id: "c1".into(),
-        })
-        .await
-        .unwrap();
+    let input = ClaimInput {
+        key: key.clone(),
+        owner,
+        claim_id: "c1".into(),
+    };
+    // The first login writes first (C11) and reads nothing; its replay reads.
+    arbiter.claim(&input).await.unwrap();
+    assert!(arbiter.claim(&input).await.unwrap().replayed);
     store.read_owner(&key).await.unwrap();
     store.current(&key).await.unwrap();
     store

@@ -50,3 +50,15 @@ async fn subject() -> Subject {
 }
 
 store_contract_tests!(subject);
+
+/// The write-first cases (C11) run here for absent records: an update expression cannot
+/// build a tombstone's next `won` list, so the store claims absent records only, and none
+/// of those cases passes by skipping.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_store_writes_first_over_absent_records() {
+    let subject = subject().await;
+    assert_eq!(
+        subject.store.vacant_claims(),
+        unique_core::VacantClaims::AbsentOnly
+    );
+}

@@ -7,7 +7,7 @@ use unique_core::Error;
 use crate::error::{Failure, is_schema_mismatch};
 use crate::sql::{
     CLAIM_PARAMS, COLUMNS, LIST_PARAMS, READ_MANY_PARAMS, READ_PARAMS, RELEASE_PARAMS,
-    SCHEMA_COMMENT, SCHEMA_COMMENT_PREFIX, SCHEMA_VERSION, Statements,
+    SCHEMA_COMMENT, SCHEMA_COMMENT_PREFIX, SCHEMA_VERSION, Statements, VACANT_PARAMS,
 };
 use crate::store::{Checkout, PostgresStore, check_params, column};
 
@@ -191,6 +191,7 @@ impl PostgresStore {
                 (&sql.first_login, &CLAIM_PARAMS[..5]),
                 (&sql.double_pin, &CLAIM_PARAMS[..]),
                 (&sql.tombstone, &CLAIM_PARAMS[..6]),
+                (&sql.vacant, &VACANT_PARAMS[..]),
                 (&sql.release, &RELEASE_PARAMS[..]),
             ] {
                 let prepared = match c.client().prepare_cached(statement).await {

@@ -41,6 +41,26 @@ pub(crate) const CLAIM_PARAMS: [(&str, Type); 7] = [
     ("cid", Type::TEXT),
 ];
 
+/// The vacant claim's parameters (`Statements::vacant`), as [`CLAIM_PARAMS`]: pk, owner,
+/// cid, the `won` of a gen-1 write, the new win's prefix `["<cid as JSON>",` and the
+/// pattern of one stored win.
+pub(crate) const VACANT_PARAMS: [(&str, Type); 6] = [
+    ("pk", Type::TEXT),
+    ("owner", Type::TEXT),
+    ("cid", Type::TEXT),
+    ("won", Type::TEXT),
+    ("won", Type::TEXT),
+    ("won", Type::TEXT),
+];
+
+/// One win as `RecentClaims::encode` writes it, `["<claim_id>",<gen>]`, in PostgreSQL's
+/// regular-expression syntax: the claim_id escaped exactly as serde_json escapes (`\"`,
+/// `\\`, `\b\t\n\f\r`, other control characters as lower-case `\u00xx`, nothing
+/// else), the gen an integer of at most 18 digits (always an `i64`). A stored list that is
+/// not exactly these wins joined by `,` inside `[]` is not taken by the vacant write: its
+/// meaning is left to the read path.
+pub(crate) const WIN_PATTERN: &str = r#"(\["(?:[^"\\\u0001-\u001f]|\\["\\bfnrt]|\\u00(?:0[0-7bef]|1[0-9a-f]))*",(?:0|-?[1-9][0-9]{0,17})\])"#;
+
 /// The release's parameters, as [`CLAIM_PARAMS`].
 pub(crate) const RELEASE_PARAMS: [(&str, Type); 2] = [("pk", Type::TEXT), ("gen", Type::INT8)];
 
@@ -87,6 +107,10 @@ pub(crate) struct Statements {
     pub(crate) first_login: String,
     pub(crate) double_pin: String,
     pub(crate) tombstone: String,
+    /// The write-first claim (C11), [`VACANT_PARAMS`]: claims an absent record, one at gen
+    /// 0, or a tombstone whose list does not hold the claim_id, in one statement; answers as
+    /// the claim forms do.
+    pub(crate) vacant: String,
     /// `$1` pk, `$2` gen → rows affected.
     pub(crate) release: String,
     /// Creates the table with its listing index and marks it (one implicit transaction).
@@ -137,6 +161,7 @@ impl Statements {
                 "WITH w AS (UPDATE {table} SET gen = $4, owner = $2, cid = $3, won = $5 \
                  WHERE pk = $1 AND gen = $6 AND cid IS NULL RETURNING gen) {lost_race_tail}"
             ),
+            vacant: vacant(&table, &lost_race_tail),
             // Keeps `won`: a release changes neither the gen nor the list (C9).
             release: format!(
                 "UPDATE {table} SET owner = '', cid = NULL WHERE pk = $1 AND gen = $2"
@@ -156,6 +181,35 @@ impl Statements {
             create_listing_index,
         })
     }
+}
+
+/// The write-first claim of `table` (C11). The `ON CONFLICT` branch sees the latest
+/// committed row, locked, so the check and the write are one atomic step (C1, C4); its
+/// condition is `VacantClaim::is_vacant` of that row and its write what `claim_cas` from it
+/// writes. The row's `won` (`r.won`) is split into its wins by [`WIN_PATTERN`] and taken
+/// only when the wins joined again are exactly the stored text, so the list the statement
+/// reads is the list `RecentClaims::decode` reads: the last eight wins say whether the
+/// claim_id is superseded, the last seven are kept before the new one.
+fn vacant(table: &str, lost_race_tail: &str) -> String {
+    // The row's wins, oldest first: one text per match of `$6`.
+    let wins = "ARRAY(SELECT m.w[1] FROM regexp_matches(COALESCE(r.won, ''), $6, 'g') \
+                WITH ORDINALITY AS m(w, n) ORDER BY m.n)";
+    format!(
+        "WITH w AS (INSERT INTO {table} AS r (pk, gen, owner, cid, won) \
+         VALUES ($1, 1, $2, $3, $4) \
+         ON CONFLICT (pk) DO UPDATE SET \
+         gen = CASE WHEN r.gen = 0 THEN 1 ELSE r.gen + 1 END, \
+         owner = excluded.owner, cid = excluded.cid, \
+         won = CASE WHEN r.gen = 0 THEN excluded.won ELSE '[' || array_to_string(\
+         ({wins})[greatest(cardinality({wins}) - 6, 1):] || ($5 || (r.gen + 1)::text || ']'), \
+         ',') || ']' END \
+         WHERE r.gen = 0 OR (r.gen > 0 AND r.gen < 9223372036854775806 \
+         AND COALESCE(r.owner, '') = '' AND r.cid IS NULL \
+         AND (COALESCE(r.won, '') = '' OR '[' || array_to_string({wins}, ',') || ']' = r.won) \
+         AND NOT EXISTS (SELECT 1 FROM unnest(({wins})[greatest(cardinality({wins}) - 7, 1):]) e \
+         WHERE left(e, length($5)) = $5)) \
+         RETURNING r.gen) {lost_race_tail}"
+    )
 }
 
 /// The listing index's name: the table's name (without its schema) and `_pk_c`, the name

@@ -11,7 +11,7 @@ use tokio_postgres::types::{FromSql, ToSql, Type, WasNull};
 use tokio_postgres::{Row, Statement};
 use unique_core::{
     CasOutcome, CurrentView, Error, Fence, Key, Owner, OwnerState, Pins, Store, UserKey,
-    UserSession, async_trait, encode_owner, listed_session,
+    UserSession, VacantClaim, VacantClaims, async_trait, encode_owner, listed_session,
 };
 
 use crate::builder::PostgresStoreBuilder;
@@ -19,6 +19,7 @@ use crate::error::{Failure, map_pool, timed_out};
 use crate::schema::explain;
 use crate::sql::{
     CLAIM_PARAMS, LIST_PARAMS, READ_MANY_PARAMS, READ_PARAMS, RELEASE_PARAMS, Statements,
+    VACANT_PARAMS, WIN_PATTERN,
 };
 use crate::tls::TlsSetup;
 
@@ -344,6 +345,50 @@ impl Store for PostgresStore {
         Ok(answers.into_iter().next().unwrap_or_else(CasOutcome::lost))
     }
 
+    fn vacant_claims(&self) -> VacantClaims {
+        VacantClaims::AbsentAndTombstones
+    }
+
+    /// One statement (`Statements::vacant`): the claim of an absent record or a tombstone,
+    /// or the record from the statement's snapshot. That snapshot is taken after the call
+    /// began but may predate the row the condition saw (READ COMMITTED): a stale record is
+    /// still a committed state within the call, and the fenced CAS the Arbiter makes from it
+    /// loses if it is stale. No row at all (the snapshot predates the row) is `Unread`.
+    async fn claim_vacant(
+        &self,
+        key: &Key,
+        owner: &Owner,
+        claim_id: &str,
+    ) -> Result<VacantClaim, Error> {
+        let owner = encode_owner(owner)?;
+        let pk = key.to_string();
+        let first_won = OwnerState::absent().won_after(claim_id, 1);
+        // How a win of this claim_id starts (C9), cut from the list of its one win as
+        // `RecentClaims::encode` writes it: `[["<claim_id>",1]]` gives `["<claim_id>",`.
+        let win_prefix = first_won
+            .strip_prefix('[')
+            .and_then(|won| won.strip_suffix("1]]"))
+            .ok_or_else(|| Error::unavailable("recent claims encode in an unknown form"))?;
+        let params: [&(dyn ToSql + Sync); 6] = [
+            &pk,
+            &owner,
+            &claim_id,
+            &first_won,
+            &win_prefix,
+            &WIN_PATTERN,
+        ];
+        let answers = self
+            .query(
+                "claim",
+                &self.inner.sql.vacant,
+                &VACANT_PARAMS,
+                &params,
+                vacant_answer,
+            )
+            .await?;
+        Ok(answers.into_iter().next().unwrap_or(VacantClaim::Unread))
+    }
+
     async fn current(&self, key: &Key) -> Result<CurrentView, Error> {
         self.read_owner(key).await?.into_current_view()
     }
@@ -394,6 +439,24 @@ fn answer(fence: &Fence<'_>, row: &Row) -> Result<CasOutcome, Failure> {
     Ok(CasOutcome::LostRace {
         current: Some(OwnerState::from_record(generation, owner.into(), cid, won)),
     })
+}
+
+/// What the vacant claim's answer row means: the written gen, or the record that was not
+/// vacant (from the statement's snapshot).
+fn vacant_answer(row: &Row) -> Result<VacantClaim, Failure> {
+    let generation: i64 = column(row, 0, "gen")?;
+    if column::<bool>(row, 1, "written")? {
+        return Ok(VacantClaim::Written { generation });
+    }
+    let owner: Option<&str> = column(row, 2, "owner")?;
+    let cid: Option<String> = column(row, 3, "cid")?;
+    let won: Option<&str> = column(row, 4, "won")?;
+    Ok(VacantClaim::Occupied(OwnerState::from_record(
+        generation,
+        owner.into(),
+        cid,
+        won,
+    )))
 }
 
 #[cfg(test)]

@@ -15,6 +15,9 @@ use unique_store_contract::RivalKicker;
 
 const TABLE: &str = "unique_round_trips";
 
+// One connection's steady state walked through every operation in order; split, each part
+// would repeat the warm-up.
+#[allow(clippy::too_many_lines)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn round_trips_per_claim_replay_lost_race_release_and_listing() {
     let server = common::server();
@@ -38,7 +41,11 @@ async fn round_trips_per_claim_replay_lost_race_release_and_listing() {
         .await
         .unwrap();
     let first_login = proxy.round_trips() - before;
-    assert_eq!((first.generation, first_login), (1, 2), "read + insert");
+    assert_eq!(
+        (first.generation, first_login),
+        (1, 1),
+        "the vacant write (C11)"
+    );
 
     let before = proxy.round_trips();
     let replay = arbiter
@@ -47,7 +54,10 @@ async fn round_trips_per_claim_replay_lost_race_release_and_listing() {
         .unwrap();
     let replayed = proxy.round_trips() - before;
     assert!(replay.replayed);
-    assert_eq!(replayed, 1, "replay: one read, no write");
+    assert_eq!(
+        replayed, 1,
+        "replay: the failed vacant write hands back the record"
+    );
 
     let before = proxy.round_trips();
     let second = arbiter
@@ -55,7 +65,11 @@ async fn round_trips_per_claim_replay_lost_race_release_and_listing() {
         .await
         .unwrap();
     let replacing = proxy.round_trips() - before;
-    assert_eq!((second.generation, replacing), (2, 2), "read + update");
+    assert_eq!(
+        (second.generation, replacing),
+        (2, 2),
+        "failed vacant write (with the record) + update"
+    );
 
     // The rival writes gen 3 between our read and our CAS; the lost CAS hands back the
     // record, so the second attempt starts without a read.
@@ -73,7 +87,7 @@ async fn round_trips_per_claim_replay_lost_race_release_and_listing() {
     assert_eq!(kicker.kicks(), 2, "b, then the rival");
     assert_eq!(
         contended, 3,
-        "read, lost CAS (with the record), winning CAS"
+        "failed vacant write (with the record), lost CAS (with the record), winning CAS"
     );
 
     let before = proxy.round_trips();
@@ -84,6 +98,17 @@ async fn round_trips_per_claim_replay_lost_race_release_and_listing() {
     assert!(!store.release(&key, 0).await.unwrap());
     assert_eq!(proxy.round_trips() - before, 0, "gen <= 0: nothing sent");
 
+    // A login after the logout takes the tombstone in the one vacant write.
+    let before = proxy.round_trips();
+    let again = arbiter
+        .claim(&claim(&key, "http://e.invalid/kick", "cid-e"))
+        .await
+        .unwrap();
+    let relogin = proxy.round_trips() - before;
+    assert_eq!((again.generation, again.prev_generation), (5, 4));
+    assert_eq!(relogin, 1, "login after logout: the vacant write");
+    assert!(arbiter.release(&key, 5).await.unwrap());
+
     // A batch read of 100 keys (one held, the rest absent) is one statement.
     let keys: Vec<Key> = (1..=100)
         .map(|uid| Key::new("roundtrips", "test", uid))
@@ -93,7 +118,7 @@ async fn round_trips_per_claim_replay_lost_race_release_and_listing() {
     let batch = proxy.round_trips() - before;
     assert_eq!(batch, 1, "batch read of 100 keys: one query");
     assert_eq!(states.len(), 100);
-    assert_eq!(states[0].as_ref().unwrap().generation, 4);
+    assert_eq!(states[0].as_ref().unwrap().generation, 5);
     assert!(states[1..].iter().all(|s| !s.as_ref().unwrap().exists));
 
     // A listing of a user with sessions on three slots is one statement.
@@ -117,8 +142,8 @@ async fn round_trips_per_claim_replay_lost_race_release_and_listing() {
         "one pooled connection served everything"
     );
     println!(
-        "postgres round trips (wire): first login = {first_login}, replacing a session = \
-         {replacing}, replay = {replayed}, lost race then win = {contended}, release = {release}, \
+        "postgres round trips (wire): first login = {first_login}, login after logout = \
+         {relogin}, replacing a session = {replacing}, replay = {replayed}, lost race then win = {contended}, release = {release}, \
          batch read of 100 keys = {batch}, listing = {listing}"
     );
 }
