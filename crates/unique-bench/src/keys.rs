@@ -13,7 +13,7 @@ pub(crate) enum Keys {
     /// login, as when real users log in.
     Random,
     /// Uids `1..=n`, the same sequence every round: after the warm-up every claim logs in a
-    /// key seen before (with 10 000 keys, the bench's default before issue 26).
+    /// key seen before (with 10 000 keys, the hot-key workload).
     Count(u64),
 }
 

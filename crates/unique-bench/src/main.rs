@@ -80,7 +80,7 @@ struct Args {
     #[arg(long, value_enum, value_delimiter = ',', default_values_t = Target::ALL)]
     targets: Vec<Target>,
 
-    /// Run unpinned, client and servers sharing every CPU (the bench before issue 26). By
+    /// Run unpinned, client and servers sharing every CPU (how the bench ran before pinning). By
     /// default the servers run on one CPU and the load generator on another, when the
     /// process may use at least two.
     #[arg(long, conflicts_with = "pinned_only")]
@@ -537,7 +537,7 @@ mod tests {
     }
 
     #[test]
-    fn no_pin_and_a_key_count_are_the_bench_before_issue_26() {
+    fn no_pin_and_a_key_count_are_the_unpinned_hot_key_bench() {
         let args = parse(&["--no-pin", "--keys", "10000"]);
         assert_eq!(args.keys, Keys::Count(10_000));
         let passes = passes(&args, &pin::plan(args.no_pin, Some(&[0, 1])));

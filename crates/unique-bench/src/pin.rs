@@ -3,7 +3,7 @@
 //! redis-server executes commands on one thread, and the bench gives `unique-server` one worker
 //! too; unpinned, the scheduler still moves the client, the server and the kernel's loopback work
 //! between the cores, and a server can borrow the client's core for a while. Pinned, each side has
-//! exactly one core: the like-for-like measure of issue 26.
+//! exactly one core: a like-for-like measure.
 //!
 //! How: before it starts any server, the bench pins its own threads to the server CPU, so every
 //! server process, and whatever it forks later (PostgreSQL's backends), inherits that CPU; once
