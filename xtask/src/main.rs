@@ -10,6 +10,7 @@ mod contract;
 mod guide;
 mod node_check;
 mod publish;
+mod test_run;
 mod tidy;
 
 const USAGE: &str = "\
@@ -20,12 +21,16 @@ commands:
             dependencies (cargo-machete), docs (warnings denied), each optional feature
             compiled alone (cargo-hack), every test (doctests, contract suites and short
             history runs included), the out-of-tree backend example's contract run, loom
-            models, smoke S1-S6, benches compiled (not run), publish dry run
+            models, smoke S1-S6, benches compiled (not run), the package check
+  test      every test: the test binaries of `cargo test --workspace --no-run`, several at a
+            time (UNIQUE_TEST_JOBS, default twice the CPUs; one with a UNIQUE_TEST_* server),
+            each as cargo test runs it, then the doctests
   machete   unused dependencies of every crate (installs cargo-machete when missing)
   docs      cargo doc --workspace --no-deps with rustdoc warnings denied
   features  cargo hack check --each-feature: every optional feature compiled alone, and
             none (installs cargo-hack when missing)
-  publish   cargo publish --dry-run --workspace: packages and builds every publishable crate
+  publish   cargo package for every publishable crate, then one build of all of them from their
+            packages (a scratch workspace in target/package-check)
   tidy      every clause or invariant id cited in the repository names a heading of
             docs/design.md, nothing cites a document outside the repository, and
             docs/backend-guide.md quotes the example backend verbatim and states the
@@ -76,6 +81,9 @@ fn main() -> ExitCode {
             }
         },
         "loom" => loom(&mut run),
+        "test" => {
+            test(&mut run);
+        }
         "node-check" => {
             if let Err(e) = node_check(&mut run, &args[1..]) {
                 eprintln!("{e}\n\n{USAGE}");
@@ -122,16 +130,16 @@ fn ci(run: &mut Run) {
     machete(run);
     docs(run);
     features(run);
-    run.step(
-        "test (workspace: unit, integration, doctests, contract suites)",
-        cargo(&["test", "--workspace"]),
-    );
+    let built = test(run);
     // The out-of-tree backend example: a crate outside the workspace runs the
     // store suite through the same command a backend's author uses, from its
     // committed lockfile.
     contract::run_suites(run, &[root().join(OUT_OF_TREE_EXAMPLE)], true);
     loom(run);
-    smoke(run);
+    match &built {
+        Some(artifacts) => smoke_built(run, artifacts),
+        None => smoke(run),
+    }
     // Compiles every criterion bench; the dev profile reuses the test step's build
     // (a second, optimised build of the workspace would double CI time). `cargo xtask
     // bench` and `cargo bench` build them optimised to measure.
@@ -222,44 +230,58 @@ fn features(run: &mut Run) {
     );
 }
 
-/// Packages every publishable crate (`publish = false` ones are left out) and
-/// builds each from its package, as the registry would receive it. Path
-/// dependencies between them resolve to the packaged versions. `--allow-dirty`:
+/// Packages every publishable crate (`publish = false` ones are left out) and builds them all
+/// from their packages, as the registry would receive them, in one scratch workspace
+/// (`publish.rs` says why one build, and which step checks each crate alone). `--allow-dirty`:
 /// it checks what would be packaged, not whether the work is committed.
 fn publish(run: &mut Run) {
-    let cleared = contract::metadata(None).and_then(|metadata| publish::clear_unpacked(&metadata));
-    match cleared {
-        Ok(0) => {}
-        Ok(n) => eprintln!(
-            "removed {n} unpacked copies of this workspace's crates left by earlier dry runs"
-        ),
+    let name = "package check (every publishable crate packaged and built from its package)";
+    let packages = match contract::metadata(None).and_then(|metadata| {
+        match publish::clear_unpacked(&metadata)? {
+            0 => {}
+            n => eprintln!(
+                "removed {n} unpacked copies of this workspace's crates left by earlier runs"
+            ),
+        }
+        Ok(publish::publishable(&metadata))
+    }) {
+        Ok(packages) => packages,
         Err(message) => {
-            eprintln!("xtask: {message}");
-            run.record(
-                "publish dry run (every publishable crate)",
-                false,
-                Duration::ZERO,
-            );
+            eprintln!("\n==> xtask: {name}\nxtask: {message}");
+            run.record(name, false, Duration::ZERO);
             return;
         }
+    };
+    eprintln!("\n==> xtask: {name}");
+    let started = Instant::now();
+    let ok = package_check(&packages);
+    run.record(name, ok, started.elapsed());
+}
+
+fn package_check(packages: &[(String, String)]) -> bool {
+    let written = publish::package_command(cargo(&[]), packages)
+        .status()
+        .is_ok_and(|status| status.success());
+    if !written {
+        eprintln!("xtask: cargo package failed");
+        return false;
     }
-    // Its own target directory, emptied first: cargo never rebuilds a registry package it has
-    // built (registry sources do not change), and ours keep their version between runs.
-    let target = root().join("target").join("publish-dry-run");
-    if let Err(e) = std::fs::remove_dir_all(&target)
-        && e.kind() != std::io::ErrorKind::NotFound
-    {
-        eprintln!("xtask: cannot empty {}: {e}", target.display());
-        run.record(
-            "publish dry run (every publishable crate)",
-            false,
-            Duration::ZERO,
-        );
-        return;
-    }
-    let mut cmd = cargo(&["publish", "--dry-run", "--workspace", "--allow-dirty"]);
-    cmd.env("CARGO_TARGET_DIR", &target);
-    run.step("publish dry run (every publishable crate)", cmd);
+    let scratch = root().join("target").join("package-check");
+    let manifest = match publish::unpack(&root(), packages, &scratch) {
+        Ok(manifest) => manifest,
+        Err(message) => {
+            eprintln!("xtask: {message}");
+            return false;
+        }
+    };
+    // Its own target directory: the scratch members' binaries must not replace the
+    // workspace's own in target/debug. No debug info: nothing runs what this builds.
+    let mut build = cargo(&["build", "--workspace", "--manifest-path"]);
+    build
+        .arg(&manifest)
+        .env("CARGO_TARGET_DIR", scratch.join("target"))
+        .env("CARGO_PROFILE_DEV_DEBUG", "false");
+    build.status().is_ok_and(|status| status.success())
 }
 
 fn tidy(run: &mut Run) {
@@ -350,6 +372,95 @@ fn loom(run: &mut Run) {
     cmd.env("RUSTFLAGS", "--cfg loom")
         .env("CARGO_TARGET_DIR", root().join("target").join("loom"));
     run.step("loom", cmd);
+}
+
+/// Every test of the workspace, as `cargo test --workspace` runs them, with the test binaries
+/// several at a time; the executables the build made, for the steps after it.
+fn test(run: &mut Run) -> Option<Vec<test_run::Artifact>> {
+    let built = test_build(run);
+    if let Some(artifacts) = &built {
+        test_binaries(run, artifacts);
+    }
+    run.step("doctests", cargo(&["test", "--workspace", "--doc"]));
+    built
+}
+
+/// Builds every test target of the workspace, as `cargo test --workspace` would, and lists
+/// the executables; `None` (the step recorded as failed) when the build fails.
+fn test_build(run: &mut Run) -> Option<Vec<test_run::Artifact>> {
+    let name = "test build (every test target of the workspace)";
+    eprintln!("\n==> xtask: {name}");
+    let started = Instant::now();
+    let built = test_run::build(cargo(&[
+        "test",
+        "--workspace",
+        "--no-run",
+        "--message-format=json-render-diagnostics",
+    ]));
+    run.record(name, built.is_ok(), started.elapsed());
+    built.map_err(|e| eprintln!("xtask: {e}")).ok()
+}
+
+/// Runs the test binaries `test_build` listed, several at a time (`test_run::jobs`).
+fn test_binaries(run: &mut Run, artifacts: &[test_run::Artifact]) {
+    let jobs = test_run::jobs();
+    let name = format!("test binaries ({jobs} at a time: unit, integration, contract suites)");
+    eprintln!("\n==> xtask: {name}");
+    let started = Instant::now();
+    let outcome = test_run::run(artifacts, jobs);
+    eprintln!("\n{} test binaries ran; the slowest:", outcome.ran);
+    for (label, took) in outcome.times.iter().take(8) {
+        eprintln!("  {:>7.1}s  {label}", took.as_secs_f64());
+    }
+    for label in &outcome.failed {
+        eprintln!("FAILED: {label}");
+    }
+    if outcome.ran == 0 {
+        eprintln!("xtask: the test build listed no test binaries");
+    }
+    run.record(
+        &name,
+        outcome.ran > 0 && outcome.failed.is_empty(),
+        started.elapsed(),
+    );
+}
+
+/// S1-S6 with the binaries the test build made (the server, the smoke runner and its client,
+/// built because their packages have integration tests), so smoke adds no build of its own;
+/// the standalone `smoke` builds them itself.
+fn smoke_built(run: &mut Run, artifacts: &[test_run::Artifact]) {
+    let name = "smoke S1-S6";
+    let binary = |package: &str, target: &str| {
+        artifacts
+            .iter()
+            .find(|a| !a.is_test && a.package == package && a.target == target)
+            .map(|a| a.executable.clone())
+            .ok_or(format!("{package}'s binary {target}"))
+    };
+    let found = binary("unique-examples", "smoke").and_then(|runner| {
+        // The runner starts the others from its own directory.
+        for (package, target) in [
+            ("unique-examples", "smoke-client"),
+            ("unique-server", "unique-server"),
+        ] {
+            let other = binary(package, target)?;
+            if other.parent() != runner.parent() {
+                return Err(format!("{package}'s binary {target} beside the runner"));
+            }
+        }
+        Ok(runner)
+    });
+    match found {
+        Ok(runner) => {
+            let mut cmd = Command::new(runner);
+            cmd.arg("--no-build").current_dir(root());
+            run.step(name, cmd);
+        }
+        Err(missing) => {
+            eprintln!("\n==> xtask: {name}\nxtask: the test build made no {missing}");
+            run.record(name, false, Duration::ZERO);
+        }
+    }
 }
 
 fn smoke(run: &mut Run) {

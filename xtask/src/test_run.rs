@@ -1,0 +1,292 @@
+//! The workspace's tests, built once and run several test binaries at a time.
+//!
+//! `cargo test --workspace` runs its test binaries one after another, and most of them spend
+//! their time waiting on servers, sockets and timers rather than on the CPU, so `ci` builds them
+//! with `cargo test --workspace --no-run` and runs them itself, [`jobs`] at a time. Each binary
+//! still runs as `cargo test` would run it: one process per binary (its tests share that
+//! process's servers), libtest's own threads inside it, started in its package's directory with
+//! the variables cargo sets. Its output is kept whole and printed when it finishes, so the log
+//! reads binary by binary. The doctests run after them through `cargo test --doc`.
+
+use std::collections::VecDeque;
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Mutex;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// One executable the test build produced.
+#[derive(Debug, Clone)]
+pub(crate) struct Artifact {
+    /// The package it belongs to.
+    pub package: String,
+    /// The target's name (`lib`'s crate name, the test file's stem, the binary's name).
+    pub target: String,
+    /// Whether it is a libtest harness to run (unit or integration tests) rather than a binary
+    /// target built for the integration tests to start.
+    pub is_test: bool,
+    /// Whether the target is an integration test (a `tests/` file).
+    pub is_integration: bool,
+    pub executable: PathBuf,
+    pub manifest_dir: PathBuf,
+}
+
+/// Builds every test target of the workspace with `command` (a `cargo test ... --no-run
+/// --message-format=json-render-diagnostics`; the diagnostics go to stderr as usual) and lists
+/// the executables it produced: the test harnesses and the binaries built beside them.
+pub(crate) fn build(mut command: Command) -> Result<Vec<Artifact>, String> {
+    let mut child = command
+        .stdout(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot run the test build: {e}"))?;
+    let stdout = child.stdout.take().expect("stdout was piped");
+    let mut artifacts = Vec::new();
+    for line in BufReader::new(stdout).lines() {
+        let line = line.map_err(|e| format!("cannot read cargo's messages: {e}"))?;
+        let Ok(message) = serde_json::from_str::<Value>(&line) else {
+            continue; // a build script's or a tool's stray line, not a cargo message
+        };
+        if let Some(artifact) = artifact(&message) {
+            artifacts.push(artifact);
+        }
+    }
+    let status = child
+        .wait()
+        .map_err(|e| format!("cannot wait for the test build: {e}"))?;
+    if !status.success() {
+        return Err(format!("the test build failed ({status})"));
+    }
+    Ok(artifacts)
+}
+
+/// The executable a `compiler-artifact` message names, if it names one.
+fn artifact(message: &Value) -> Option<Artifact> {
+    if message["reason"] != "compiler-artifact" {
+        return None;
+    }
+    let executable = PathBuf::from(message["executable"].as_str()?);
+    let kinds = message["target"]["kind"].as_array()?;
+    let manifest = Path::new(message["manifest_path"].as_str()?);
+    // `package_id` spells the name in several formats; the manifest's directory and the
+    // target are what the runner needs, and the name comes from the package's own field.
+    let package = message["package_id"]
+        .as_str()
+        .and_then(package_name)
+        .unwrap_or_default();
+    Some(Artifact {
+        package,
+        target: message["target"]["name"].as_str()?.to_owned(),
+        is_test: message["profile"]["test"].as_bool()?,
+        is_integration: kinds.iter().any(|kind| kind == "test"),
+        executable,
+        manifest_dir: manifest.parent()?.to_path_buf(),
+    })
+}
+
+/// The package name in a package id: `path+file:///dir/name#0.1.0` (the name is the last path
+/// segment unless the fragment carries it as `name@version`) or the older `name 0.1.0 (...)`.
+fn package_name(id: &str) -> Option<String> {
+    if let Some((url, fragment)) = id.split_once('#') {
+        if let Some((name, _version)) = fragment.split_once('@') {
+            return Some(name.to_owned());
+        }
+        return url.rsplit('/').next().map(str::to_owned);
+    }
+    id.split_whitespace().next().map(str::to_owned)
+}
+
+/// The variables that point the tests at servers someone else runs (the README's "Servers you
+/// already run"): shared by every binary, and some tests use fixed table names on them.
+const SHARED_SERVERS: &[&str] = &[
+    "UNIQUE_TEST_REDIS_URL",
+    "UNIQUE_TEST_DATABASE_URL",
+    "UNIQUE_TEST_DYNAMODB_ENDPOINT",
+];
+
+/// How many test binaries run at once: `UNIQUE_TEST_JOBS` when set; one when the tests use
+/// shared servers; else twice the CPUs, since most of a binary's time is spent waiting.
+pub(crate) fn jobs() -> usize {
+    if let Some(jobs) = std::env::var("UNIQUE_TEST_JOBS")
+        .ok()
+        .and_then(|jobs| jobs.parse().ok())
+        .filter(|&jobs: &usize| jobs > 0)
+    {
+        return jobs;
+    }
+    if SHARED_SERVERS
+        .iter()
+        .any(|var| std::env::var_os(var).is_some())
+    {
+        return 1;
+    }
+    thread::available_parallelism().map_or(2, |cpus| 2 * cpus.get())
+}
+
+/// What running the test binaries came to.
+pub(crate) struct Outcome {
+    pub ran: usize,
+    pub failed: Vec<String>,
+    /// Each binary's label and wall time, slowest first.
+    pub times: Vec<(String, Duration)>,
+}
+
+/// Runs every test harness among `artifacts`, `jobs` at a time, printing each one's output
+/// when it finishes. Integration tests start first: they start servers and run longest.
+pub(crate) fn run(artifacts: &[Artifact], jobs: usize) -> Outcome {
+    let mut queue: Vec<&Artifact> = artifacts.iter().filter(|a| a.is_test).collect();
+    queue.sort_by_key(|a| (!a.is_integration, a.package.clone(), a.target.clone()));
+    let ran = queue.len();
+    let queue = Mutex::new(queue.into_iter().collect::<VecDeque<_>>());
+    let results = Mutex::new(Vec::new());
+    let print = Mutex::new(());
+    thread::scope(|scope| {
+        for _ in 0..jobs.max(1) {
+            scope.spawn(|| {
+                loop {
+                    let Some(artifact) = queue.lock().expect("queue lock").pop_front() else {
+                        break;
+                    };
+                    let result = run_one(artifact);
+                    let _printing = print.lock().expect("print lock");
+                    eprint!("{}", result.output);
+                    eprintln!(
+                        "--> {} {} in {:.1}s",
+                        result.label,
+                        if result.ok { "passed" } else { "FAILED" },
+                        result.took.as_secs_f64()
+                    );
+                    results.lock().expect("results lock").push(result);
+                }
+            });
+        }
+    });
+    let mut results = results.into_inner().expect("results lock");
+    results.sort_by_key(|result| std::cmp::Reverse(result.took));
+    Outcome {
+        ran,
+        failed: results
+            .iter()
+            .filter(|result| !result.ok)
+            .map(|result| result.label.clone())
+            .collect(),
+        times: results
+            .into_iter()
+            .map(|result| (result.label, result.took))
+            .collect(),
+    }
+}
+
+struct Ran {
+    label: String,
+    ok: bool,
+    took: Duration,
+    output: String,
+}
+
+/// One test binary, as `cargo test` starts it: in its package's directory, with the package's
+/// cargo variables, stdout and stderr into one file so their order survives.
+fn run_one(artifact: &Artifact) -> Ran {
+    let label = format!("{} {}", artifact.package, artifact.target);
+    let started = Instant::now();
+    let outcome = output_file().and_then(|mut file| {
+        let status = Command::new(&artifact.executable)
+            .current_dir(&artifact.manifest_dir)
+            .env("CARGO_MANIFEST_DIR", &artifact.manifest_dir)
+            .env("CARGO_PKG_NAME", &artifact.package)
+            .stdin(Stdio::null())
+            .stdout(file.try_clone().map_err(|e| e.to_string())?)
+            .stderr(file.try_clone().map_err(|e| e.to_string())?)
+            .status()
+            .map_err(|e| format!("cannot start {}: {e}", artifact.executable.display()))?;
+        let mut output = String::new();
+        file.seek(SeekFrom::Start(0))
+            .and_then(|_| file.read_to_string(&mut output))
+            .map_err(|e| format!("cannot read the output back: {e}"))?;
+        Ok((status.success(), output))
+    });
+    let (ok, output) = outcome.unwrap_or_else(|e| (false, format!("xtask: {e}\n")));
+    Ran {
+        output: format!(
+            "\n     Running {label} ({})\n{output}",
+            artifact.executable.display()
+        ),
+        label,
+        ok,
+        took: started.elapsed(),
+    }
+}
+
+/// An unnamed scratch file for one binary's output.
+fn output_file() -> Result<File, String> {
+    let dir = std::env::temp_dir();
+    for attempt in 0..100u32 {
+        let path = dir.join(format!("xtask-test-{}-{attempt}.out", std::process::id()));
+        match File::options()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(&path)
+        {
+            Ok(file) => {
+                // Unlinked at once: the open handles keep it until the binary is done.
+                let _ = std::fs::remove_file(&path);
+                return Ok(file);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(format!("cannot create {}: {e}", path.display())),
+        }
+    }
+    Err(format!("cannot create a scratch file in {}", dir.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn package_names_from_either_id_format() {
+        assert_eq!(
+            package_name("path+file:///work/main/crates/unique-core#0.1.0").as_deref(),
+            Some("unique-core")
+        );
+        assert_eq!(
+            package_name("path+file:///work/main/examples#unique-examples@0.1.0").as_deref(),
+            Some("unique-examples")
+        );
+        assert_eq!(
+            package_name("unique-core 0.1.0 (path+file:///work/main/crates/unique-core)")
+                .as_deref(),
+            Some("unique-core")
+        );
+    }
+
+    #[test]
+    fn an_artifact_message_names_its_executable() {
+        let message: Value = serde_json::from_str(
+            r#"{"reason":"compiler-artifact",
+                "package_id":"path+file:///w/crates/unique-core#0.1.0",
+                "manifest_path":"/w/crates/unique-core/Cargo.toml",
+                "target":{"kind":["test"],"name":"queue"},
+                "profile":{"test":true},
+                "executable":"/w/target/debug/deps/queue-0123"}"#,
+        )
+        .unwrap();
+        let queue = artifact(&message).unwrap();
+        assert_eq!(queue.package, "unique-core");
+        assert_eq!(queue.target, "queue");
+        assert!(queue.is_test && queue.is_integration);
+        assert_eq!(queue.manifest_dir, Path::new("/w/crates/unique-core"));
+
+        let library: Value = serde_json::from_str(
+            r#"{"reason":"compiler-artifact","package_id":"x 0.1.0 (path)",
+                "manifest_path":"/w/x/Cargo.toml","target":{"kind":["lib"],"name":"x"},
+                "profile":{"test":false},"executable":null}"#,
+        )
+        .unwrap();
+        assert!(artifact(&library).is_none(), "a library has no executable");
+    }
+}
