@@ -244,13 +244,14 @@ fn target_dir_name(canonical: &Path) -> String {
 /// whether it passed and the report its cases wrote; an out-of-tree suite builds
 /// in `target_dir`.
 fn run_one(suite: &Suite, target_dir: Option<&Path>, locked: bool) -> (bool, String) {
-    let report = match tempfile_path(suite) {
-        Ok(path) => path,
-        Err(e) => {
-            eprintln!("xtask: {e}");
-            return (false, String::new());
-        }
-    };
+    let report =
+        match crate::fresh_temp_path("suite-report", &suite.package, &suite.target, "jsonl") {
+            Ok(path) => path,
+            Err(e) => {
+                eprintln!("xtask: {e}");
+                return (false, String::new());
+            }
+        };
     let mut cmd = cargo(&["test"]);
     match &suite.manifest {
         Some(manifest) => {
@@ -278,21 +279,6 @@ fn run_one(suite: &Suite, target_dir: Option<&Path>, locked: bool) -> (bool, Str
     let written = std::fs::read_to_string(&report).unwrap_or_default();
     let _ = std::fs::remove_file(&report);
     (ok, written)
-}
-
-/// A fresh report file for `suite`'s run, under the system's temporary directory.
-fn tempfile_path(suite: &Suite) -> Result<PathBuf, String> {
-    let path = std::env::temp_dir().join(format!(
-        "unique-suite-report-{}-{}-{}.jsonl",
-        std::process::id(),
-        suite.package,
-        suite.target
-    ));
-    match std::fs::remove_file(&path) {
-        Ok(()) => Ok(path),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(path),
-        Err(e) => Err(format!("cannot clear {}: {e}", path.display())),
-    }
 }
 
 fn print_table(rows: &[(&Suite, bool, Outcome)]) {

@@ -391,12 +391,15 @@ fn test_build(run: &mut Run) -> Option<Vec<test_run::Artifact>> {
     let name = "test build (every test target of the workspace)";
     eprintln!("\n==> xtask: {name}");
     let started = Instant::now();
-    let built = test_run::build(cargo(&[
-        "test",
-        "--workspace",
-        "--no-run",
-        "--message-format=json-render-diagnostics",
-    ]));
+    let built = contract::metadata(None).and_then(|metadata| {
+        let build = cargo(&[
+            "test",
+            "--workspace",
+            "--no-run",
+            "--message-format=json-render-diagnostics",
+        ]);
+        test_run::build(build, &metadata)
+    });
     run.record(name, built.is_ok(), started.elapsed());
     built.map_err(|e| eprintln!("xtask: {e}")).ok()
 }
@@ -407,7 +410,8 @@ fn test_binaries(run: &mut Run, artifacts: &[test_run::Artifact]) {
     let name = format!("test binaries ({jobs} at a time: unit, integration, contract suites)");
     eprintln!("\n==> xtask: {name}");
     let started = Instant::now();
-    let outcome = test_run::run(artifacts, jobs);
+    // The history runs last a fixed time and check they did enough in it: each has the machine.
+    let outcome = test_run::run(artifacts, jobs, HISTORY_TESTS);
     eprintln!("\n{} test binaries ran; the slowest:", outcome.ran);
     for (label, took) in outcome.times.iter().take(8) {
         eprintln!("  {:>7.1}s  {label}", took.as_secs_f64());
@@ -473,7 +477,7 @@ fn smoke(run: &mut Run) {
 }
 
 /// The history tests `chaos` runs long: (package, test target). `ci` runs them short as part
-/// of the workspace tests.
+/// of the workspace tests, each after the other test binaries and alone (`test_binaries`).
 const HISTORY_TESTS: &[(&str, &str)] = &[
     ("unique-history", "histories"),
     ("unique-history", "lease_histories"),
@@ -530,6 +534,25 @@ fn bench(run: &mut Run, extra: &[String]) {
             "heartbeats",
         ]),
     );
+}
+
+/// A path under the system's temporary directory for one run of `package`'s `target`, named by
+/// `kind` and this process, with nothing at it.
+fn fresh_temp_path(
+    kind: &str,
+    package: &str,
+    target: &str,
+    extension: &str,
+) -> Result<PathBuf, String> {
+    let path = env::temp_dir().join(format!(
+        "unique-{kind}-{}-{package}-{target}.{extension}",
+        std::process::id()
+    ));
+    match std::fs::remove_file(&path) {
+        Ok(()) => Ok(path),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(path),
+        Err(e) => Err(format!("cannot clear {}: {e}", path.display())),
+    }
 }
 
 fn root() -> PathBuf {

