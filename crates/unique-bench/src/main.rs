@@ -101,7 +101,7 @@ struct Args {
 
     /// Worker threads of unique-server's runtime (`--workers`). The default, 1,
     /// gives the server one core as redis-server (single-threaded) has, and leaves
-    /// the other to the client; 0 means the server's own default, one per core.
+    /// the other to the client; 0 means the server's own default (all CPUs but one).
     #[arg(long, default_value_t = 1)]
     server_workers: usize,
 

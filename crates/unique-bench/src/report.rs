@@ -14,7 +14,7 @@ pub(crate) fn plan_line(
     placement: &str,
 ) -> String {
     let workers = if server_workers == 0 {
-        "one per core".to_owned()
+        "the server's default (all CPUs but one)".to_owned()
     } else {
         server_workers.to_string()
     };

@@ -201,7 +201,9 @@ pub(crate) struct Args {
     #[arg(long, env = "UNIQUE_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub(crate) log_format: LogFormat,
 
-    /// Worker threads of the async runtime (default: one per core).
+    /// Worker threads of the async runtime (default: one per CPU the process may use but one,
+    /// at least one; the other core's time goes to the kernel's TCP work, the store's own
+    /// threads and the kicks).
     #[arg(long, env = "UNIQUE_WORKERS")]
     pub(crate) workers: Option<usize>,
 
@@ -273,6 +275,15 @@ fn positive_duration(text: &str) -> Result<humantime::Duration, String> {
 }
 
 impl Args {
+    /// The async runtime's worker threads: `--workers` (0 read as 1), else
+    /// [`default_workers`] of the CPUs this process may use.
+    pub(crate) fn worker_threads(&self) -> usize {
+        self.workers.map_or_else(
+            || default_workers(std::thread::available_parallelism().map_or(1, usize::from)),
+            |workers| workers.max(1),
+        )
+    }
+
     /// The connection guards and TLS of the flags; a TLS file that cannot be used is an error
     /// naming it.
     pub(crate) fn serve_options(&self) -> Result<ServeOptions, StartupError> {
@@ -290,6 +301,16 @@ impl Args {
         }
         Ok(options)
     }
+}
+
+/// The default worker count on `cpus` CPUs: all but one, at least one. Beside the workers run
+/// the kernel's loopback and TCP work for every connection, the store's own threads (SQLite's
+/// writer, fsyncs on the blocking pool, PostgreSQL's and DynamoDB's clients) and the kicks; a
+/// worker the OS parks behind them holds its connections' requests for a time slice. Measured
+/// on 2 CPUs (BENCHMARKS.md, "The worker count"): one worker serves more claims than two.
+/// On more CPUs the one left out is a shrinking share, and the count still grows with them.
+pub(crate) fn default_workers(cpus: usize) -> usize {
+    cpus.saturating_sub(1).max(1)
 }
 
 /// A database URL, which may hold a password: its `Debug` never shows it.
@@ -350,4 +371,18 @@ pub(crate) enum LogFormat {
     Text,
     /// One JSON object per line.
     Json,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::default_workers;
+
+    #[test]
+    fn the_default_worker_count_leaves_one_cpu_to_the_rest() {
+        assert_eq!(default_workers(1), 1);
+        assert_eq!(default_workers(2), 1);
+        assert_eq!(default_workers(4), 3);
+        assert_eq!(default_workers(64), 63);
+        assert_eq!(default_workers(0), 1, "an unknown count still gets a worker");
+    }
 }

@@ -54,9 +54,7 @@ fn main() -> ExitCode {
     };
     let mut runtime = tokio::runtime::Builder::new_multi_thread();
     runtime.enable_all();
-    if let Some(workers) = args.workers {
-        runtime.worker_threads(workers.max(1));
-    }
+    runtime.worker_threads(args.worker_threads());
     let runtime = match runtime.build() {
         Ok(rt) => rt,
         Err(e) => return failed(&format!("cannot start the async runtime: {e}").into()),
