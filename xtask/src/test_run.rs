@@ -133,14 +133,12 @@ pub(crate) struct Outcome {
 }
 
 /// Runs every test harness among `artifacts`, `jobs` at a time, printing each one's output
-/// when it finishes. Integration tests start first: they start servers and run longest. The
-/// binaries `alone` names (package, test target) run after the others, one at a time: their
-/// runs last a fixed time and must do enough work in it, so they need the machine to themselves.
+/// when it finishes. The known long ones start first (`LONGEST_FIRST`), then the integration
+/// tests: they start servers and run longest. The binaries `alone` names (package, test
+/// target) run after the others, one at a time: their runs last a fixed time and must do enough work in it, so they need the machine to themselves.
 pub(crate) fn run(artifacts: &[Artifact], jobs: usize, alone: &[(&str, &str)]) -> Outcome {
     let mut tests: Vec<&Artifact> = artifacts.iter().filter(|a| a.is_test).collect();
-    tests.sort_by(|a, b| {
-        (!a.is_integration, &a.package, &a.target).cmp(&(!b.is_integration, &b.package, &b.target))
-    });
+    tests.sort_by_key(|a| (start_rank(a), !a.is_integration, &a.package, &a.target));
     let (solo, shared): (Vec<&Artifact>, Vec<&Artifact>) = tests.into_iter().partition(|a| {
         alone
             .iter()
@@ -164,6 +162,26 @@ pub(crate) fn run(artifacts: &[Artifact], jobs: usize, alone: &[(&str, &str)]) -
             .map(|result| (result.label, result.took))
             .collect(),
     }
+}
+
+/// The binaries that ran longest in the last CI runs (package, test target), longest first:
+/// they start first, so the phase does not end waiting on one started late.
+const LONGEST_FIRST: &[(&str, &str)] = &[
+    ("unique-server", "openapi_schemathesis"),
+    ("unique-store-dynamodb", "lease_contract"),
+    ("unique-kickrecv", "flood"),
+    ("xtask", "path_builds"),
+    ("unique-store-dynamodb", "contract"),
+    ("unique-store-postgres", "icu_contract"),
+    ("unique-store-postgres", "contract"),
+];
+
+/// Where `artifact` stands in `LONGEST_FIRST`, or after all of them.
+fn start_rank(artifact: &Artifact) -> usize {
+    LONGEST_FIRST
+        .iter()
+        .position(|(package, target)| artifact.package == *package && artifact.target == *target)
+        .unwrap_or(LONGEST_FIRST.len())
 }
 
 /// Runs `queue` in order, `jobs` at a time, adding each result to `results`.
@@ -289,5 +307,22 @@ mod tests {
             artifact(&dependency, &names).is_none(),
             "a package outside the workspace is not run"
         );
+    }
+
+    #[test]
+    fn every_binary_named_to_start_first_exists() {
+        for (package, target) in LONGEST_FIRST {
+            let dir = if *package == "xtask" {
+                crate::root().join("xtask")
+            } else {
+                crate::root().join("crates").join(package)
+            };
+            let file = dir.join("tests").join(format!("{target}.rs"));
+            assert!(
+                file.is_file(),
+                "LONGEST_FIRST names {package} {target}: no {}",
+                file.display()
+            );
+        }
     }
 }
