@@ -146,6 +146,8 @@ enum Target {
     SqliteFull,
     /// unique-server --store sqlite --db-sync normal (no fsync per commit).
     SqliteNormal,
+    /// unique-server --store fjall (an LSM tree; fsync per group commit).
+    Fjall,
     /// unique-server --store postgres on a private PostgreSQL (fsync and
     /// synchronous_commit on), started by the bench.
     Postgres,
@@ -155,7 +157,7 @@ enum Target {
 }
 
 impl Target {
-    const ALL: [Target; 9] = [
+    const ALL: [Target; 10] = [
         Target::Redis,
         Target::RedisAof,
         Target::Memory,
@@ -163,17 +165,19 @@ impl Target {
         Target::MemoryGuarded,
         Target::SqliteFull,
         Target::SqliteNormal,
+        Target::Fjall,
         Target::Postgres,
         Target::HttpFloor,
     ];
 
     /// What a pinned run measures again unpinned by default: the memory and durable
     /// defaults and their Redis baselines.
-    const UNPINNED: [Target; 4] = [
+    const UNPINNED: [Target; 5] = [
         Target::Redis,
         Target::RedisAof,
         Target::Memory,
         Target::SqliteFull,
+        Target::Fjall,
     ];
 
     fn label(self) -> &'static str {
@@ -185,6 +189,7 @@ impl Target {
             Target::MemoryGuarded => "unique memory, auth + signing",
             Target::SqliteFull => "unique sqlite full",
             Target::SqliteNormal => "unique sqlite normal",
+            Target::Fjall => "unique fjall",
             Target::Postgres => "unique postgres",
             Target::HttpFloor => "http floor (canned answer)",
         }
@@ -396,6 +401,7 @@ fn run_pass(context: &PassContext<'_>, pass: &Pass) -> Result<String, String> {
                 | Target::MemoryGuarded
                 | Target::SqliteFull
                 | Target::SqliteNormal
+                | Target::Fjall
                 | Target::Postgres
                 | Target::HttpFloor => Role::Other,
             },
@@ -463,6 +469,7 @@ impl Running {
             Target::Memory | Target::MemoryNoMetrics | Target::MemoryGuarded => ServerStore::Memory,
             Target::SqliteFull => ServerStore::Sqlite(DbSync::Full),
             Target::SqliteNormal => ServerStore::Sqlite(DbSync::Normal),
+            Target::Fjall => ServerStore::Fjall,
             Target::Postgres => {
                 let started = PostgresServer::start();
                 let url = started.url().to_owned();

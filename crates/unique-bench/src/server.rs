@@ -20,6 +20,8 @@ pub(crate) enum ServerStore {
     Memory,
     /// `--store sqlite --db-sync <sync>` on a fresh file in a temporary directory.
     Sqlite(DbSync),
+    /// `--store fjall` on a fresh directory in a temporary directory.
+    Fjall,
     /// `--store postgres --create-table` on the database at this URL (passed in the
     /// environment, as a deployment would).
     Postgres(String),
@@ -146,6 +148,11 @@ impl UniqueServer {
                             DbSync::Normal => "normal",
                         },
                     ]);
+            }
+            ServerStore::Fjall => {
+                command
+                    .args(["--store", "fjall", "--fjall-dir"])
+                    .arg(dir.path().join("bench.fjall"));
             }
             ServerStore::Postgres(url) => {
                 command

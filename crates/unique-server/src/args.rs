@@ -33,6 +33,11 @@ pub(crate) struct Args {
     #[arg(long, env = "UNIQUE_DB", default_value = "./unique.db")]
     pub(crate) db: PathBuf,
 
+    /// Directory of the fjall store (with --store fjall; created when missing). fjall locks
+    /// it: a second server on the same directory refuses to start.
+    #[arg(long, env = "UNIQUE_FJALL_DIR", default_value = "./unique.fjall")]
+    pub(crate) fjall_dir: PathBuf,
+
     /// Commit durability of the embedded store: `full` fsyncs every commit before
     /// answering; `normal` survives a process crash but an OS crash or power loss
     /// can lose the last acknowledged claims (see unique-store-sqlite).
@@ -54,8 +59,9 @@ pub(crate) struct Args {
     #[arg(long, env = "UNIQUE_NO_LEASES")]
     pub(crate) no_leases: bool,
 
-    /// SQLite file of the lease directory (with --store sqlite; created when missing): a file
-    /// of its own, by default beside --db (unique.db → unique-leases.db).
+    /// SQLite file of the lease directory (with --store sqlite or fjall; created when
+    /// missing): a file of its own, by default beside --db (unique.db → unique-leases.db) or
+    /// beside --fjall-dir (unique.fjall → unique-leases.db).
     #[arg(long, env = "UNIQUE_LEASE_DB", value_name = "PATH")]
     pub(crate) lease_db: Option<PathBuf>,
 
@@ -339,6 +345,9 @@ impl std::fmt::Debug for DatabaseUrl {
 pub(crate) enum StoreKind {
     /// Durable embedded SQLite file at --db (one machine).
     Sqlite,
+    /// Durable embedded fjall (an LSM tree) directory at --fjall-dir (one machine); its
+    /// lease directory is a SQLite file, --lease-db.
+    Fjall,
     /// In process memory: fast, forgets every gen on restart (tests and demos only).
     Memory,
     /// DynamoDB table --table (many server processes share it); see --endpoint-url, --region.
@@ -383,6 +392,10 @@ mod tests {
         assert_eq!(default_workers(2), 1);
         assert_eq!(default_workers(4), 3);
         assert_eq!(default_workers(64), 63);
-        assert_eq!(default_workers(0), 1, "an unknown count still gets a worker");
+        assert_eq!(
+            default_workers(0),
+            1,
+            "an unknown count still gets a worker"
+        );
     }
 }

@@ -24,24 +24,11 @@ pub(crate) async fn open_leases(
             tracing::info!("lease directory in memory");
             Ok(Arc::new(unique_lease::MemoryDirectory::new()))
         }
-        OpenedStore::Sqlite(_) => {
-            let path = args
-                .lease_db
-                .clone()
-                .unwrap_or_else(|| default_lease_db(&args.db));
-            let directory = unique_store_sqlite::SqliteDirectory::builder(&path)
-                .synchronous(args.db_sync.synchronous())
-                .open()
-                .map_err(|e| {
-                    format!(
-                        "cannot open the sqlite lease directory at {} (--lease-db; --no-leases \
-                         serves without one): {e}",
-                        path.display()
-                    )
-                })?;
-            tracing::info!(lease_db = %path.display(), "sqlite lease directory open");
-            Ok(Arc::new(directory))
-        }
+        OpenedStore::Sqlite(_) => sqlite_leases(args, || default_lease_db(&args.db)),
+        // unique.fjall → unique-leases.db: a SQLite file beside the directory.
+        OpenedStore::Fjall(_) => sqlite_leases(args, || {
+            default_lease_db(&args.fjall_dir.with_extension("db"))
+        }),
         OpenedStore::Postgres(store) => {
             let directory = unique_store_postgres::PostgresDirectory::builder(store)
                 .table_prefix(&args.database_lease_prefix)
@@ -94,6 +81,26 @@ pub(crate) async fn open_leases(
     }
 }
 
+/// The SQLite lease directory at --lease-db, else at `default`.
+fn sqlite_leases(
+    args: &Args,
+    default: impl FnOnce() -> PathBuf,
+) -> Result<Arc<dyn LeaseService>, StartupError> {
+    let path = args.lease_db.clone().unwrap_or_else(default);
+    let directory = unique_store_sqlite::SqliteDirectory::builder(&path)
+        .synchronous(args.db_sync.synchronous())
+        .open()
+        .map_err(|e| {
+            format!(
+                "cannot open the sqlite lease directory at {} (--lease-db; --no-leases \
+                 serves without one): {e}",
+                path.display()
+            )
+        })?;
+    tracing::info!(lease_db = %path.display(), "sqlite lease directory open");
+    Ok(Arc::new(directory))
+}
+
 /// The lease directory's file beside the session store's: `unique.db` → `unique-leases.db`.
 fn default_lease_db(db: &Path) -> PathBuf {
     let stem = db
@@ -133,6 +140,20 @@ mod tests {
             ("a.b.db", "a.b-leases.db"),
         ] {
             assert_eq!(default_lease_db(Path::new(db)), Path::new(leases), "{db}");
+        }
+    }
+
+    #[test]
+    fn the_fjall_stores_lease_file_is_a_sqlite_file_beside_its_directory() {
+        for (dir, leases) in [
+            ("./unique.fjall", "./unique-leases.db"),
+            (
+                "/var/lib/unique/sessions",
+                "/var/lib/unique/sessions-leases.db",
+            ),
+        ] {
+            let beside = default_lease_db(&Path::new(dir).with_extension("db"));
+            assert_eq!(beside, Path::new(leases), "{dir}");
         }
     }
 }

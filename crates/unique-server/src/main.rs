@@ -128,6 +128,7 @@ async fn run(args: Args, metrics: Option<PrometheusHandle>) -> Result<(), Startu
     match opened {
         OpenedStore::Memory(store) => served.run(store, &args).await,
         OpenedStore::Sqlite(store) => served.run(store, &args).await,
+        OpenedStore::Fjall(store) => served.run(store, &args).await,
         OpenedStore::Dynamodb(store) => served.run(store, &args).await,
         OpenedStore::Postgres(store) => served.run(store, &args).await,
     }

@@ -10,6 +10,7 @@ use crate::error::StartupError;
 pub(crate) enum OpenedStore {
     Memory(unique_store_memory::MemoryStore),
     Sqlite(unique_store_sqlite::SqliteStore),
+    Fjall(unique_store_fjall::FjallStore),
     Dynamodb(unique_store_dynamodb::DynamoStore),
     Postgres(unique_store_postgres::PostgresStore),
 }
@@ -38,6 +39,14 @@ pub(crate) async fn open_store(args: &Args) -> Result<OpenedStore, StartupError>
                 "sqlite store open"
             );
             Ok(OpenedStore::Sqlite(store))
+        }
+        StoreKind::Fjall => {
+            let dir = &args.fjall_dir;
+            let store = unique_store_fjall::FjallStore::open(dir)
+                .map_err(|e| format!("cannot open the fjall store at {}: {e}", dir.display()))?;
+            bounded_check("fjall store", unique_core::Store::check_ready(&store)).await?;
+            tracing::info!(dir = %dir.display(), "fjall store open");
+            Ok(OpenedStore::Fjall(store))
         }
         StoreKind::Dynamodb => open_dynamodb(args).await.map(OpenedStore::Dynamodb),
         StoreKind::Postgres => open_postgres(args).await.map(OpenedStore::Postgres),

@@ -1,6 +1,7 @@
-//! Crash safety of the durable default store: SIGKILL the server mid-stream of
-//! claims, restart it on the same file, and check that no acknowledged claim was
-//! lost and every gen issued afterwards is above every gen acknowledged before.
+//! Crash safety of the durable embedded stores (SQLite, fjall): SIGKILL the server
+//! mid-stream of claims, restart it on the same file or directory, and check that no
+//! acknowledged claim was lost and every gen issued afterwards is above every gen
+//! acknowledged before.
 
 mod common;
 
@@ -26,13 +27,17 @@ const KEYS_PER_WRITER: i64 = 4;
 /// Acknowledged claims to collect before the kill.
 const ACKS_BEFORE_KILL: usize = 400;
 
-/// Starts the server on the sqlite file `db` and returns it with its address.
+/// The embedded stores under test: `--store` and the flag that names its path.
+const SQLITE: (&str, &str) = ("sqlite", "--db");
+const FJALL: (&str, &str) = ("fjall", "--fjall-dir");
+
+/// Starts the server on `store` at `path` and returns it with its address.
 /// The guard kills it if the test fails half-way.
-fn start_server(db: &Path) -> (ChildGuard, SocketAddr) {
+fn start_server((store, path_flag): (&str, &str), path: &Path) -> (ChildGuard, SocketAddr) {
     let (addr, server) = start(
         Command::new(BIN)
-            .args(["--listen", "127.0.0.1:0", "--store", "sqlite", "--db"])
-            .arg(db)
+            .args(["--listen", "127.0.0.1:0", "--store", store, path_flag])
+            .arg(path)
             .env("RUST_LOG", "warn"),
     );
     (server, addr.parse().unwrap())
@@ -75,9 +80,18 @@ fn claim(uid: i64, claim_id: &str) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_mid_stream_loses_no_acknowledged_claim_and_never_reuses_a_gen() {
+    sigkill_mid_stream(SQLITE).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fjall_sigkill_mid_stream_loses_no_acknowledged_claim_and_never_reuses_a_gen() {
+    sigkill_mid_stream(FJALL).await;
+}
+
+async fn sigkill_mid_stream(store: (&str, &str)) {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("unique.db");
-    let (mut server, addr) = start_server(&db);
+    let (mut server, addr) = start_server(store, &db);
 
     // Highest gen acknowledged (200 received) per uid before the kill.
     let acked: Arc<Mutex<HashMap<i64, i64>>> = Arc::default();
@@ -117,7 +131,7 @@ async fn sigkill_mid_stream_loses_no_acknowledged_claim_and_never_reuses_a_gen()
     let acked = acked.lock().await.clone();
     assert!(ack_count.load(Ordering::SeqCst) >= ACKS_BEFORE_KILL);
 
-    let (_server, addr) = start_server(&db);
+    let (_server, addr) = start_server(store, &db);
     let mut sender = connect(addr).await.expect("restarted server accepts");
     for (&uid, &best) in &acked {
         let view = post(

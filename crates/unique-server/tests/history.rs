@@ -1,7 +1,8 @@
 //! Histories over real server processes (see `unique-history`): many clients race over a few
 //! keys while the harness injects faults, and the checker must find no violation.
 //!
-//! - SQLite, the server SIGKILLed and restarted on the same file and port again and again;
+//! - SQLite and fjall, the server SIGKILLed and restarted on the same file (directory) and
+//!   port again and again;
 //! - two and three servers on one DynamoDB table (dynalite), clients spread across them;
 //! - DynamoDB behind a proxy that drops a share of the store's answers (ambiguous writes);
 //! - two and three servers on one PostgreSQL table, clients spread across them.
@@ -54,20 +55,34 @@ fn run_workload(
 
 #[test]
 fn sqlite_history_survives_repeated_sigkill_and_restart() {
+    embedded_history_survives_repeated_sigkill_and_restart("sqlite", "--db");
+}
+
+#[test]
+fn fjall_history_survives_repeated_sigkill_and_restart() {
+    embedded_history_survives_repeated_sigkill_and_restart("fjall", "--fjall-dir");
+}
+
+/// An embedded store (`--store store`, its path given by `path_flag`), the server SIGKILLed
+/// and restarted on the same path and port again and again.
+fn embedded_history_survives_repeated_sigkill_and_restart(
+    store: &'static str,
+    path_flag: &'static str,
+) {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("unique.db");
     // The same port every time, so clients find the restarted server where they left it.
     let listen = format!("127.0.0.1:{}", free_port());
     let command = move || {
         let mut cmd = Command::new(BIN);
-        cmd.args(["--listen", &listen, "--store", "sqlite", "--db"])
+        cmd.args(["--listen", &listen, "--store", store, path_flag])
             .arg(&db)
             .env("RUST_LOG", "error");
         cmd
     };
     let (addr, first) = start(&mut command());
 
-    // The fault schedule: every 200-600 ms, SIGKILL and start again on the same file.
+    // The fault schedule: every 200-600 ms, SIGKILL and start again on the same path.
     let (stop, stopped) = mpsc::channel::<()>();
     let killer = std::thread::spawn(move || {
         let mut server = first;
@@ -83,8 +98,8 @@ fn sqlite_history_survives_repeated_sigkill_and_restart() {
     });
     let mut kills = None;
     let report = run_workload(
-        "sqlite, SIGKILL and restart",
-        "sqlite",
+        &format!("{store}, SIGKILL and restart"),
+        store,
         vec![format!("http://{addr}")],
         || {
             drop(stop);

@@ -1,0 +1,276 @@
+//! [`FjallStore`]: the [`Store`] implementation.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
+
+use fjall::{Database, Keyspace, KeyspaceCreateOptions, Readable, Snapshot};
+use tokio::sync::oneshot;
+use unique_core::{
+    CasOutcome, CurrentView, Error, Fence, Key, Owner, OwnerState, Store, UserKey, UserSession,
+    VacantClaim, VacantClaims, async_trait, encode_owner, listed_session,
+};
+
+use crate::record::Record;
+use crate::writer::{Published, Write, Writer, unavailable};
+
+/// Writes one group may hold by default: as many as the SQLite store's.
+const DEFAULT_MAX_BATCH: usize = 256;
+
+/// The keyspace (fjall's name for one tree) that holds the records.
+const RECORDS: &str = "records";
+
+/// A durable [`Store`] in one directory, on fjall's LSM tree.
+///
+/// Writes go through one writer thread that commits concurrent writes together (group
+/// commit: one journal write and one fsync per group); reads run on the calling task
+/// against the last durable snapshot. A claim or a release is answered only after the
+/// journal holding it is fsynced, and no read sees it before.
+///
+/// One store at a time may have a directory open: fjall holds a lock file in it for the
+/// store's life, and opening the directory again, in this process or another, fails until
+/// the store is dropped. Dropping the store finishes the queued writes and closes it.
+pub struct FjallStore {
+    writer: Writer,
+    records: Keyspace,
+    published: Published,
+    path: PathBuf,
+}
+
+/// Options of a [`FjallStore`] before it opens.
+#[derive(Debug, Clone)]
+#[must_use]
+pub struct FjallStoreBuilder {
+    path: PathBuf,
+    max_batch: usize,
+}
+
+impl FjallStoreBuilder {
+    /// The most writes one group commit holds (default 256; at least 1).
+    pub fn max_batch(mut self, max_batch: usize) -> Self {
+        self.max_batch = max_batch.max(1);
+        self
+    }
+
+    /// Opens the store, creating the directory and the database when missing, and
+    /// recovering what an earlier process fsynced.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Unavailable`] naming the directory when it cannot be created, holds no
+    /// fjall database of a version this build reads, or is open in another store.
+    pub fn open(self) -> Result<FjallStore, Error> {
+        let failed = |e: fjall::Error| {
+            Error::unavailable_with(
+                format!("cannot open the fjall store at {}", self.path.display()),
+                e,
+            )
+        };
+        let db = Database::builder(&self.path)
+            // The writer fsyncs the journal once per group, not after every batch.
+            .manual_journal_persist(true)
+            .open()
+            .map_err(failed)?;
+        let records = db
+            .keyspace(RECORDS, KeyspaceCreateOptions::default)
+            .map_err(failed)?;
+        let published = Arc::new(RwLock::new(db.snapshot()));
+        let writer = Writer::spawn(db, records.clone(), Arc::clone(&published), self.max_batch)?;
+        Ok(FjallStore {
+            writer,
+            records,
+            published,
+            path: self.path,
+        })
+    }
+}
+
+impl std::fmt::Debug for FjallStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FjallStore")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+impl FjallStore {
+    /// Opens (creating when missing) the store in the directory `path` with the defaults.
+    ///
+    /// # Errors
+    ///
+    /// See [`FjallStoreBuilder::open`].
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, Error> {
+        Self::builder(path).open()
+    }
+
+    /// Starts configuring a store in the directory `path`.
+    pub fn builder(path: impl AsRef<Path>) -> FjallStoreBuilder {
+        FjallStoreBuilder {
+            path: path.as_ref().to_owned(),
+            max_batch: DEFAULT_MAX_BATCH,
+        }
+    }
+
+    /// The store's directory.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Writes a record exactly as given, past every fence: the raw-record hook of the
+    /// contract suite. Only with the `test-util` feature.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Unavailable`] when the write could not be made durable.
+    #[cfg(feature = "test-util")]
+    pub async fn put_raw(
+        &self,
+        key: &Key,
+        generation: i64,
+        owner: Option<&str>,
+        claim_id: Option<&str>,
+        won: Option<&str>,
+    ) -> Result<(), Error> {
+        let record = Record {
+            generation,
+            owner: owner.map(str::to_owned),
+            claim_id: claim_id.map(str::to_owned),
+            won: won.map(str::to_owned),
+        };
+        let (answer, answered) = oneshot::channel();
+        self.writer.send(Write::Raw {
+            pk: key.to_string().into_bytes(),
+            record,
+            answer,
+        });
+        answered.await.unwrap_or_else(|_| Err(stopped()))
+    }
+
+    /// The last durable snapshot.
+    fn snapshot(&self) -> Snapshot {
+        self.published
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    fn read(snapshot: &Snapshot, records: &Keyspace, pk: &[u8]) -> Result<OwnerState, Error> {
+        let stored = snapshot.get(records, pk).map_err(unavailable)?;
+        Ok(match stored {
+            Some(bytes) => Record::decode(&bytes)?.state(),
+            None => OwnerState::absent(),
+        })
+    }
+}
+
+fn stopped() -> Error {
+    Error::unavailable("fjall store: the writer stopped before answering")
+}
+
+#[async_trait]
+impl Store for FjallStore {
+    async fn read_owner(&self, key: &Key) -> Result<OwnerState, Error> {
+        Self::read(&self.snapshot(), &self.records, key.to_string().as_bytes())
+    }
+
+    async fn claim_cas(
+        &self,
+        key: &Key,
+        owner: &Owner,
+        claim_id: &str,
+        snap: &OwnerState,
+    ) -> Result<CasOutcome, Error> {
+        // Refusals before anything is queued (C4, C8).
+        Fence::for_snapshot(snap)?;
+        let owner = encode_owner(owner)?;
+        let (answer, answered) = oneshot::channel();
+        self.writer.send(Write::Claim {
+            pk: key.to_string().into_bytes(),
+            owner,
+            claim_id: claim_id.to_owned(),
+            snap: snap.clone(),
+            answer,
+        });
+        answered.await.unwrap_or_else(|_| Err(stopped()))
+    }
+
+    /// Write-first: the Arbiter's read of a vacant record is skipped, and the writer, which
+    /// reads the record anyway to check the fence, does the claim in the same step.
+    fn vacant_claims(&self) -> VacantClaims {
+        VacantClaims::AbsentAndTombstones
+    }
+
+    async fn claim_vacant(
+        &self,
+        key: &Key,
+        owner: &Owner,
+        claim_id: &str,
+    ) -> Result<VacantClaim, Error> {
+        // Refused before anything is queued (C8).
+        let owner = encode_owner(owner)?;
+        let (answer, answered) = oneshot::channel();
+        self.writer.send(Write::ClaimVacant {
+            pk: key.to_string().into_bytes(),
+            owner,
+            claim_id: claim_id.to_owned(),
+            answer,
+        });
+        answered.await.unwrap_or_else(|_| Err(stopped()))
+    }
+
+    async fn current(&self, key: &Key) -> Result<CurrentView, Error> {
+        self.read_owner(key).await?.into_current_view()
+    }
+
+    async fn release(&self, key: &Key, generation: i64) -> Result<bool, Error> {
+        let (answer, answered) = oneshot::channel();
+        self.writer.send(Write::Release {
+            pk: key.to_string().into_bytes(),
+            generation,
+            answer,
+        });
+        answered.await.unwrap_or_else(|_| Err(stopped()))
+    }
+
+    async fn read_owners(&self, keys: &[Key]) -> Result<Vec<Result<OwnerState, Error>>, Error> {
+        // One snapshot for the batch; each key's read is linearizable on its own (C1).
+        let snapshot = self.snapshot();
+        Ok(keys
+            .iter()
+            .map(|key| Self::read(&snapshot, &self.records, key.to_string().as_bytes()))
+            .collect())
+    }
+
+    async fn list_sessions(&self, user: &UserKey) -> Result<Vec<UserSession>, Error> {
+        // The default slot's key, then the range of the user's other slots, from one
+        // snapshot: one strongly consistent read (C10).
+        let snapshot = self.snapshot();
+        let default = user.to_string();
+        let (start, end) = user.slot_range();
+        let mut sessions = Vec::new();
+        let default_record = snapshot
+            .get(&self.records, default.as_bytes())
+            .map_err(unavailable)?
+            .map(|bytes| (default.into_bytes(), bytes.to_vec()));
+        let others = snapshot
+            .range(&self.records, start.as_bytes()..end.as_bytes())
+            .map(|guard| {
+                guard
+                    .into_inner()
+                    .map(|(pk, bytes)| (pk.to_vec(), bytes.to_vec()))
+                    .map_err(unavailable)
+            });
+        for entry in default_record.map(Ok).into_iter().chain(others) {
+            let (pk, bytes) = entry?;
+            let record = Record::decode(&bytes)?;
+            // Every key read is the user's, so each has a slot.
+            let Some(slot) = std::str::from_utf8(&pk)
+                .ok()
+                .and_then(|pk| user.slot_of(pk))
+            else {
+                continue;
+            };
+            sessions.extend(listed_session(slot, record.state())?);
+        }
+        Ok(sessions)
+    }
+}
