@@ -136,12 +136,21 @@ impl FjallStore {
             claim_id: claim_id.map(str::to_owned),
             won: won.map(str::to_owned),
         };
-        let (answer, answered) = oneshot::channel();
-        self.writer.send(Write::Raw {
+        self.ask(|answer| Write::Raw {
             pk: key.to_string().into_bytes(),
             record,
             answer,
-        });
+        })
+        .await
+    }
+
+    /// Queues the write `make` builds around its answer's sender, and waits for the answer.
+    async fn ask<T>(
+        &self,
+        make: impl FnOnce(oneshot::Sender<Result<T, Error>>) -> Write,
+    ) -> Result<T, Error> {
+        let (answer, answered) = oneshot::channel();
+        self.writer.send(make(answer));
         answered.await.unwrap_or_else(|_| Err(stopped()))
     }
 
@@ -182,15 +191,14 @@ impl Store for FjallStore {
         // Refusals before anything is queued (C4, C8).
         Fence::for_snapshot(snap)?;
         let owner = encode_owner(owner)?;
-        let (answer, answered) = oneshot::channel();
-        self.writer.send(Write::Claim {
+        self.ask(|answer| Write::Claim {
             pk: key.to_string().into_bytes(),
             owner,
             claim_id: claim_id.to_owned(),
             snap: snap.clone(),
             answer,
-        });
-        answered.await.unwrap_or_else(|_| Err(stopped()))
+        })
+        .await
     }
 
     /// Write-first: the Arbiter's read of a vacant record is skipped, and the writer, which
@@ -207,14 +215,13 @@ impl Store for FjallStore {
     ) -> Result<VacantClaim, Error> {
         // Refused before anything is queued (C8).
         let owner = encode_owner(owner)?;
-        let (answer, answered) = oneshot::channel();
-        self.writer.send(Write::ClaimVacant {
+        self.ask(|answer| Write::ClaimVacant {
             pk: key.to_string().into_bytes(),
             owner,
             claim_id: claim_id.to_owned(),
             answer,
-        });
-        answered.await.unwrap_or_else(|_| Err(stopped()))
+        })
+        .await
     }
 
     async fn current(&self, key: &Key) -> Result<CurrentView, Error> {
@@ -222,13 +229,12 @@ impl Store for FjallStore {
     }
 
     async fn release(&self, key: &Key, generation: i64) -> Result<bool, Error> {
-        let (answer, answered) = oneshot::channel();
-        self.writer.send(Write::Release {
+        self.ask(|answer| Write::Release {
             pk: key.to_string().into_bytes(),
             generation,
             answer,
-        });
-        answered.await.unwrap_or_else(|_| Err(stopped()))
+        })
+        .await
     }
 
     async fn read_owners(&self, keys: &[Key]) -> Result<Vec<Result<OwnerState, Error>>, Error> {
