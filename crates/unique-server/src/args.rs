@@ -23,28 +23,31 @@ pub(crate) struct Args {
     #[arg(long, env = "UNIQUE_LISTEN", default_value = "127.0.0.1:7420")]
     pub(crate) listen: SocketAddr,
 
-    /// Which store holds the session records.
-    #[arg(long, env = "UNIQUE_STORE", value_enum, default_value_t = StoreKind::Sqlite)]
-    pub(crate) store: StoreKind,
+    /// Which store holds the session records [default: fjall]. With no --store, a server whose
+    /// --fjall-dir does not exist yet but whose --db does (a SQLite store, the default of
+    /// earlier builds) refuses to start instead of beginning again from an empty store.
+    #[arg(long = "store", env = "UNIQUE_STORE", value_enum)]
+    chosen_store: Option<StoreKind>,
 
-    /// SQLite database file of the embedded store (created when missing). The server
-    /// holds it for itself, whatever its other flags: a second server on the same file
-    /// refuses to start, naming the first one's pid.
+    /// The SQLite store's database file (with --store sqlite; created when missing). The
+    /// server holds it for itself, whatever its other flags: a second server on the same
+    /// file refuses to start, naming the first one's pid.
     #[arg(long, env = "UNIQUE_DB", default_value = "./unique.db")]
     pub(crate) db: PathBuf,
 
-    /// Directory of the fjall store (with --store fjall; created when missing). fjall locks
+    /// Directory of the fjall store (the default store; created when missing). fjall locks
     /// it: a second server on the same directory refuses to start.
     #[arg(long, env = "UNIQUE_FJALL_DIR", default_value = "./unique.fjall")]
     pub(crate) fjall_dir: PathBuf,
 
-    /// Commit durability of the embedded store: `full` fsyncs every commit before
-    /// answering; `normal` survives a process crash but an OS crash or power loss
-    /// can lose the last acknowledged claims (see unique-store-sqlite).
+    /// Commit durability of the SQLite store and of the SQLite lease file (beside --db or
+    /// --fjall-dir): `full` fsyncs every commit before answering; `normal` survives a process
+    /// crash but an OS crash or power loss can lose the last acknowledged claims (see
+    /// unique-store-sqlite). The fjall store always fsyncs before answering.
     #[arg(long, env = "UNIQUE_DB_SYNC", value_enum, default_value_t = DbSync::Full)]
     pub(crate) db_sync: DbSync,
 
-    /// Records of the embedded store kept in memory, so reads of recently written keys
+    /// Records of the SQLite store kept in memory, so reads of recently written keys
     /// skip SQLite (0 = off). With it on, edits of --db by other tools (the sqlite3 CLI)
     /// while the server runs are not seen: stop the server first.
     #[arg(long, env = "UNIQUE_DB_CACHE_RECORDS", default_value_t = 100_000)]
@@ -281,6 +284,17 @@ fn positive_duration(text: &str) -> Result<humantime::Duration, String> {
 }
 
 impl Args {
+    /// The store `--store` names, or the default: fjall, the fastest durable store on one
+    /// machine (BENCHMARKS.md, "Durable stores against Redis AOF").
+    pub(crate) fn store(&self) -> StoreKind {
+        self.chosen_store.unwrap_or(StoreKind::Fjall)
+    }
+
+    /// Whether `--store` (or `UNIQUE_STORE`) named the store, rather than the default.
+    pub(crate) fn store_is_chosen(&self) -> bool {
+        self.chosen_store.is_some()
+    }
+
     /// The async runtime's worker threads: `--workers` (0 read as 1), else
     /// [`default_workers`] of the CPUs this process may use.
     pub(crate) fn worker_threads(&self) -> usize {

@@ -108,7 +108,7 @@ async fn run_on<S: Store>(
     let scheme = if options.is_tls() { "https" } else { "http" };
     // The smoke runner and scripts read this line to find the port.
     println!("unique-server listening on {scheme}://{bound}");
-    tracing::info!(%bound, store = ?args.store, tls = options.is_tls(), "listening");
+    tracing::info!(%bound, store = ?args.store(), tls = options.is_tls(), "listening");
     if let Some(handle) = &metrics {
         exposition::spawn_upkeep(handle.clone());
     }

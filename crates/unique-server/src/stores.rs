@@ -21,7 +21,7 @@ pub(crate) const STARTUP_CHECK_TIMEOUT: Duration = Duration::from_secs(10);
 /// Opens and checks the store of `--store`; a store that cannot be opened, created or
 /// reached within [`STARTUP_CHECK_TIMEOUT`] is an error naming it (never its password).
 pub(crate) async fn open_store(args: &Args) -> Result<OpenedStore, StartupError> {
-    match args.store {
+    match args.store() {
         StoreKind::Memory => Ok(OpenedStore::Memory(unique_store_memory::MemoryStore::new())),
         StoreKind::Sqlite => {
             let store = unique_store_sqlite::SqliteStore::builder(&args.db)
@@ -42,6 +42,7 @@ pub(crate) async fn open_store(args: &Args) -> Result<OpenedStore, StartupError>
         }
         StoreKind::Fjall => {
             let dir = &args.fjall_dir;
+            refuse_to_start_beside_an_earlier_default(args)?;
             let store = unique_store_fjall::FjallStore::open(dir)
                 .map_err(|e| format!("cannot open the fjall store at {}: {e}", dir.display()))?;
             bounded_check("fjall store", unique_core::Store::check_ready(&store)).await?;
@@ -51,6 +52,23 @@ pub(crate) async fn open_store(args: &Args) -> Result<OpenedStore, StartupError>
         StoreKind::Dynamodb => open_dynamodb(args).await.map(OpenedStore::Dynamodb),
         StoreKind::Postgres => open_postgres(args).await.map(OpenedStore::Postgres),
     }
+}
+
+/// With no `--store`, the default fjall store must not start empty beside the SQLite store an
+/// earlier build's default wrote at `--db`: its gens would begin again at 1, under the gens the
+/// nodes already hold (I2). So startup stops and says how to go on.
+fn refuse_to_start_beside_an_earlier_default(args: &Args) -> Result<(), StartupError> {
+    if args.store_is_chosen() || args.fjall_dir.exists() || !args.db.exists() {
+        return Ok(());
+    }
+    Err(format!(
+        "no --store is given, so the default fjall store would start empty at {}, but {} holds \
+         a sqlite store (the default of earlier builds): pass --store sqlite to keep using it, \
+         or --store fjall to start an empty fjall store (its gens begin again at 1)",
+        args.fjall_dir.display(),
+        args.db.display()
+    )
+    .into())
 }
 
 /// The PostgreSQL store at `--database-url`, its table created first with `--create-table`.

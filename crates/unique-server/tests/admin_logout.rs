@@ -1,4 +1,4 @@
-//! `POST /v1/logout` on the real binary, default store (SQLite) and a tokens file holding an
+//! `POST /v1/logout` on the real binary, default store (fjall) and a tokens file holding an
 //! admin token and a plain one: only the admin token logs the user out; the record is
 //! tombstoned on disk, and the session's node gets one kick, signed as every kick of the
 //! server is, naming the reason `admin`, the operator's message and the gen after the
@@ -37,11 +37,11 @@ async fn only_an_admin_token_logs_a_user_out_and_the_node_gets_a_signed_admin_ki
     );
     let keys = dir.path().join("kick.keys");
     write_secret(&keys, &format!("{SIGNING_KEY}\n"));
-    let db = dir.path().join("unique.db");
-    // No --store: the default, SQLite.
+    let fjall = dir.path().join("unique.fjall");
+    // No --store: the default, fjall.
     let mut child = Command::new(BIN)
-        .args(["--listen", "127.0.0.1:0", "--db"])
-        .arg(&db)
+        .args(["--listen", "127.0.0.1:0", "--fjall-dir"])
+        .arg(&fjall)
         .arg("--auth-tokens")
         .arg(&tokens)
         .arg("--kick-signing-keys")

@@ -1,4 +1,4 @@
-//! `--audit-log` on the real binary, on its default store (SQLite) with caller tokens: a
+//! `--audit-log` on the real binary, on its default store (fjall) with caller tokens: a
 //! scripted session is recorded line by line, each line there before its answer arrives;
 //! SIGHUP after a rename moves later lines to a new file at the path; and an audit log that
 //! cannot be written answers claims and releases 503 (reads and refusals go on) until it can
@@ -34,7 +34,7 @@ struct Server {
     _dir: tempfile::TempDir,
 }
 
-/// Starts the server on a fresh SQLite file with one token (`game` only), its audit log at
+/// Starts the server on a fresh fjall directory with one token (`game` only), its audit log at
 /// `audit` (`None`: `audit.log` in the scratch directory, which is returned too).
 fn start(audit: Option<&Path>) -> (Server, std::path::PathBuf) {
     let dir = tempfile::tempdir().unwrap();
@@ -48,8 +48,8 @@ fn start(audit: Option<&Path>) -> (Server, std::path::PathBuf) {
     let audit = audit.map_or_else(|| dir.path().join("audit.log"), Path::to_owned);
     let mut child = Command::new(BIN)
         .args(["--listen", "127.0.0.1:0"])
-        .arg("--db")
-        .arg(dir.path().join("unique.db"))
+        .arg("--fjall-dir")
+        .arg(dir.path().join("unique.fjall"))
         .arg("--auth-tokens")
         .arg(&tokens)
         .arg("--audit-log")

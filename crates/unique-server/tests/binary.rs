@@ -201,3 +201,76 @@ fn a_bad_tokens_file_stops_startup_without_echoing_a_token() {
         .unwrap();
     assert!(!both.status.success(), "the two flags exclude each other");
 }
+
+/// Starts the server on `store_args` (it panics when no address is announced) and stops it.
+fn start_and_stop(store_args: &[&std::ffi::OsStr]) {
+    let mut child = Command::new(BIN)
+        .args(["--listen", "127.0.0.1:0"])
+        .args(store_args)
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    announced_addr(&mut child);
+    stop_with_sigterm(child);
+}
+
+#[test]
+fn the_default_store_will_not_start_empty_beside_an_earlier_default_sqlite_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("unique.db");
+    let fjall = dir.path().join("unique.fjall");
+    let (db_flag, fjall_flag) = (
+        std::ffi::OsStr::new("--db"),
+        std::ffi::OsStr::new("--fjall-dir"),
+    );
+    // What an earlier build's default left: a SQLite store at --db.
+    start_and_stop(&[
+        "--store".as_ref(),
+        "sqlite".as_ref(),
+        db_flag,
+        db.as_os_str(),
+    ]);
+
+    let out = Command::new(BIN)
+        .args(["--listen", "127.0.0.1:0"])
+        .arg(db_flag)
+        .arg(&db)
+        .arg(fjall_flag)
+        .arg(&fjall)
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "the default must not start empty");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--store sqlite") && err.contains(&db.display().to_string()),
+        "{err}"
+    );
+    assert!(!fjall.exists(), "a refused start creates nothing");
+
+    // Naming either store starts it.
+    for store in ["sqlite", "fjall"] {
+        start_and_stop(&[
+            "--store".as_ref(),
+            store.as_ref(),
+            db_flag,
+            db.as_os_str(),
+            fjall_flag,
+            fjall.as_os_str(),
+        ]);
+    }
+    assert!(fjall.is_dir(), "--store fjall made its directory");
+}
+
+#[test]
+fn the_default_store_is_fjall_at_fjall_dir() {
+    let dir = tempfile::tempdir().unwrap();
+    let fjall = dir.path().join("sessions.fjall");
+    start_and_stop(&["--fjall-dir".as_ref(), fjall.as_os_str()]);
+    assert!(fjall.is_dir(), "the default store made --fjall-dir");
+    assert!(
+        dir.path().join("sessions-leases.db").exists(),
+        "its lease file is beside it"
+    );
+}

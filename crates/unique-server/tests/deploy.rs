@@ -154,14 +154,15 @@ fn systemd_unit_sets_only_real_settings_and_enough_file_descriptors() {
         files >= max_connections + 1024,
         "LimitNOFILE={files} leaves too little beside {max_connections} connections"
     );
-    // The database lives in the state directory, the secrets come in as credentials.
+    // The store lives in the state directory, the secrets come in as credentials.
     let env = |name: &str| {
         settings
             .iter()
             .rfind(|(n, _)| n == name)
             .map(|(_, v)| v.as_str())
     };
-    assert_eq!(env("UNIQUE_DB"), Some("%S/unique/unique.db"));
+    assert_eq!(env("UNIQUE_STORE"), Some("fjall"));
+    assert_eq!(env("UNIQUE_FJALL_DIR"), Some("%S/unique/unique.fjall"));
     assert_eq!(env("UNIQUE_AUTH_TOKENS"), Some("%d/tokens.json"));
     assert_eq!(env("UNIQUE_KICK_SIGNING_KEYS"), Some("%d/kick-keys.json"));
 }

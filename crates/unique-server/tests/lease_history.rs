@@ -106,7 +106,7 @@ fn lease_history_on_the_embedded_sqlite_store() {
     let dir = tempfile::tempdir().unwrap();
     let mut command = Command::new(BIN);
     command
-        .args(["--listen", "127.0.0.1:0", "--db"])
+        .args(["--listen", "127.0.0.1:0", "--store", "sqlite", "--db"])
         .arg(dir.path().join("unique.db"));
     let (urls, _servers) = start_all(vec![command], dir.path());
     run_workload("sqlite, 1 server", &urls).assert_clean();

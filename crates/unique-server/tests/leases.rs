@@ -1,5 +1,5 @@
-//! The lease routes of the real binary: on the default embedded store (SQLite, whose lease
-//! directory is a file of its own beside `--db`) a grant, verify and release round trip
+//! The lease routes of the real binary: on the default embedded store (fjall, whose lease
+//! directory is a SQLite file beside `--fjall-dir`) a grant, verify and release round trip
 //! over HTTP with a project-scoped token, epochs that survive a restart, and `--no-leases`;
 //! then a round trip on each other store (memory, and PostgreSQL and DynamoDB (dynalite)
 //! started by the test tooling, each with the lease tables `--create-table` made).
@@ -32,8 +32,8 @@ fn server(dir: &Path) -> Command {
     );
     let mut command = Command::new(BIN);
     command
-        .args(["--listen", "127.0.0.1:0", "--db"])
-        .arg(dir.join("unique.db"))
+        .args(["--listen", "127.0.0.1:0", "--fjall-dir"])
+        .arg(dir.join("unique.fjall"))
         .arg("--auth-tokens")
         .arg(tokens)
         .env("RUST_LOG", "warn");
@@ -52,7 +52,7 @@ async fn ensure_verify_release_round_trip_on_the_default_store() {
     let (addr, guard) = start(&mut server(dir.path()));
     assert!(
         dir.path().join("unique-leases.db").exists(),
-        "the lease directory's file is beside --db"
+        "the lease directory's file is beside --fjall-dir"
     );
 
     let ensure = json!({"project": "game", "room": "lobby", "node": "n1", "ttl_ms": 30_000});

@@ -1,5 +1,5 @@
 //! Device slots, the per-user listing, the admin logout of one slot and the audit log's slot
-//! field, on the real binary over each shared store: SQLite (the default), PostgreSQL and
+//! field, on the real binary over each shared store: fjall (the default), SQLite, PostgreSQL and
 //! DynamoDB (dynalite), each started by the test tooling. One scripted sequence runs on
 //! each; every answer, every kick the node receives and every audit line is checked.
 
@@ -209,8 +209,20 @@ async fn slots_listing_and_logout_on_sqlite() {
     let dir = tempfile::tempdir().unwrap();
     let mut command = Command::new(BIN);
     command
-        .args(["--listen", "127.0.0.1:0", "--db"])
+        .args(["--listen", "127.0.0.1:0", "--store", "sqlite", "--db"])
         .arg(dir.path().join("unique.db"))
+        .env("RUST_LOG", "warn");
+    let (addr, _server) = start(&mut with_admin_and_audit(command, dir.path()));
+    slots_listing_and_logout(&addr, &dir.path().join("audit.log")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slots_listing_and_logout_on_the_default_store_fjall() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut command = Command::new(BIN);
+    command
+        .args(["--listen", "127.0.0.1:0", "--fjall-dir"])
+        .arg(dir.path().join("unique.fjall"))
         .env("RUST_LOG", "warn");
     let (addr, _server) = start(&mut with_admin_and_audit(command, dir.path()));
     slots_listing_and_logout(&addr, &dir.path().join("audit.log")).await;

@@ -1,5 +1,5 @@
 //! A retried login never kicks the newer session (C9), through the real binary on its
-//! default store (SQLite) and on the memory store: login A wins gen 1 but its answer is
+//! default store (fjall), on SQLite and on the memory store: login A wins gen 1 but its answer is
 //! lost, login B replaces it at gen 2 (A's node confirms the kick), then A's retry
 //! arrives. It is answered 409 `superseded` with the gen it won and the key's gen; B's
 //! node receives no kick and B still holds the key. After B logs out, B's retry is
@@ -121,7 +121,14 @@ fn retried_login_is_superseded(store_args: &[&str]) {
 fn a_retried_login_is_superseded_on_sqlite() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("unique.db");
-    retried_login_is_superseded(&["--db", db.to_str().unwrap()]);
+    retried_login_is_superseded(&["--store", "sqlite", "--db", db.to_str().unwrap()]);
+}
+
+#[test]
+fn a_retried_login_is_superseded_on_the_default_store_fjall() {
+    let dir = tempfile::tempdir().unwrap();
+    let fjall = dir.path().join("unique.fjall");
+    retried_login_is_superseded(&["--fjall-dir", fjall.to_str().unwrap()]);
 }
 
 #[test]

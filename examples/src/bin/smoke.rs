@@ -19,7 +19,7 @@ use unique_examples::smoke::{self, Options, StoreKind};
 #[command(name = "smoke")]
 struct Args {
     /// The server's store.
-    #[arg(long, value_enum, default_value_t = Store::Sqlite)]
+    #[arg(long, value_enum, default_value_t = Store::Fjall)]
     store: Store,
     /// The server's kick timeout.
     #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
@@ -37,7 +37,9 @@ struct Args {
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 enum Store {
-    /// Embedded SQLite file in a scratch directory (the server's default store).
+    /// Embedded fjall directory in a scratch directory (the server's default store).
+    Fjall,
+    /// Embedded SQLite file in a scratch directory.
     Sqlite,
     /// In-memory store.
     Memory,
@@ -70,6 +72,7 @@ fn main() -> ExitCode {
     let options = Options {
         bin_dir,
         store: match args.store {
+            Store::Fjall => StoreKind::Fjall,
             Store::Sqlite => StoreKind::Sqlite,
             Store::Memory => StoreKind::Memory,
         },

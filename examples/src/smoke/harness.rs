@@ -53,6 +53,10 @@ impl Harness {
         command.args(["--listen", "127.0.0.1:0", "--kick-timeout"]);
         command.arg(humantime::format_duration(options.kick_timeout).to_string());
         match options.store {
+            StoreKind::Fjall => {
+                command.args(["--store", "fjall", "--fjall-dir"]);
+                command.arg(dir.path().join("unique.fjall"));
+            }
             StoreKind::Sqlite => {
                 command.args(["--store", "sqlite", "--db"]);
                 command.arg(dir.path().join("unique.db"));

@@ -1,10 +1,10 @@
 //! The smoke runner (`docs/design.md#smoke-scenarios`): S1–S6 against one `unique-server` process and
 //! `smoke-client` processes over loopback HTTP.
 //!
-//! The server runs on the embedded SQLite store by default (a file in a scratch
+//! The server runs on the embedded fjall store by default (a directory in a scratch
 //! directory): it is the store `unique-server` runs on unless told otherwise, so the smoke
-//! covers what a user deploys, durable commits included. `--store memory` is there for a
-//! quicker loop. Kicks are signed: the server gets `--kick-signing-keys` and every client
+//! covers what a user deploys, durable commits included. `--store sqlite` runs it on the
+//! SQLite store, `--store memory` is there for a quicker loop. Kicks are signed: the server gets `--kick-signing-keys` and every client
 //! verifies with the same key file.
 
 mod harness;
@@ -21,6 +21,8 @@ pub use process::Proc;
 /// Which store the server runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StoreKind {
+    /// `--store fjall` with its directory in the scratch directory.
+    Fjall,
     /// `--store sqlite` with a database file in the scratch directory.
     Sqlite,
     /// `--store memory`.

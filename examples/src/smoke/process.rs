@@ -144,8 +144,11 @@ impl Proc {
 
     /// Kills it now (SIGKILL) and reaps it.
     pub fn kill(&mut self) {
-        self.stdin = None;
+        // The signal first: a client whose stdin closes first reads the end of its input as
+        // `quit` and may log out before the signal lands (S4 then saw a tombstone, not a
+        // session whose node is gone).
         self.guard.kill();
+        self.stdin = None;
     }
 
     /// Its last `n` lines, for failure messages.
