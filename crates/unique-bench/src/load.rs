@@ -283,7 +283,7 @@ impl<C: Connector> Worker<C> {
 /// fixed key set repeats its key sequence every round, and the server answers a claim_id that
 /// won an earlier gen as `superseded` (C9), Redis one still on its key as a replay: a
 /// claim_id without the round would make later rounds measure those instead of logins.
-fn write_claim_id(out: &mut String, round: usize, connection: usize, sequence: u64) {
+pub(crate) fn write_claim_id(out: &mut String, round: usize, connection: usize, sequence: u64) {
     out.clear();
     let _ = write!(out, "r{round}c{connection}-{sequence}");
 }

@@ -11,6 +11,7 @@ mod load;
 mod pin;
 mod redis_client;
 mod report;
+mod resident;
 mod server;
 
 use std::process::ExitCode;
@@ -49,9 +50,22 @@ struct Args {
 
     /// Rounds: each measures every target once, in order, so a change in the
     /// machine's load hits all targets alike. The table sums the rounds; the ratio
-    /// to Redis is the median of the per-round ratios, with their range.
+    /// to Redis is the median of the per-round ratios, with their range. 0 skips the
+    /// throughput passes (with --resident-sessions, only the memory measure runs).
     #[arg(long, default_value_t = 5)]
     rounds: usize,
+
+    /// After the throughput passes, load this many sessions into fresh servers (Redis with
+    /// persistence off, unique-server on the memory, SQLite `full` and fjall stores) and print
+    /// each server's resident bytes per session (VmRSS growth), Redis's used_memory per
+    /// session, and the durable stores' bytes on disk per session. 0 skips it.
+    #[arg(long, default_value_t = 1_000_000, value_parser = clap::value_parser!(u64).range(0..=100_000_000))]
+    resident_sessions: u64,
+
+    /// Connections of the --resident-sessions load (more than --connections, so the durable
+    /// stores' group commits are large and a million sessions load in about a minute).
+    #[arg(long, default_value_t = 256)]
+    resident_connections: usize,
 
     /// Which uids the claims go to: `random` (uniform over 1..=10^8, a fresh sequence each
     /// round: nearly every claim is a first login), or a count N (uids 1..=N, the same
@@ -180,6 +194,18 @@ impl Target {
         Target::Fjall,
     ];
 
+    /// What the memory measure counts as the store's bytes on disk, for a store with files.
+    fn store_files_described(self) -> Option<String> {
+        match self {
+            Target::SqliteFull | Target::SqliteNormal => Some(format!(
+                "{0} + {0}-wal (not -shm, the WAL's index)",
+                server::SQLITE_FILE
+            )),
+            Target::Fjall => Some(format!("every file under {}/", server::FJALL_DIR)),
+            _ => None,
+        }
+    }
+
     fn label(self) -> &'static str {
         match self {
             Target::Redis => "redis lua script",
@@ -222,8 +248,11 @@ fn run(args: &Args) -> Result<(), String> {
     if args.connections == 0 {
         return Err("--connections must be at least 1".into());
     }
-    if args.rounds == 0 {
-        return Err("--rounds must be at least 1".into());
+    if args.resident_connections == 0 {
+        return Err("--resident-connections must be at least 1".into());
+    }
+    if args.rounds == 0 && args.resident_sessions == 0 {
+        return Err("--rounds 0 and --resident-sessions 0: nothing to measure".into());
     }
     let plan = LoadPlan {
         connections: args.connections,
@@ -233,10 +262,12 @@ fn run(args: &Args) -> Result<(), String> {
         replay_share: args.replay_share,
         round: 1,
     };
-    let needs_server = args
-        .targets
-        .iter()
-        .any(|t| !matches!(t, Target::Redis | Target::RedisAof | Target::HttpFloor));
+    let needs_server = args.resident_sessions > 0
+        || (args.rounds > 0
+            && args
+                .targets
+                .iter()
+                .any(|t| !matches!(t, Target::Redis | Target::RedisAof | Target::HttpFloor)));
     // Built before anything is pinned: cargo gets every CPU.
     let server_bin = match (&args.server_bin, needs_server) {
         (Some(path), _) => Some(path.clone()),
@@ -254,16 +285,20 @@ fn run(args: &Args) -> Result<(), String> {
             }
         );
     }
+    let context = PassContext {
+        args,
+        plan: &plan,
+        server_bin: server_bin.as_deref(),
+        allowed: allowed.as_deref(),
+    };
     let mut report = String::new();
     for pass in passes(args, &placement) {
-        let context = PassContext {
-            args,
-            plan: &plan,
-            server_bin: server_bin.as_deref(),
-            allowed: allowed.as_deref(),
-        };
         report.push('\n');
         report.push_str(&run_pass(&context, &pass)?);
+    }
+    if args.resident_sessions > 0 {
+        report.push('\n');
+        report.push_str(&run_resident(&context, &placement)?);
     }
     print!("{report}");
     Ok(())
@@ -281,6 +316,9 @@ struct Pass {
 /// The passes of a run: pinned, then the `--unpinned-targets` of `--targets` unpinned
 /// (unless `--pinned-only`); or one unpinned pass when the run cannot or may not pin.
 fn passes(args: &Args, placement: &Placement) -> Vec<Pass> {
+    if args.rounds == 0 {
+        return Vec::new();
+    }
     if !placement.is_pinned() {
         return vec![Pass {
             title: "unpinned",
@@ -334,37 +372,8 @@ fn run_pass(context: &PassContext<'_>, pass: &Pass) -> Result<String, String> {
         .iter()
         .map(|&target| Running::start(target, context.server_bin, args.server_workers))
         .collect::<Result<Vec<_>, _>>()?;
-    if let Placement::Pinned { server, client } = pass.placement {
-        let stray: Vec<String> = running
-            .iter()
-            .filter_map(|r| {
-                let cpus = pin::allowed(Some(r.pid));
-                (cpus.as_deref() != Some(&[server][..])).then(|| {
-                    format!(
-                        "{} (pid {}) on CPUs {}",
-                        r.target.label(),
-                        r.pid,
-                        cpus.as_deref()
-                            .map_or_else(|| "?".to_owned(), pin::format_list)
-                    )
-                })
-            })
-            .collect();
-        if stray.is_empty() {
-            placement.push_str(" (read back from every server process)");
-        } else {
-            let warning = format!("NOT PINNED: {}", stray.join(", "));
-            eprintln!("unique-bench: warning: {warning}");
-            placement = format!("{placement}; {warning}");
-        }
-        // The client runtime built below inherits this CPU.
-        pin::move_self(&[client])?;
-    }
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(args.client_threads.max(1))
-        .enable_all()
-        .build()
-        .map_err(|e| format!("cannot start the client runtime: {e}"))?;
+    pinned_client(&pass.placement, &running, &mut placement)?;
+    let runtime = client_runtime(args.client_threads)?;
     let describe = format!(
         "{}: {}",
         pass.title,
@@ -417,11 +426,140 @@ fn run_pass(context: &PassContext<'_>, pass: &Pass) -> Result<String, String> {
     Ok(format!("{describe}\n{}", report::table(&rows)))
 }
 
+/// Loads `--resident-sessions` sessions into fresh servers of the memory measure's targets
+/// (started on the server CPU when `placement` pins, as a pass's are; the load from the client
+/// CPU) and returns its table.
+fn run_resident(context: &PassContext<'_>, placement: &Placement) -> Result<String, String> {
+    let args = context.args;
+    let mut described = placement.describe(context.allowed);
+    eprintln!("unique-bench: resident memory: {described}");
+    if let Placement::Pinned { server, .. } = placement {
+        pin::move_self(&[*server])?;
+    }
+    // Redis twice: as the throughput passes run it, and with hashes of values up to 128 bytes
+    // kept as listpacks, which the bench's 67-byte owner otherwise is not (default 64).
+    let shapes = [
+        (Target::Redis, resident::Role::Baseline),
+        (Target::Redis, resident::Role::Listpack),
+        (Target::Memory, resident::Role::Other),
+        (Target::SqliteFull, resident::Role::Other),
+        (Target::Fjall, resident::Role::Other),
+    ];
+    let running = shapes
+        .iter()
+        .map(|&(target, _)| Running::start(target, context.server_bin, args.server_workers))
+        .collect::<Result<Vec<_>, _>>()?;
+    pinned_client(placement, &running, &mut described)?;
+    let runtime = client_runtime(args.client_threads)?;
+    let heading = format!(
+        "resident memory and disk per session: {} sessions on fresh servers (distinct uids \
+         spread over 1..=10^8, one owner endpoint, a fresh claim_id each), {} connections; \
+         client {} threads, unique-server {} workers; {described}",
+        args.resident_sessions,
+        args.resident_connections,
+        args.client_threads,
+        if args.server_workers == 0 {
+            "the server's default of".to_owned()
+        } else {
+            args.server_workers.to_string()
+        },
+    );
+    eprintln!("{heading}");
+    let mut rows = Vec::new();
+    for (target, &(_, role)) in running.iter().zip(&shapes) {
+        let label = match role {
+            resident::Role::Listpack => {
+                let addr = target
+                    .redis_addr
+                    .ok_or("a Redis target without an address")?;
+                runtime
+                    .block_on(redis_client::config_set(
+                        addr,
+                        "hash-max-listpack-value",
+                        &resident::LISTPACK_VALUE.to_string(),
+                    ))
+                    .map_err(|f| f.kind)?;
+                "redis, listpack values to 128 B"
+            }
+            _ => target.target.label(),
+        };
+        let loaded = resident::measure(
+            &runtime,
+            target,
+            args.resident_sessions,
+            args.resident_connections,
+        )?;
+        rows.push(resident::Row {
+            label,
+            files: target.target.store_files_described(),
+            loaded,
+            role,
+        });
+    }
+    drop(runtime);
+    drop(running);
+    if placement.is_pinned() {
+        let original = context.allowed.ok_or("pinned without a known CPU set")?;
+        pin::move_self(original)?;
+    }
+    Ok(resident::table(&rows, &heading))
+}
+
+/// When `placement` pins: reads every server's CPUs back (a warning in `described` names any
+/// not on the server CPU), then moves the bench to the client CPU, so the client runtime built
+/// next inherits it.
+fn pinned_client(
+    placement: &Placement,
+    running: &[Running],
+    described: &mut String,
+) -> Result<(), String> {
+    let Placement::Pinned { server, client } = *placement else {
+        return Ok(());
+    };
+    let stray: Vec<String> = running
+        .iter()
+        .filter_map(|r| {
+            let cpus = pin::allowed(Some(r.pid));
+            (cpus.as_deref() != Some(&[server][..])).then(|| {
+                format!(
+                    "{} (pid {}) on CPUs {}",
+                    r.target.label(),
+                    r.pid,
+                    cpus.as_deref()
+                        .map_or_else(|| "?".to_owned(), pin::format_list)
+                )
+            })
+        })
+        .collect();
+    if stray.is_empty() {
+        described.push_str(" (read back from every server process)");
+    } else {
+        let warning = format!("NOT PINNED: {}", stray.join(", "));
+        eprintln!("unique-bench: warning: {warning}");
+        *described = format!("{described}; {warning}");
+    }
+    pin::move_self(&[client])
+}
+
+/// The load generator's runtime, on the CPUs the bench runs on when it is built.
+fn client_runtime(threads: usize) -> Result<tokio::runtime::Runtime, String> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads.max(1))
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the client runtime: {e}"))
+}
+
 /// A target whose server runs until this is dropped.
 struct Running {
     target: Target,
     connector: Connector,
     pid: u32,
+    /// The redis-server's address (for `INFO`), on a Redis target.
+    redis_addr: Option<std::net::SocketAddr>,
+    /// The files the store keeps its records in (the SQLite file and its WAL, the fjall
+    /// directory); empty for a store without files.
+    store_files: Vec<std::path::PathBuf>,
     /// Held only so the server lives; dropping it kills the process.
     _server: Box<dyn std::any::Any>,
 }
@@ -454,6 +592,8 @@ impl Running {
                     target,
                     connector: Connector::Redis(RedisConnector::new(server.addr())),
                     pid: server.pid(),
+                    redis_addr: Some(server.addr()),
+                    store_files: Vec::new(),
                     _server: Box::new(server),
                 });
             }
@@ -463,6 +603,8 @@ impl Running {
                     target,
                     connector: Connector::Http(HttpConnector::new(server.addr(), None)),
                     pid: server.pid(),
+                    redis_addr: None,
+                    store_files: Vec::new(),
                     _server: Box::new(server),
                 });
             }
@@ -479,12 +621,22 @@ impl Running {
         };
         let bin = server_bin.ok_or("no unique-server binary")?;
         let workers = (server_workers > 0).then_some(server_workers);
-        let server = UniqueServer::start(bin, store, workers, variant)?;
+        let server = UniqueServer::start(bin, store.clone(), workers, variant)?;
         let connector = HttpConnector::new(server.addr(), server.bearer_token());
+        let store_files = match (&store, server.dir()) {
+            (ServerStore::Sqlite(_), Some(dir)) => vec![
+                dir.join(server::SQLITE_FILE),
+                dir.join(format!("{}-wal", server::SQLITE_FILE)),
+            ],
+            (ServerStore::Fjall, Some(dir)) => vec![dir.join(server::FJALL_DIR)],
+            _ => Vec::new(),
+        };
         Ok(Self {
             target,
             connector: Connector::Http(connector),
             pid: server.pid(),
+            redis_addr: None,
+            store_files,
             // A tuple drops in order: the server before its database.
             _server: Box::new((server, database)),
         })
@@ -596,6 +748,16 @@ mod tests {
     }
 
     #[test]
+    fn rounds_0_runs_no_pass_and_the_memory_measure_is_on_by_default() {
+        let args = parse(&[]);
+        assert_eq!(args.resident_sessions, 1_000_000);
+        let only = parse(&["--rounds", "0"]);
+        assert_eq!(passes_len(&only, &PINNED), 0);
+        assert_eq!(passes_len(&only, &Placement::Unpinned(Unpinned::Asked)), 0);
+        assert_eq!(parse(&["--resident-sessions", "0"]).resident_sessions, 0);
+    }
+
+    #[test]
     fn bad_flags_are_refused() {
         let parse_err = |args: &[&str]| {
             Args::try_parse_from(std::iter::once("unique-bench").chain(args.iter().copied()))
@@ -605,5 +767,6 @@ mod tests {
         assert!(parse_err(&["--keys", "0"]));
         assert!(parse_err(&["--keys", "everyone"]));
         assert!(parse_err(&["--unpinned-targets", "nothing"]));
+        assert!(parse_err(&["--resident-sessions", "100000001"]));
     }
 }

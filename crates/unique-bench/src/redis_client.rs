@@ -91,6 +91,50 @@ impl Client for RedisConnection {
     }
 }
 
+/// One field of `INFO <section>` (e.g. `used_memory` of `memory`), read over a
+/// connection of its own.
+pub(crate) async fn info_field(
+    addr: SocketAddr,
+    section: &str,
+    field: &str,
+) -> Result<u64, Failure> {
+    let mut conn = Conn::connect(addr).await?;
+    write_command(&mut conn.request, &[b"INFO", section.as_bytes()]);
+    let (answer, ()) = conn.exchange(frame_reply).await?;
+    let Reply::Bulk(text) = parse_reply(answer) else {
+        return Err(Failure::broken(format!("INFO {section}: not a bulk reply")));
+    };
+    info_value(text, field).ok_or_else(|| Failure::broken(format!("INFO {section}: no {field}")))
+}
+
+/// `CONFIG SET name value`, over a connection of its own.
+pub(crate) async fn config_set(addr: SocketAddr, name: &str, value: &str) -> Result<(), Failure> {
+    let mut conn = Conn::connect(addr).await?;
+    write_command(
+        &mut conn.request,
+        &[b"CONFIG", b"SET", name.as_bytes(), value.as_bytes()],
+    );
+    let (answer, ()) = conn.exchange(frame_reply).await?;
+    match answer {
+        b"+OK\r\n" => Ok(()),
+        other => Err(Failure::broken(format!(
+            "CONFIG SET {name}: {}",
+            String::from_utf8_lossy(other).trim()
+        ))),
+    }
+}
+
+/// The value of `field:<number>` among the lines of an `INFO` answer.
+fn info_value(text: &[u8], field: &str) -> Option<u64> {
+    std::str::from_utf8(text)
+        .ok()?
+        .lines()
+        .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))?
+        .trim()
+        .parse()
+        .ok()
+}
+
 /// A command as a RESP array of bulk strings.
 fn write_command(out: &mut Vec<u8>, parts: &[&[u8]]) {
     use std::io::Write as _;
@@ -191,6 +235,15 @@ mod tests {
         assert!(frame_reply(b"*1\r\n:1\r\n").unwrap_err().broken);
     }
 
+    #[test]
+    fn info_fields_are_found_by_whole_name() {
+        let text =
+            b"# Memory\r\nused_memory_human:1.2M\r\nused_memory:1234\r\nused_memory_rss:99\r\n";
+        assert_eq!(info_value(text, "used_memory"), Some(1234));
+        assert_eq!(info_value(text, "used_memory_rss"), Some(99));
+        assert_eq!(info_value(text, "used"), None);
+    }
+
     /// The script against a real redis-server: first claim gen 1, a replay the
     /// same gen, a new claim_id gen 2.
     #[tokio::test]
@@ -205,5 +258,17 @@ mod tests {
         write_command(&mut conn.request, &[b"HGET", b"bench#prod#7", b"gen"]);
         let (answer, ()) = conn.exchange(frame_reply).await.unwrap();
         assert_eq!(parse_reply(answer), Reply::Bulk(b"2"));
+        let used = info_field(server.addr(), "memory", "used_memory")
+            .await
+            .unwrap();
+        assert!(used > 0);
+        config_set(server.addr(), "hash-max-listpack-value", "128")
+            .await
+            .unwrap();
+        assert!(
+            config_set(server.addr(), "no-such-setting", "1")
+                .await
+                .is_err()
+        );
     }
 }

@@ -61,6 +61,12 @@ pub(crate) fn build_release() -> Result<PathBuf, String> {
     }
 }
 
+/// The SQLite store's file, in the server's directory ([`UniqueServer::dir`]).
+pub(crate) const SQLITE_FILE: &str = "bench.db";
+
+/// The fjall store's directory, in the server's directory ([`UniqueServer::dir`]).
+pub(crate) const FJALL_DIR: &str = "bench.fjall";
+
 /// The bearer token a guarded server requires (a bench secret, not a real one).
 const BENCH_TOKEN: &str = "unique-bench-token-0123456789abcdef";
 
@@ -85,7 +91,7 @@ pub(crate) struct UniqueServer {
     // Field order is drop order: the process dies before its files go.
     guard: ChildGuard,
     _stdout: BufReader<ChildStdout>,
-    _dir: Option<TempDir>,
+    dir: Option<TempDir>,
 }
 
 impl UniqueServer {
@@ -140,7 +146,7 @@ impl UniqueServer {
             ServerStore::Sqlite(sync) => {
                 command
                     .args(["--store", "sqlite", "--db"])
-                    .arg(dir.path().join("bench.db"))
+                    .arg(dir.path().join(SQLITE_FILE))
                     .args([
                         "--db-sync",
                         match sync {
@@ -152,7 +158,7 @@ impl UniqueServer {
             ServerStore::Fjall => {
                 command
                     .args(["--store", "fjall", "--fjall-dir"])
-                    .arg(dir.path().join("bench.fjall"));
+                    .arg(dir.path().join(FJALL_DIR));
             }
             ServerStore::Postgres(url) => {
                 command
@@ -197,7 +203,7 @@ impl UniqueServer {
             guarded,
             guard,
             _stdout: stdout,
-            _dir: dir,
+            dir,
         })
     }
 
@@ -214,6 +220,12 @@ impl UniqueServer {
     /// The server's process id.
     pub(crate) fn pid(&self) -> u32 {
         self.guard.id()
+    }
+
+    /// The temporary directory holding the server's files (the SQLite file at
+    /// [`SQLITE_FILE`], the fjall store at [`FJALL_DIR`]), for a server of [`UniqueServer::start`].
+    pub(crate) fn dir(&self) -> Option<&Path> {
+        self.dir.as_ref().map(TempDir::path)
     }
 }
 
