@@ -129,10 +129,11 @@ fn measure(shape: &Shape) -> (f64, f64) {
     let stats = region.change();
     let rss_gained = resident() - rss_before;
     drop(store);
-    // Counts of a few hundred million at most: exact enough in f64.
+    // Counts of a few hundred million at most: exact enough in f64. `stats_alloc` already
+    // adds a realloc's growth to `bytes_allocated` (and a shrink to `bytes_deallocated`);
+    // `bytes_reallocated` is the same growth again, so it is not added.
     #[allow(clippy::cast_precision_loss)]
-    let net = stats.bytes_allocated as f64 - stats.bytes_deallocated as f64
-        + stats.bytes_reallocated as f64;
+    let net = stats.bytes_allocated as f64 - stats.bytes_deallocated as f64;
     #[allow(clippy::cast_precision_loss)]
     let sessions = (shape.users * i64::try_from(shape.slots.len()).expect("a few slots")) as f64;
     (net / sessions, rss_gained / sessions)

@@ -6,6 +6,7 @@ mod owners;
 mod record;
 mod sync;
 mod table;
+mod won;
 
 use std::fmt;
 use std::sync::Arc;
@@ -65,7 +66,7 @@ impl MemoryStore {
                 generation,
                 OwnerAttr::from_raw(owner),
                 claim_id,
-                unique_core::RecentClaims::decode(won),
+                &unique_core::RecentClaims::decode(won),
             ),
         );
     }

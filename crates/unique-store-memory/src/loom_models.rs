@@ -56,7 +56,7 @@ fn session(generation: i64, claim_id: &str) -> Record {
         generation,
         OwnerAttr::Valid(owner(claim_id)),
         Some(claim_id),
-        RecentClaims::from_wins([(claim_id, generation)]),
+        &RecentClaims::from_wins([(claim_id, generation)]),
     )
 }
 
@@ -158,7 +158,7 @@ fn loom_three_claimers_double_pin() {
 
 #[test]
 fn loom_three_claimers_tombstone() {
-    let tombstone = Record::raw(9, OwnerAttr::Empty, None, RecentClaims::new());
+    let tombstone = Record::raw(9, OwnerAttr::Empty, None, &RecentClaims::new());
     let explored = explore("three claimers, tombstone", move || {
         claimers_from_one_snapshot(3, Some(tombstone.clone()), 10);
     });

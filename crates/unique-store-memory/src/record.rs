@@ -1,14 +1,18 @@
 //! One key's stored record and how it reads back (C6, C7).
 //!
 //! A record is kept small, since a store holds one per session: its gen, one
-//! pointer for the `owner` and `cid` attributes together, and its `won` list. A
-//! claim's owner is shared by every record of the same node (see `owners.rs`),
-//! and its cid is the claim_id of the list's last win, so neither is copied
-//! into the record.
+//! pointer for the `owner` and `cid` attributes together, and its `won` list,
+//! encoded (see `won.rs`). A claim's owner is shared by every record of the same
+//! node (see `owners.rs`), and its cid is the claim_id of the list's last win, so
+//! neither is copied into the record.
 
 use std::sync::Arc;
 
-use unique_core::{Owner, OwnerState, Pins, RecentClaims};
+#[cfg(any(test, feature = "test-util"))]
+use unique_core::RecentClaims;
+use unique_core::{Owner, OwnerState, Pins};
+
+use crate::won::Won;
 
 /// The `owner` attribute of a raw record, kept decoded so reads do not parse JSON.
 /// Only raw writes (the `test-util` hook, tests and loom models) build one.
@@ -63,8 +67,8 @@ pub(crate) struct Record {
     pub(crate) generation: i64,
     /// `owner` and `cid`; `None` is a tombstone (owner empty, cid absent).
     pub(crate) held: Option<Arc<Held>>,
-    /// `won`, kept decoded (C9).
-    pub(crate) recent: RecentClaims,
+    /// `won` (C9).
+    pub(crate) won: Won,
 }
 
 impl Record {
@@ -74,7 +78,7 @@ impl Record {
         generation: i64,
         owner: OwnerAttr,
         claim_id: Option<&str>,
-        recent: RecentClaims,
+        recent: &RecentClaims,
     ) -> Self {
         let held = match (owner, claim_id) {
             (OwnerAttr::Empty, None) => None,
@@ -86,17 +90,17 @@ impl Record {
         Self {
             generation,
             held,
-            recent,
+            won: Won::from_recent(recent),
         }
     }
 
     /// The record a claim writes: `session` (a [`Held::Session`]) won
-    /// `generation`, and `recent` ends with its win (C4, C9).
-    pub(crate) fn claimed(generation: i64, session: Arc<Held>, recent: RecentClaims) -> Self {
+    /// `generation`, and `won` ends with its win (C4, C9).
+    pub(crate) fn claimed(generation: i64, session: Arc<Held>, won: Won) -> Self {
         Self {
             generation,
             held: Some(session),
-            recent,
+            won,
         }
     }
 
@@ -118,7 +122,7 @@ impl Record {
 
     /// The claim_id of the last win in `won`: a session's cid.
     fn last_claim_id(&self) -> Option<&str> {
-        self.recent.iter().last().map(|(claim_id, _)| claim_id)
+        self.won.last_claim_id()
     }
 
     /// The snapshot `read_owner` reports for this record (C6, C7 soft path).
@@ -135,7 +139,7 @@ impl Record {
             owner: owner.cloned(),
             owner_corrupt,
             claim_id: claim_id.map(str::to_owned),
-            recent_claims: self.recent.clone(),
+            recent_claims: self.won.to_recent(),
         }
     }
 
@@ -172,7 +176,8 @@ mod tests {
     fn a_claimed_record_reads_its_last_win_as_its_cid() {
         let owner = Owner::new("r", "c", "http://h");
         let recent = RecentClaims::from_wins([("old", 3)]).after_win("", 4);
-        let record = Record::claimed(4, Arc::new(Held::Session(owner.clone())), recent.clone());
+        let won = Won::after_win(&RecentClaims::from_wins([("old", 3)]), "", 4);
+        let record = Record::claimed(4, Arc::new(Held::Session(owner.clone())), won);
         let state = record.state();
         assert_eq!(
             state,
@@ -216,7 +221,7 @@ mod tests {
             ),
             (OwnerAttr::Corrupt, Some(""), None, true),
         ] {
-            let record = Record::raw(7, attr, claim_id, recent.clone());
+            let record = Record::raw(7, attr, claim_id, &recent);
             let state = record.state();
             assert!(state.exists);
             assert_eq!(
@@ -228,7 +233,7 @@ mod tests {
             assert_eq!(state.recent_claims, recent);
         }
         assert!(
-            Record::raw(7, OwnerAttr::Empty, None, recent)
+            Record::raw(7, OwnerAttr::Empty, None, &recent)
                 .held
                 .is_none()
         );
@@ -236,7 +241,7 @@ mod tests {
 
     #[test]
     fn corrupt_reads_soft_and_current_is_hard() {
-        let record = Record::raw(3, OwnerAttr::Corrupt, Some(""), RecentClaims::new());
+        let record = Record::raw(3, OwnerAttr::Corrupt, Some(""), &RecentClaims::new());
         let state = record.state();
         assert!(state.exists && state.owner_corrupt && state.owner.is_none());
         assert_eq!(state.claim_id.as_deref(), Some(""));
@@ -256,7 +261,7 @@ mod tests {
             0,
             OwnerAttr::Valid(Owner::new("", "", "http://h")),
             Some("c"),
-            RecentClaims::from_wins([("c", 1)]),
+            &RecentClaims::from_wins([("c", 1)]),
         );
         assert_eq!(record.state(), OwnerState::absent());
         assert!(unique_core::Fence::FirstLogin.holds(Some(record.pins())));

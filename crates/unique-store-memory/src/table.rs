@@ -14,6 +14,7 @@ use unique_core::{CasOutcome, Error, Fence, Key, Owner, RecentClaims, UserKey, U
 use crate::owners::Owners;
 use crate::record::{Record, state_of};
 use crate::sync::{Mutex, lock};
+use crate::won::Won;
 
 type Shard = Mutex<ShardMap>;
 
@@ -329,7 +330,7 @@ impl Table {
         let claimed = Record::claimed(
             generation,
             self.owners.session(owner),
-            previous.after_win(claim_id, generation),
+            Won::after_win(previous, claim_id, generation),
         );
         let mut map = lock(self.shard(key));
         let replaced = match map.get_mut(key) {
@@ -413,7 +414,7 @@ mod tests {
     }
 
     fn tombstone(generation: i64) -> Record {
-        Record::raw(generation, OwnerAttr::Empty, None, RecentClaims::new())
+        Record::raw(generation, OwnerAttr::Empty, None, &RecentClaims::new())
     }
 
     fn indexed(table: &Table) -> Vec<(UserKey, Vec<String>)> {
