@@ -144,15 +144,28 @@ fn check_endpoint(endpoint: &str) -> Result<(), Error> {
     let rest = strip_prefix_ignore_case(endpoint, "http://")
         .or_else(|| strip_prefix_ignore_case(endpoint, "https://"))
         .ok_or_else(|| Error::invalid("owner.endpoint must be an absolute http or https url"))?;
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
-    let host_port = authority.rsplit('@').next().unwrap_or_default();
-    let host = if host_port.starts_with('[') {
+    // On bytes: every delimiter is ASCII, and a byte search is a fraction of a `char`
+    // pattern's cost on every claim.
+    let rest = rest.as_bytes();
+    let authority = rest
+        .iter()
+        .position(|&b| matches!(b, b'/' | b'?' | b'#'))
+        .map_or(rest, |end| &rest[..end]);
+    let host_port = authority
+        .iter()
+        .rposition(|&b| b == b'@')
+        .map_or(authority, |at| &authority[at + 1..]);
+    let no_host = if host_port.first() == Some(&b'[') {
         // IPv6 literal: the host is everything up to the closing bracket.
-        host_port.find(']').map_or("", |end| &host_port[1..end])
+        host_port
+            .iter()
+            .position(|&b| b == b']')
+            .is_none_or(|end| end == 1)
     } else {
-        host_port.split(':').next().unwrap_or_default()
+        // The host ends at the port's colon.
+        host_port.first().is_none_or(|&b| b == b':')
     };
-    if host.is_empty() {
+    if no_host {
         return Err(Error::invalid("owner.endpoint must have a host"));
     }
     Ok(())
@@ -269,6 +282,42 @@ mod tests {
         ] {
             let e = limits.check_user(&user).unwrap_err();
             assert!(e.to_string().contains(rule), "{user:?}: {e}");
+        }
+    }
+
+    /// The host rule as it was written on `str` before the byte search, kept to hold the
+    /// byte version to it.
+    fn has_host_by_str(rest: &str) -> bool {
+        let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+        let host_port = authority.rsplit('@').next().unwrap_or_default();
+        let host = if host_port.starts_with('[') {
+            host_port.find(']').map_or("", |end| &host_port[1..end])
+        } else {
+            host_port.split(':').next().unwrap_or_default()
+        };
+        !host.is_empty()
+    }
+
+    #[test]
+    fn the_host_rule_on_bytes_is_the_rule_on_str() {
+        // Every text of up to five characters over the delimiters and two host characters.
+        let alphabet = ['a', '@', ':', '[', ']', '/', '?', '#', 'é'];
+        let mut texts = vec![String::new()];
+        let mut start = 0;
+        for _ in 0..5 {
+            let end = texts.len();
+            for i in start..end {
+                for c in alphabet {
+                    let mut longer = texts[i].clone();
+                    longer.push(c);
+                    texts.push(longer);
+                }
+            }
+            start = end;
+        }
+        for rest in &texts {
+            let endpoint = format!("http://{rest}");
+            assert_eq!(endpoint_ok(&endpoint), has_host_by_str(rest), "{endpoint}");
         }
     }
 
