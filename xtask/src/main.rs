@@ -56,12 +56,14 @@ commands:
             PostgreSQL table), and the lease histories (memory, Redis, servers on SQLite,
             memory, PostgreSQL and DynamoDB) for 60 s each instead of the 3 s `ci` runs, one
             at a time, printing each report; the broken-store checks run too
-  bench     the load generator: unique-server (memory, sqlite, postgres) side by side with a redis
-            script and a redis script on an fsync-always append-only file, random users (uids
-            over 10^8), the servers pinned to one CPU and the load generator to another, then
-            the like-for-like targets again unpinned (`--no-pin`: unpinned only; `--keys 10000`:
-            the old key set; flags after `bench` go to unique-bench); then the batched
-            heartbeat measure (HTTP requests and store round trips for 10,000 sessions)
+  bench     the load generator: unique-server (memory, fjall, sqlite, postgres) side by side with
+            a redis script and a redis script on an fsync-always append-only file, random users
+            (uids over 10^8), the servers pinned to one CPU and the load generator to another,
+            then the like-for-like targets again unpinned, then both again on 10,000 fixed keys,
+            the ratios of every pass side by side, and memory and disk per session at 10^6
+            sessions (`--no-pin`: unpinned only; `--keys 10000`: the old key set alone; flags
+            after `bench` go to unique-bench); then the batched heartbeat measure (HTTP
+            requests and store round trips for 10,000 sessions)
 ";
 
 fn main() -> ExitCode {

@@ -33,7 +33,7 @@ impl FromStr for Keys {
 }
 
 /// A key distribution over uids `1..=keys`.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct KeyChoice {
     keys: u64,
     /// `(hot key count, share of requests)`; `None` = uniform.
@@ -107,6 +107,20 @@ impl KeyChoice {
         match self.hot {
             Some((hot_keys, share)) if rng.f64() < share => rng.u64(1..=hot_keys),
             _ => rng.u64(1..=self.keys),
+        }
+    }
+
+    /// A few words for a column heading: `random users`, `10000 keys`, `10000 keys, hot`.
+    pub(crate) fn short(&self) -> String {
+        let base = if self.fresh_per_round {
+            "random users".to_owned()
+        } else {
+            format!("{} keys", self.keys)
+        };
+        if self.hot.is_some() {
+            format!("{base}, hot")
+        } else {
+            base
         }
     }
 

@@ -73,6 +73,13 @@ struct Args {
     #[arg(long, default_value = "random", value_parser = clap::value_parser!(Keys))]
     keys: Keys,
 
+    /// With `--keys random`: after the random-users passes, measure the like-for-like targets
+    /// (Redis both ways, memory, SQLite full, fjall, the HTTP floor) again on a fixed set of
+    /// this many uids, pinned and (unless --pinned-only) unpinned: every claim after the
+    /// warm-up logs a known key in again. 0 skips these passes.
+    #[arg(long, default_value_t = 10_000)]
+    fixed_keys: u64,
+
     /// How each request picks its key among --keys.
     #[arg(long, value_enum, default_value_t = Dist::Uniform)]
     dist: Dist,
@@ -185,14 +192,18 @@ impl Target {
     ];
 
     /// What a pinned run measures again unpinned by default: the memory and durable
-    /// defaults and their Redis baselines.
-    const UNPINNED: [Target; 5] = [
+    /// stores, their Redis baselines and the HTTP floor.
+    const UNPINNED: [Target; 6] = [
         Target::Redis,
         Target::RedisAof,
         Target::Memory,
         Target::SqliteFull,
         Target::Fjall,
+        Target::HttpFloor,
     ];
+
+    /// What the `--fixed-keys` passes measure (of `--targets`): the same as the unpinned pass.
+    const LIKE_FOR_LIKE: [Target; 6] = Self::UNPINNED;
 
     /// What the memory measure counts as the store's bytes on disk, for a store with files.
     fn store_files_described(self) -> Option<String> {
@@ -292,9 +303,16 @@ fn run(args: &Args) -> Result<(), String> {
         allowed: allowed.as_deref(),
     };
     let mut report = String::new();
-    for pass in passes(args, &placement) {
+    let mut compared = Vec::new();
+    for pass in passes(args, &placement, keys)? {
         report.push('\n');
-        report.push_str(&run_pass(&context, &pass)?);
+        let (table, ratios) = run_pass(&context, &pass)?;
+        report.push_str(&table);
+        compared.push((pass.column(), ratios));
+    }
+    if compared.len() > 1 {
+        report.push('\n');
+        report.push_str(&report::ratios_side_by_side(&COMPARED, &compared));
     }
     if args.resident_sessions > 0 {
         report.push('\n');
@@ -304,44 +322,118 @@ fn run(args: &Args) -> Result<(), String> {
     Ok(())
 }
 
-/// One set of targets measured under one placement, on servers of its own.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// The throughput ratios printed side by side for every pass at the end of a run, each
+/// with the bar it is held to.
+const COMPARED: [(Target, Target, &str); 4] = [
+    (
+        Target::Memory,
+        Target::Redis,
+        "memory / redis script (bar 1.30x pinned)",
+    ),
+    (
+        Target::Memory,
+        Target::HttpFloor,
+        "memory / http floor (bar 0.85x pinned)",
+    ),
+    (
+        Target::Fjall,
+        Target::RedisAof,
+        "fjall / redis aof always (bar 1.00x)",
+    ),
+    (
+        Target::SqliteFull,
+        Target::RedisAof,
+        "sqlite full / redis aof always",
+    ),
+];
+
+/// One set of targets measured under one placement and key choice, on servers of its own.
+#[derive(Debug, Clone, PartialEq)]
 struct Pass {
-    /// `pinned (the headline table)` or `unpinned`: the first words of the pass's report.
+    /// `pinned (the headline table)`, `unpinned`, ...: the first words of the pass's report.
     title: &'static str,
     placement: Placement,
     targets: Vec<Target>,
+    keys: KeyChoice,
 }
 
 /// The passes of a run: pinned, then the `--unpinned-targets` of `--targets` unpinned
-/// (unless `--pinned-only`); or one unpinned pass when the run cannot or may not pin.
-fn passes(args: &Args, placement: &Placement) -> Vec<Pass> {
+/// (unless `--pinned-only`); or one unpinned pass when the run cannot or may not pin. With
+/// random users and `--fixed-keys N`, the same again for the like-for-like targets on N keys.
+fn passes(args: &Args, placement: &Placement, keys: KeyChoice) -> Result<Vec<Pass>, String> {
     if args.rounds == 0 {
+        return Ok(Vec::new());
+    }
+    let mut passes = placed_passes(args, placement, &args.targets, keys, false);
+    if args.keys == Keys::Random && args.fixed_keys > 0 {
+        let like_for_like: Vec<Target> = args
+            .targets
+            .iter()
+            .copied()
+            .filter(|t| Target::LIKE_FOR_LIKE.contains(t))
+            .collect();
+        let fixed = KeyChoice::uniform(args.fixed_keys)?;
+        passes.extend(placed_passes(args, placement, &like_for_like, fixed, true));
+    }
+    Ok(passes)
+}
+
+impl Pass {
+    /// The pass's column in the side-by-side ratios: `pinned, random users`.
+    fn column(&self) -> String {
+        let placement = if self.placement.is_pinned() {
+            "pinned"
+        } else {
+            "unpinned"
+        };
+        format!("{placement}, {}", self.keys.short())
+    }
+}
+
+/// `targets` on `keys`: pinned then unpinned, or unpinned alone. `fixed_keys` names the
+/// `--fixed-keys` passes.
+fn placed_passes(
+    args: &Args,
+    placement: &Placement,
+    targets: &[Target],
+    keys: KeyChoice,
+    fixed_keys: bool,
+) -> Vec<Pass> {
+    if targets.is_empty() {
         return Vec::new();
     }
+    let title = |pinned: bool| match (pinned, fixed_keys) {
+        (true, false) => "pinned (the headline table)",
+        (true, true) => "pinned, fixed keys",
+        (false, false) if placement.is_pinned() => "unpinned (as with --no-pin)",
+        (false, false) => "unpinned",
+        (false, true) => "unpinned, fixed keys",
+    };
     if !placement.is_pinned() {
         return vec![Pass {
-            title: "unpinned",
+            title: title(false),
             placement: placement.clone(),
-            targets: args.targets.clone(),
+            targets: targets.to_vec(),
+            keys,
         }];
     }
     let mut passes = vec![Pass {
-        title: "pinned (the headline table)",
+        title: title(true),
         placement: placement.clone(),
-        targets: args.targets.clone(),
+        targets: targets.to_vec(),
+        keys,
     }];
-    let again: Vec<Target> = args
-        .targets
+    let again: Vec<Target> = targets
         .iter()
         .copied()
         .filter(|t| args.unpinned_targets.contains(t))
         .collect();
     if !args.pinned_only && !again.is_empty() {
         passes.push(Pass {
-            title: "unpinned (as with --no-pin)",
+            title: title(false),
             placement: Placement::Unpinned(Unpinned::Asked),
             targets: again,
+            keys,
         });
     }
     passes
@@ -357,8 +449,9 @@ struct PassContext<'a> {
 }
 
 /// Starts the pass's servers (on the server CPU when pinned), measures them in rounds
-/// (from the client CPU when pinned), stops them, and returns the pass's report.
-fn run_pass(context: &PassContext<'_>, pass: &Pass) -> Result<String, String> {
+/// (from the client CPU when pinned), stops them, and returns the pass's report with its
+/// [`COMPARED`] ratios.
+fn run_pass(context: &PassContext<'_>, pass: &Pass) -> Result<(String, Vec<String>), String> {
     let args = context.args;
     let mut placement = pass.placement.describe(context.allowed);
     eprintln!("unique-bench: {}: {placement}", pass.title);
@@ -374,11 +467,15 @@ fn run_pass(context: &PassContext<'_>, pass: &Pass) -> Result<String, String> {
         .collect::<Result<Vec<_>, _>>()?;
     pinned_client(&pass.placement, &running, &mut placement)?;
     let runtime = client_runtime(args.client_threads)?;
+    let pass_plan = LoadPlan {
+        keys: pass.keys,
+        ..context.plan.clone()
+    };
     let describe = format!(
         "{}: {}",
         pass.title,
         report::plan_line(
-            context.plan,
+            &pass_plan,
             args.rounds,
             args.client_threads,
             args.server_workers,
@@ -390,7 +487,7 @@ fn run_pass(context: &PassContext<'_>, pass: &Pass) -> Result<String, String> {
     for round in 1..=args.rounds {
         let plan = LoadPlan {
             round,
-            ..context.plan.clone()
+            ..pass_plan.clone()
         };
         for (target, measured) in running.iter().zip(&mut rounds) {
             let label = format!("{} {round}/{}", target.target.label(), args.rounds);
@@ -423,7 +520,20 @@ fn run_pass(context: &PassContext<'_>, pass: &Pass) -> Result<String, String> {
         let original = context.allowed.ok_or("pinned without a known CPU set")?;
         pin::move_self(original)?;
     }
-    Ok(format!("{describe}\n{}", report::table(&rows)))
+    let row_of = |target: Target| {
+        pass.targets
+            .iter()
+            .position(|&t| t == target)
+            .map(|i| &rows[i])
+    };
+    let ratios = COMPARED
+        .iter()
+        .map(|&(row, base, _)| match (row_of(row), row_of(base)) {
+            (Some(row), Some(base)) => report::ratio_text(row, base),
+            _ => "-".to_owned(),
+        })
+        .collect();
+    Ok((format!("{describe}\n{}", report::table(&rows)), ratios))
 }
 
 /// Loads `--resident-sessions` sessions into fresh servers of the memory measure's targets
@@ -681,31 +791,103 @@ mod tests {
         client: 1,
     };
 
+    fn passes_of(args: &Args, placement: &Placement) -> Vec<Pass> {
+        let keys = KeyChoice::from_keys(args.keys).unwrap();
+        passes(args, placement, keys).unwrap()
+    }
+
     #[test]
-    fn the_defaults_are_random_users_pinned_then_unpinned() {
+    fn the_defaults_are_random_users_then_fixed_keys_each_pinned_then_unpinned() {
         let args = parse(&[]);
         assert_eq!(args.keys, Keys::Random);
         assert_eq!(args.dist, Dist::Uniform);
         assert!(!args.no_pin && !args.pinned_only);
-        let passes = passes(&args, &pin::plan(args.no_pin, Some(&[0, 1])));
+        let passes = passes_of(&args, &pin::plan(args.no_pin, Some(&[0, 1])));
+        let random = KeyChoice::random();
+        let fixed = KeyChoice::uniform(10_000).unwrap();
+        let unpinned = Placement::Unpinned(Unpinned::Asked);
+        let shape: Vec<_> = passes
+            .iter()
+            .map(|p| (p.placement.clone(), p.targets.clone(), p.keys, p.column()))
+            .collect();
+        assert_eq!(
+            shape,
+            [
+                (
+                    PINNED,
+                    Target::ALL.to_vec(),
+                    random,
+                    "pinned, random users".to_owned()
+                ),
+                (
+                    unpinned.clone(),
+                    Target::UNPINNED.to_vec(),
+                    random,
+                    "unpinned, random users".to_owned()
+                ),
+                (
+                    PINNED,
+                    Target::LIKE_FOR_LIKE.to_vec(),
+                    fixed,
+                    "pinned, 10000 keys".to_owned()
+                ),
+                (
+                    unpinned,
+                    Target::LIKE_FOR_LIKE.to_vec(),
+                    fixed,
+                    "unpinned, 10000 keys".to_owned()
+                ),
+            ]
+        );
+        assert_eq!(
+            passes.iter().map(|p| p.title).collect::<Vec<_>>(),
+            [
+                "pinned (the headline table)",
+                "unpinned (as with --no-pin)",
+                "pinned, fixed keys",
+                "unpinned, fixed keys"
+            ]
+        );
+        // Every compared ratio's two targets are in each pass.
+        for pass in &passes {
+            for (row, base, _) in COMPARED {
+                assert!(pass.targets.contains(&row) && pass.targets.contains(&base));
+            }
+        }
+    }
+
+    #[test]
+    fn fixed_keys_0_or_a_key_count_run_no_fixed_key_passes() {
+        let skipped = parse(&["--fixed-keys", "0"]);
+        assert_eq!(passes_len(&skipped, &PINNED), 2);
+        let count = parse(&["--keys", "500"]);
+        assert_eq!(passes_len(&count, &PINNED), 2);
+        let pinned_only = parse(&["--pinned-only", "--fixed-keys", "20"]);
+        let passes = passes_of(&pinned_only, &PINNED);
         assert_eq!(passes.len(), 2);
-        assert_eq!(passes[0].placement, PINNED);
-        assert_eq!(passes[0].targets, Target::ALL);
-        assert_eq!(passes[1].placement, Placement::Unpinned(Unpinned::Asked));
-        assert_eq!(passes[1].targets, Target::UNPINNED);
+        assert_eq!(passes[1].keys, KeyChoice::uniform(20).unwrap());
+        assert_eq!(passes[1].column(), "pinned, 20 keys");
+        // Only like-for-like targets of --targets go to the fixed-key passes.
+        let few = parse(&["--targets", "postgres,memory"]);
+        let passes = passes_of(&few, &PINNED);
+        assert_eq!(passes.len(), 4);
+        assert_eq!(passes[2].targets, [Target::Memory]);
+        let none = parse(&["--targets", "postgres"]);
+        assert_eq!(passes_len(&none, &PINNED), 1);
     }
 
     #[test]
     fn no_pin_and_a_key_count_are_the_unpinned_hot_key_bench() {
         let args = parse(&["--no-pin", "--keys", "10000"]);
         assert_eq!(args.keys, Keys::Count(10_000));
-        let passes = passes(&args, &pin::plan(args.no_pin, Some(&[0, 1])));
+        let passes = passes_of(&args, &pin::plan(args.no_pin, Some(&[0, 1])));
         assert_eq!(
             passes,
             [Pass {
                 title: "unpinned",
                 placement: Placement::Unpinned(Unpinned::Asked),
                 targets: Target::ALL.to_vec(),
+                keys: KeyChoice::uniform(10_000).unwrap(),
             }]
         );
         // Connection i seeded i + 1 in every round, as before.
@@ -721,7 +903,7 @@ mod tests {
             "--unpinned-targets",
             "memory,sqlite-full,redis",
         ]);
-        let passes = passes(&args, &PINNED);
+        let passes = passes_of(&args, &PINNED);
         assert_eq!(
             passes[1].targets,
             [Target::SqliteFull, Target::Memory],
@@ -729,22 +911,25 @@ mod tests {
         );
         let none = parse(&["--targets", "postgres"]);
         assert_eq!(passes_len(&none, &PINNED), 1, "nothing to measure again");
-        let only = parse(&["--pinned-only"]);
+        let only = parse(&["--pinned-only", "--fixed-keys", "0"]);
         assert_eq!(passes_len(&only, &PINNED), 1);
     }
 
     fn passes_len(args: &Args, placement: &Placement) -> usize {
-        passes(args, placement).len()
+        passes_of(args, placement).len()
     }
 
     #[test]
     fn a_machine_that_cannot_pin_runs_one_unpinned_pass() {
         let args = parse(&[]);
         let one_cpu = pin::plan(false, Some(&[0]));
-        let passes = passes(&args, &one_cpu);
-        assert_eq!(passes.len(), 1);
+        let passes = passes_of(&args, &one_cpu);
+        assert_eq!(passes.len(), 2, "random users, then the fixed keys");
         assert_eq!(passes[0].placement, one_cpu);
         assert_eq!(passes[0].targets, Target::ALL);
+        assert_eq!(passes[0].title, "unpinned");
+        assert_eq!(passes[1].targets, Target::LIKE_FOR_LIKE);
+        assert_eq!(passes[1].title, "unpinned, fixed keys");
     }
 
     #[test]

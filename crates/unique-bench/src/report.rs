@@ -128,8 +128,46 @@ pub(crate) fn table(rows: &[Row]) -> String {
     out
 }
 
+/// The like-for-like ratios of every pass side by side: one line per comparison (its label
+/// is the third field of `compared`), one column per pass (`passes`: its heading and its
+/// cells, in `compared`'s order).
+pub(crate) fn ratios_side_by_side<T>(
+    compared: &[(T, T, &str)],
+    passes: &[(String, Vec<String>)],
+) -> String {
+    let label_width = compared.iter().map(|c| c.2.len()).max().unwrap_or(0);
+    let widths: Vec<usize> = passes
+        .iter()
+        .map(|(heading, cells)| {
+            cells
+                .iter()
+                .map(String::len)
+                .chain([heading.len()])
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut out = String::from(
+        "like for like: median of the per-round throughput ratios (range), every pass\n",
+    );
+    let _ = write!(out, "{:<label_width$}", "");
+    for ((heading, _), width) in passes.iter().zip(&widths) {
+        let _ = write!(out, "  {heading:>width$}");
+    }
+    out.push('\n');
+    for (line, (_, _, label)) in compared.iter().enumerate() {
+        let _ = write!(out, "{label:<label_width$}");
+        for ((_, cells), width) in passes.iter().zip(&widths) {
+            let cell = cells.get(line).map_or("-", String::as_str);
+            let _ = write!(out, "  {cell:>width$}");
+        }
+        out.push('\n');
+    }
+    out
+}
+
 /// `1.21x (1.10-1.30)`: the median of the per-round throughput ratios to `base`.
-fn ratio_text(row: &Row, base: &Row) -> String {
+pub(crate) fn ratio_text(row: &Row, base: &Row) -> String {
     let mut ratios: Vec<f64> = row
         .rounds
         .iter()
@@ -249,6 +287,34 @@ mod tests {
         assert_eq!(
             cells[cells.len() - 4..cells.len() - 1],
             ["-", "-", "-"],
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn ratios_side_by_side_puts_a_pass_per_column() {
+        let compared = [(0, 1, "a / b"), (2, 3, "c / d longer")];
+        let passes = [
+            (
+                "pinned, random users".to_owned(),
+                vec!["1.00x (0.90-1.10)".to_owned(), "-".to_owned()],
+            ),
+            ("unpinned, 10 keys".to_owned(), vec!["2.00x".to_owned()]),
+        ];
+        let text = ratios_side_by_side(&compared, &passes);
+        let lines: Vec<_> = text.lines().collect();
+        assert_eq!(lines.len(), 4, "{text}");
+        assert!(
+            lines[1].ends_with("pinned, random users  unpinned, 10 keys"),
+            "{text}"
+        );
+        assert_eq!(
+            lines[2], "a / b            1.00x (0.90-1.10)              2.00x",
+            "{text}"
+        );
+        // A pass with fewer cells than comparisons shows "-".
+        assert!(
+            lines[3].starts_with("c / d longer ") && lines[3].ends_with("  -"),
             "{text}"
         );
     }
