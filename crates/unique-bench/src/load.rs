@@ -98,6 +98,9 @@ pub(crate) struct Measurement {
     /// CPU time `(client, server)` over the whole round, warm-up included
     /// (filled in by the caller, which knows the server process).
     pub(crate) cpu: Option<(Duration, Duration)>,
+    /// Bytes the server sent to storage over the whole round, warm-up included (filled in
+    /// by the caller, from `/proc/<pid>/io`).
+    pub(crate) written: Option<u64>,
 }
 
 impl Measurement {
@@ -109,6 +112,7 @@ impl Measurement {
             window,
             sent: 0,
             cpu: None,
+            written: None,
         }
     }
 
@@ -117,6 +121,7 @@ impl Measurement {
     pub(crate) fn sum(rounds: &[Measurement]) -> Self {
         let mut total = Self::empty(Duration::ZERO);
         total.cpu = Some((Duration::ZERO, Duration::ZERO));
+        total.written = Some(0);
         for round in rounds {
             total.add_requests(round);
             total.window += round.window;
@@ -125,6 +130,7 @@ impl Measurement {
                 .cpu
                 .zip(round.cpu)
                 .map(|((c, s), (rc, rs))| (c + rc, s + rs));
+            total.written = total.written.zip(round.written).map(|(t, r)| t + r);
         }
         total
     }
@@ -154,6 +160,11 @@ impl Measurement {
         let (client, server) = self.cpu?;
         let per = |d: Duration| d.as_secs_f64() * 1e6 / self.sent.max(1) as f64;
         Some((per(client), per(server)))
+    }
+
+    /// Bytes the server sent to storage per request sent.
+    pub(crate) fn written_per_request(&self) -> Option<f64> {
+        Some(self.written? as f64 / self.sent.max(1) as f64)
     }
 }
 

@@ -6,6 +6,7 @@ mod conn;
 mod cpu;
 mod floor;
 mod http_client;
+mod io;
 mod keys;
 mod load;
 mod pin;
@@ -761,11 +762,15 @@ impl Running {
     ) -> Measurement {
         let server = Process::Pid(self.pid);
         let before = cpu::used(Process::This).zip(cpu::used(server));
+        let written_before = io::written(self.pid);
         let mut measurement = match &self.connector {
             Connector::Redis(connector) => runtime.block_on(load::run(label, connector, plan)),
             Connector::Http(connector) => runtime.block_on(load::run(label, connector, plan)),
         };
         let after = cpu::used(Process::This).zip(cpu::used(server));
+        measurement.written = written_before
+            .zip(io::written(self.pid))
+            .map(|(before, after)| after.saturating_sub(before));
         measurement.cpu = before
             .zip(after)
             .map(|((client0, server0), (client1, server1))| {

@@ -65,7 +65,7 @@ pub(crate) fn table(rows: &[Row]) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "{:<29} {:>10} {:>9} {:>8} {:>8} {:>8} {:>8} {:>7} {:>20} {:>20} {:>20} {:>14}",
+        "{:<29} {:>10} {:>9} {:>8} {:>8} {:>8} {:>8} {:>7} {:>20} {:>20} {:>20} {:>14} {:>9}",
         "target",
         "ok",
         "ok/s",
@@ -77,7 +77,8 @@ pub(crate) fn table(rows: &[Row]) -> String {
         "vs redis (range)",
         "vs redis aof (range)",
         "vs memory (range)",
-        "cpu µs/req c+s"
+        "cpu µs/req c+s",
+        "B/req"
     );
     for row in rows {
         let total = Measurement::sum(&row.rounds);
@@ -87,9 +88,12 @@ pub(crate) fn table(rows: &[Row]) -> String {
         let cpu = total
             .cpu_per_request()
             .map_or_else(|| "-".to_owned(), |(c, s)| format!("{c:.1}+{s:.1}"));
+        let written = total
+            .written_per_request()
+            .map_or_else(|| "-".to_owned(), |b| format!("{b:.0}"));
         let _ = writeln!(
             out,
-            "{:<29} {:>10} {:>9.0} {:>8} {:>8} {:>8} {:>8} {:>7} {:>20} {:>20} {:>20} {:>14}",
+            "{:<29} {:>10} {:>9.0} {:>8} {:>8} {:>8} {:>8} {:>7} {:>20} {:>20} {:>20} {:>14} {:>9}",
             row.label,
             h.len(),
             total.throughput(),
@@ -101,12 +105,17 @@ pub(crate) fn table(rows: &[Row]) -> String {
             ratio(baseline),
             ratio(durable),
             ratio(memory),
-            cpu
+            cpu,
+            written
         );
     }
     out.push_str(
         "cpu µs/req c+s: CPU time per request sent (warm-up included) of the client \
-         (this process) + the server; less sensitive to other load on the machine than ok/s\n",
+         (this process) + the server; less sensitive to other load on the machine than ok/s\n\
+         B/req: bytes the server process sent to storage per request sent (/proc/<pid>/io \
+         write_bytes: its files' pages as they are dirtied, its background flushes and \
+         compactions included; \
+         a PostgreSQL's own processes are not counted)\n",
     );
     let errors: Vec<_> = rows
         .iter()
@@ -215,6 +224,7 @@ mod tests {
         m.errors = errors.iter().map(|(k, n)| ((*k).to_owned(), *n)).collect();
         m.sent = 10;
         m.cpu = Some((Duration::from_micros(150), Duration::from_micros(200)));
+        m.written = Some(1000);
         m
     }
 
@@ -256,7 +266,7 @@ mod tests {
                 && lines[2].contains(" 2.00x (1.00-3.00) "),
             "{text}"
         );
-        assert!(lines[2].ends_with(" 15.0+20.0"), "{text}");
+        assert!(lines[2].ends_with(" 15.0+20.0       100"), "{text}");
         // No durable Redis measured: its column is "-" on every row.
         assert!(
             lines[2].contains(" 2.00x (1.00-3.00)                    - "),
@@ -285,7 +295,7 @@ mod tests {
         // Neither Redis (either kind) nor memory measured: every ratio column is "-".
         let cells: Vec<_> = text.lines().nth(1).unwrap().split_whitespace().collect();
         assert_eq!(
-            cells[cells.len() - 4..cells.len() - 1],
+            cells[cells.len() - 5..cells.len() - 2],
             ["-", "-", "-"],
             "{text}"
         );
