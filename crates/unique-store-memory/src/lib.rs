@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use unique_core::{
     CasOutcome, CurrentView, Error, Fence, Key, Owner, OwnerState, Store, UserKey, UserSession,
-    async_trait,
+    VacantClaim, VacantClaims, async_trait,
 };
 
 use crate::record::state_of;
@@ -86,6 +86,17 @@ impl fmt::Debug for MemoryStore {
     }
 }
 
+/// C8: refuses an owner without endpoint before the record is touched. An `Owner` is
+/// three strings and always serialises, so the endpoint is the only rule left to check;
+/// building its JSON (as `encode_owner` does) would cost an allocation per claim for a
+/// string this store never keeps.
+fn check_owner(owner: &Owner) -> Result<(), Error> {
+    if owner.endpoint.is_empty() {
+        return Err(Error::invalid("owner.endpoint must not be empty"));
+    }
+    Ok(())
+}
+
 /// Every method is synchronous under the hood: one shard lock, held for a
 /// lookup and at most one write, never across an `.await`.
 #[async_trait]
@@ -101,17 +112,27 @@ impl Store for MemoryStore {
         claim_id: &str,
         snap: &OwnerState,
     ) -> Result<CasOutcome, Error> {
-        // C8: refuse an owner without endpoint before touching the record. An
-        // `Owner` is three strings and always serialises, so the endpoint is the
-        // only rule left to check; building its JSON (as `encode_owner` does)
-        // would cost an allocation per claim for a string this store never keeps.
-        if owner.endpoint.is_empty() {
-            return Err(Error::invalid("owner.endpoint must not be empty"));
-        }
+        check_owner(owner)?;
         let fence = Fence::for_snapshot(snap)?;
         Ok(self
             .table
             .claim(key, fence, owner, claim_id, &snap.recent_claims))
+    }
+
+    /// Absent records and tombstones alike: the check and the write share one
+    /// critical section, so a first login is one lookup instead of two.
+    fn vacant_claims(&self) -> VacantClaims {
+        VacantClaims::AbsentAndTombstones
+    }
+
+    async fn claim_vacant(
+        &self,
+        key: &Key,
+        owner: &Owner,
+        claim_id: &str,
+    ) -> Result<VacantClaim, Error> {
+        check_owner(owner)?;
+        Ok(self.table.claim_vacant(key, owner, claim_id))
     }
 
     async fn current(&self, key: &Key) -> Result<CurrentView, Error> {

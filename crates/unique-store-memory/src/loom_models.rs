@@ -5,15 +5,16 @@
 //! `RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test --release -p unique-store-memory --lib loom`.
 //! Each model explores every interleaving of its threads' lock acquisitions and
 //! prints how many it explored (`--nocapture` shows them). The broken variants
-//! (a read-then-write claim, a listing read slot by slot, an owner looked up and
-//! added in two steps) prove the invariant checks can fail.
+//! (a read-then-write claim, a write-first claim that checks and writes in two
+//! steps, a listing read slot by slot, an owner looked up and added in two steps)
+//! prove the invariant checks can fail.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use loom::sync::Arc;
 use loom::thread;
-use unique_core::{CasOutcome, Fence, Key, Owner, OwnerState, RecentClaims, UserKey};
+use unique_core::{CasOutcome, Fence, Key, Owner, OwnerState, RecentClaims, UserKey, VacantClaim};
 
 use crate::owners::Owners;
 use crate::record::{Held, OwnerAttr, Record, state_of};
@@ -158,11 +159,94 @@ fn loom_three_claimers_double_pin() {
 
 #[test]
 fn loom_three_claimers_tombstone() {
-    let tombstone = Record::raw(9, OwnerAttr::Empty, None, &RecentClaims::new());
+    let tombstone = tombstone(9);
     let explored = explore("three claimers, tombstone", move || {
         claimers_from_one_snapshot(3, Some(tombstone.clone()), 10);
     });
     assert!(explored > 2);
+}
+
+/// A write-first claim (`vacant`, C11) races a fenced claim from the same snapshot of
+/// `initial` (absent, or a tombstone at `expected - 1`): exactly one writes, at
+/// `expected`, and the stored record is the winner's.
+fn vacant_claim_races_a_fenced_claim(
+    initial: Option<Record>,
+    expected: i64,
+    vacant: fn(&Table, &Key, &Owner, &str) -> VacantClaim,
+) {
+    let (table, snap) = table_with(initial);
+    let fenced = {
+        let table = Arc::clone(&table);
+        thread::spawn(move || written(&claim(&table, &key(), &snap, "f")).map(|g| ("f", g)))
+    };
+    let first = {
+        let table = Arc::clone(&table);
+        thread::spawn(move || match vacant(&table, &key(), &owner("v"), "v") {
+            VacantClaim::Written { generation } => Some(("v", generation)),
+            VacantClaim::Occupied(seen) => {
+                // Only the fenced claim can have made the record not vacant.
+                assert_eq!(seen.claim_id.as_deref(), Some("f"));
+                None
+            }
+            VacantClaim::Unread => panic!("this store always hands back the record"),
+        })
+    };
+    let winners: Vec<_> = [fenced.join().unwrap(), first.join().unwrap()]
+        .into_iter()
+        .flatten()
+        .collect();
+    assert_eq!(winners.len(), 1, "{ONE_WINNER}");
+    let (winner, generation) = winners[0];
+    assert_eq!(generation, expected, "gen must advance by exactly one");
+    let stored = table.read_with(&key(), state_of);
+    assert_eq!(
+        (stored.generation, stored.claim_id.as_deref()),
+        (expected, Some(winner))
+    );
+}
+
+fn tombstone(generation: i64) -> Record {
+    Record::raw(generation, OwnerAttr::Empty, None, &RecentClaims::new())
+}
+
+#[test]
+fn loom_vacant_claim_races_a_fenced_claim() {
+    let explored = explore("vacant claim racing a fenced claim, first login", || {
+        vacant_claim_races_a_fenced_claim(None, 1, Table::claim_vacant);
+    });
+    assert!(explored > 1);
+    let explored = explore("vacant claim racing a fenced claim, tombstone", || {
+        vacant_claim_races_a_fenced_claim(Some(tombstone(4)), 5, Table::claim_vacant);
+    });
+    assert!(explored > 1);
+}
+
+/// **Broken on purpose**: checks the vacancy under one lock and writes under another, so
+/// a fenced claim can win in between and be overwritten.
+fn vacant_checked_then_written(
+    table: &Table,
+    key: &Key,
+    _owner: &Owner,
+    claim_id: &str,
+) -> VacantClaim {
+    let snap = table.read_with(key, state_of);
+    if !VacantClaim::is_vacant(&snap, claim_id) {
+        return VacantClaim::Occupied(snap);
+    }
+    let generation = fence(&snap).next_generation();
+    table.put(key, session(generation, claim_id));
+    VacantClaim::Written { generation }
+}
+
+#[test]
+fn loom_rejects_a_vacant_claim_checked_then_written() {
+    let message = violation_found("broken vacant check then write", || {
+        vacant_claim_races_a_fenced_claim(None, 1, vacant_checked_then_written);
+    });
+    assert!(
+        message.contains(ONE_WINNER),
+        "the model failed for another reason: {message}"
+    );
 }
 
 #[test]

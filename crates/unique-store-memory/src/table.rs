@@ -9,7 +9,9 @@
 use std::collections::HashMap;
 use std::hash::{BuildHasher, Hash, Hasher, RandomState};
 
-use unique_core::{CasOutcome, Error, Fence, Key, Owner, RecentClaims, UserKey, UserSession};
+use unique_core::{
+    CasOutcome, Error, Fence, Key, Owner, RecentClaims, UserKey, UserSession, VacantClaim,
+};
 
 use crate::owners::Owners;
 use crate::record::{Record, state_of};
@@ -348,6 +350,40 @@ impl Table {
         drop(map);
         drop(replaced);
         CasOutcome::Written { generation }
+    }
+
+    /// The write-first claim (C11): when the key's record is vacant for `claim_id`
+    /// ([`VacantClaim::is_vacant`]: absent, or a tombstone whose recent claims do not hold
+    /// `claim_id`), writes what [`claim`](Self::claim) from that record writes, in the
+    /// critical section that checked it; otherwise writes nothing and hands back the record
+    /// as it stands.
+    pub(crate) fn claim_vacant(&self, key: &Key, owner: &Owner, claim_id: &str) -> VacantClaim {
+        // Found before the shard's lock, as a claim finds it.
+        let session = self.owners.session(owner);
+        let mut map = lock(self.shard(key));
+        let (generation, replaced) = if let Some(record) = map.get_mut(key) {
+            let snap = state_of(Some(record));
+            if !VacantClaim::is_vacant(&snap, claim_id) {
+                return VacantClaim::Occupied(snap);
+            }
+            // A vacant record's gen is below i64::MAX - 1: the fence exists.
+            let Ok(fence) = Fence::for_snapshot(&snap) else {
+                return VacantClaim::Occupied(snap);
+            };
+            let generation = fence.next_generation();
+            let won = Won::after_win(&snap.recent_claims, claim_id, generation);
+            let claimed = Record::claimed(generation, session, won);
+            (generation, Some(std::mem::replace(record, claimed)))
+        } else {
+            // The first login of a key, the case write-first exists for: one lookup.
+            let won = Won::after_win(&RecentClaims::default(), claim_id, 1);
+            map.insert(key, Record::claimed(1, session, won));
+            (1, None)
+        };
+        // The replaced record is freed after the lock is released.
+        drop(map);
+        drop(replaced);
+        VacantClaim::Written { generation }
     }
 
     /// The fenced tombstone: when the stored gen equals `generation`, empties the
