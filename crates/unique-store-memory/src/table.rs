@@ -3,7 +3,9 @@
 //! Everything here is synchronous and takes one shard lock per operation, so the
 //! condition check and the write of a claim (C3, C4) or a release (C5) happen at
 //! one linearization point. (A claim first finds its shared owner in `owners.rs`,
-//! under that pool's own lock, released before the shard's is taken.) The loom models in `loom_models.rs` check this code
+//! under that pool's own lock, released before the shard's is taken; a write-first
+//! claim finds it under the shard's lock, once it knows the record vacant. The pool
+//! never takes a shard's lock, so the two never wait on each other in a cycle.) The loom models in `loom_models.rs` check this code
 //! through the [`crate::sync`] shim.
 
 use std::collections::HashMap;
@@ -358,8 +360,9 @@ impl Table {
     /// critical section that checked it; otherwise writes nothing and hands back the record
     /// as it stands.
     pub(crate) fn claim_vacant(&self, key: &Key, owner: &Owner, claim_id: &str) -> VacantClaim {
-        // Found before the shard's lock, as a claim finds it.
-        let session = self.owners.session(owner);
+        // The shared owner is found only once the record is known vacant, under the shard's
+        // lock (the pool's lock nests inside it; nothing takes them the other way round), so
+        // a takeover, which finds the key occupied, does not look it up twice.
         let mut map = lock(self.shard(key));
         let (generation, replaced) = if let Some(record) = map.get_mut(key) {
             let snap = state_of(Some(record));
@@ -372,12 +375,12 @@ impl Table {
             };
             let generation = fence.next_generation();
             let won = Won::after_win(&snap.recent_claims, claim_id, generation);
-            let claimed = Record::claimed(generation, session, won);
+            let claimed = Record::claimed(generation, self.owners.session(owner), won);
             (generation, Some(std::mem::replace(record, claimed)))
         } else {
             // The first login of a key, the case write-first exists for: one lookup.
             let won = Won::after_win(&RecentClaims::default(), claim_id, 1);
-            map.insert(key, Record::claimed(1, session, won));
+            map.insert(key, Record::claimed(1, self.owners.session(owner), won));
             (1, None)
         };
         // The replaced record is freed after the lock is released.
