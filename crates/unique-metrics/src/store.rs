@@ -6,19 +6,20 @@ use std::time::Instant;
 use metrics::{Counter, Histogram, Unit};
 use unique_core::{
     CasOutcome, CurrentView, Error, Key, Owner, OwnerState, Store, UserKey, UserSession,
-    async_trait,
+    VacantClaim, VacantClaims, async_trait,
 };
 
 use crate::{STORE_ERRORS_TOTAL, STORE_LOST_RACES_TOTAL, STORE_OPERATION_DURATION_SECONDS};
 
 /// The `operation` label values, indexed by [`Operation`].
-const OPERATIONS: [&str; 6] = [
+const OPERATIONS: [&str; 7] = [
     "read_owner",
     "claim_cas",
     "current",
     "release",
     "read_owners",
     "list_sessions",
+    "claim_vacant",
 ];
 /// The `kind` label values of store errors: the [`Error::code`]s.
 const ERROR_KINDS: [&str; 3] = ["throttled", "unavailable", "invalid_params"];
@@ -31,6 +32,7 @@ enum Operation {
     Release = 3,
     ReadOwners = 4,
     ListSessions = 5,
+    ClaimVacant = 6,
 }
 
 /// The handles of one operation.
@@ -46,13 +48,15 @@ struct Handles {
 ///
 /// | metric | kind | labels |
 /// |---|---|---|
-/// | `unique_store_operation_duration_seconds` | histogram | `operation`: `read_owner`, `claim_cas`, `current`, `release`, `read_owners` (one per batch), `list_sessions` |
+/// | `unique_store_operation_duration_seconds` | histogram | `operation`: `read_owner`, `claim_cas`, `claim_vacant`, `current`, `release`, `read_owners` (one per batch), `list_sessions` |
 /// | `unique_store_errors_total` | counter | `operation`; `kind`: `throttled`, `unavailable`, `invalid_params` |
 /// | `unique_store_lost_races_total` | counter | — |
 ///
 /// A lost race is a normal outcome of concurrent logins (C8), not an error: it is counted
-/// on its own. Every operation is timed, failed ones included. Results pass through
-/// unchanged.
+/// on its own. A write-first claim that finds the key occupied (C11) is neither: it is how
+/// every takeover starts. Every operation is timed, failed ones included. Results pass
+/// through unchanged, and so does the wrapped store's [`Store::vacant_claims`], so the
+/// Arbiter writes first through this wrapper exactly as it would on the store alone.
 ///
 /// Handles are registered (and metrics described) by [`new`](Self::new) with the recorder
 /// in force then: install the recorder first. An operation then costs two clock reads and
@@ -62,7 +66,7 @@ struct Handles {
 pub struct MeteredStore<S> {
     inner: S,
     /// Indexed by [`Operation`].
-    operations: [Handles; 6],
+    operations: [Handles; 7],
     lost_races: Counter,
 }
 
@@ -160,6 +164,23 @@ impl<S: Store> Store for MeteredStore<S> {
             self.lost_races.increment(1);
         }
         outcome
+    }
+
+    fn vacant_claims(&self) -> VacantClaims {
+        self.inner.vacant_claims()
+    }
+
+    async fn claim_vacant(
+        &self,
+        key: &Key,
+        owner: &Owner,
+        claim_id: &str,
+    ) -> Result<VacantClaim, Error> {
+        self.timed(
+            Operation::ClaimVacant,
+            self.inner.claim_vacant(key, owner, claim_id),
+        )
+        .await
     }
 
     async fn current(&self, key: &Key) -> Result<CurrentView, Error> {

@@ -7,7 +7,7 @@ use std::time::Duration;
 use metrics_util::debugging::{DebugValue, DebuggingRecorder};
 use unique_core::{
     Arbiter, CasOutcome, ClaimInput, CurrentView, Error, Key, KickDetail, KickOutcome, KickPayload,
-    Kicker, Owner, OwnerState, Store, async_trait,
+    Kicker, Owner, OwnerState, Store, VacantClaims, async_trait,
 };
 use unique_metrics::{MeteredStore, MetricsObserver};
 use unique_store_memory::MemoryStore;
@@ -173,6 +173,7 @@ fn store_errors(nonzero: &[(&str, &str, u64)]) -> BTreeMap<String, u64> {
         "release",
         "read_owners",
         "list_sessions",
+        "claim_vacant",
     ] {
         for kind in ["throttled", "unavailable", "invalid_params"] {
             let count = nonzero
@@ -253,6 +254,47 @@ fn a_scripted_sequence_is_counted_exactly() {
     assert_eq!(operations("claim_cas"), 7);
     assert_eq!(operations("current"), 1);
     assert_eq!(operations("release"), 2);
+}
+
+/// The wrapper keeps the wrapped store's write-first claims (C11): `Faulty` above does not
+/// write first, so the script reads first; the memory store does, and so must the wrapper.
+#[test]
+fn a_store_that_writes_first_still_does_through_the_wrapper() {
+    let recorder = DebuggingRecorder::new();
+    metrics::with_local_recorder(&recorder, || {
+        let store = MeteredStore::new(MemoryStore::new());
+        assert_eq!(
+            store.vacant_claims(),
+            MemoryStore::new().vacant_claims(),
+            "the wrapped store's answer"
+        );
+        assert_eq!(store.vacant_claims(), VacantClaims::AbsentAndTombstones);
+        let arbiter = Arbiter::builder(store)
+            .kicker(ScriptedKicker {
+                memory: MemoryStore::new(),
+            })
+            .build();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let first = arbiter.claim(&login(1, OK_NODE, "a")).await.unwrap();
+            assert_eq!(first.generation, 1);
+            let takeover = arbiter.claim(&login(1, OK_NODE, "b")).await.unwrap();
+            assert_eq!(takeover.generation, 2);
+        });
+    });
+    let snapshot = snapshot_of(&recorder);
+    let operations = |operation: &str| {
+        let name = format!("unique_store_operation_duration_seconds{{operation={operation}}}");
+        histogram(&snapshot, &name).len()
+    };
+    // The first login is the vacant write alone; the takeover finds the key occupied
+    // (the record in the same call), then makes its fenced write. Nothing reads first.
+    assert_eq!(operations("claim_vacant"), 2);
+    assert_eq!(operations("read_owner"), 0);
+    assert_eq!(operations("claim_cas"), 1);
 }
 
 #[test]

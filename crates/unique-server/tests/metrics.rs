@@ -87,7 +87,7 @@ fn start_server(extra: &[&str]) -> (String, ChildGuard, tempfile::TempDir) {
 }
 
 /// What the scrape must say after the script.
-const EXPECTED: [(&str, f64); 30] = [
+const EXPECTED: [(&str, f64); 31] = [
     (r#"unique_claims_total{result="ok"}"#, 6.0),
     (r#"unique_claims_total{result="invalid_params"}"#, 1.0),
     (r#"unique_claims_total{result="throttled"}"#, 0.0),
@@ -111,13 +111,20 @@ const EXPECTED: [(&str, f64); 30] = [
     ("unique_claim_attempts_sum", 6.0),
     (r#"unique_claim_attempts_bucket{le="1"}"#, 6.0),
     ("unique_claim_duration_seconds_count", 7.0),
+    // Every claim writes first (C11, through the metrics wrapper): the first login is
+    // that write alone, the replay and the four takeovers find the key occupied, and each
+    // takeover then makes its fenced write. Nothing reads first.
     (
-        r#"unique_store_operation_duration_seconds_count{operation="read_owner"}"#,
+        r#"unique_store_operation_duration_seconds_count{operation="claim_vacant"}"#,
         6.0,
     ),
     (
+        r#"unique_store_operation_duration_seconds_count{operation="read_owner"}"#,
+        0.0,
+    ),
+    (
         r#"unique_store_operation_duration_seconds_count{operation="claim_cas"}"#,
-        5.0,
+        4.0,
     ),
     (
         r#"unique_store_operation_duration_seconds_count{operation="current"}"#,
@@ -208,8 +215,8 @@ async fn metrics_count_a_scripted_sequence_exactly_and_pass_promtool() {
         .collect();
     assert_eq!(
         store_errors.len(),
-        18,
-        "6 operations (read_owners and list_sessions included) × 3 kinds: {store_errors:?}"
+        21,
+        "7 operations (read_owners and list_sessions included) × 3 kinds: {store_errors:?}"
     );
     assert!(
         store_errors.iter().all(|(_, n)| **n == 0.0),
