@@ -3,17 +3,22 @@
 //! [`RecentClaims`] is the list the Arbiter reads and hands back, an `Arc` of wins each
 //! holding an `Arc<str>`: for one win, two allocations (about 80 bytes with the allocator's
 //! rounding) that would stay with the record for as long as the session is online. The store
-//! keeps the same wins encoded instead, oldest first, each as its gen (LEB128 of the
-//! `i64`'s bits), the claim_id's length (LEB128) and the claim_id's bytes: 13 bytes for one
-//! win of an 11-byte claim_id. A read builds the [`RecentClaims`] of its snapshot from them
-//! (none for an absent record, so a first login's read allocates nothing), and a claim
-//! encodes its new list straight from the snapshot's, without building one.
+//! keeps the same wins encoded instead, oldest first, each as its gen (a varint of the
+//! `i64`'s bits), the claim_id's length (a varint) and the claim_id: 13 bytes for one win of
+//! an 11-byte claim_id. A read builds the [`RecentClaims`] of its snapshot from them (none
+//! for an absent record, so a first login's read allocates nothing), and a claim encodes its
+//! new list straight from the snapshot's, without building one.
+//!
+//! The varints carry six bits a byte, `0x40` marking that more follow, so every byte of
+//! theirs is ASCII and the whole encoding is one `str`: a claim_id reads back as a slice of
+//! it (a boundary check) instead of a UTF-8 validation of its bytes, which a read of a full
+//! list would otherwise make for every win, several times per claim.
 
 use unique_core::{RECENT_CLAIMS, RecentClaims};
 
 /// The encoded wins; empty (no allocation) for none.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) struct Won(Box<[u8]>);
+pub(crate) struct Won(Box<str>);
 
 impl Won {
     /// The wins of `recent`, as they are.
@@ -51,14 +56,14 @@ impl Won {
                     + claim_id.len()
             })
             .sum();
-        let mut bytes = Vec::with_capacity(size);
+        let mut text = String::with_capacity(size);
         for (claim_id, generation) in wins() {
-            push_varint(&mut bytes, generation.cast_unsigned());
-            push_varint(&mut bytes, claim_id.len() as u64);
-            bytes.extend_from_slice(claim_id.as_bytes());
+            push_varint(&mut text, generation.cast_unsigned());
+            push_varint(&mut text, claim_id.len() as u64);
+            text.push_str(claim_id);
         }
-        debug_assert_eq!(bytes.len(), size);
-        Self(bytes.into_boxed_slice())
+        debug_assert_eq!(text.len(), size);
+        Self(text.into_boxed_str())
     }
 
     /// The wins, oldest first, as `(claim_id, gen)`.
@@ -67,10 +72,10 @@ impl Won {
         std::iter::from_fn(move || {
             let generation = take_varint(&mut rest)?.cast_signed();
             let length = usize::try_from(take_varint(&mut rest)?).ok()?;
+            // A whole claim_id, so the split falls between two characters.
             let (claim_id, after) = rest.split_at_checked(length)?;
             rest = after;
-            // Encoded from a `&str`, so the bytes between two lengths are one.
-            Some((std::str::from_utf8(claim_id).ok()?, generation))
+            Some((claim_id, generation))
         })
     }
 
@@ -95,34 +100,42 @@ impl Won {
     }
 }
 
-/// Bytes of `value` in LEB128.
+/// Data bits in each byte of a varint; the next bit marks that more bytes follow, and the
+/// top bit stays clear, so every byte is ASCII.
+const VARINT_BITS: u32 = 6;
+const VARINT_MORE: u8 = 1 << VARINT_BITS;
+const VARINT_DATA: u64 = (1 << VARINT_BITS) - 1;
+
+/// Bytes of `value` as a varint.
 fn varint_len(value: u64) -> usize {
-    // Seven bits a byte; zero takes one.
-    (64 - (value | 1).leading_zeros() as usize).div_ceil(7)
+    // Zero takes one byte.
+    (64 - (value | 1).leading_zeros()).div_ceil(VARINT_BITS) as usize
 }
 
-fn push_varint(out: &mut Vec<u8>, mut value: u64) {
+fn push_varint(out: &mut String, mut value: u64) {
     loop {
-        // The low seven bits: the cast keeps exactly them.
+        // The low data bits: the cast keeps exactly them.
         #[allow(clippy::cast_possible_truncation)]
-        let low = (value & 0x7f) as u8;
-        value >>= 7;
+        let low = (value & VARINT_DATA) as u8;
+        value >>= VARINT_BITS;
         if value == 0 {
-            out.push(low);
+            out.push(char::from(low));
             return;
         }
-        out.push(low | 0x80);
+        out.push(char::from(low | VARINT_MORE));
     }
 }
 
-/// Reads one LEB128 value off the front of `input`; `None` at the end (or if malformed,
-/// which this module never writes).
-fn take_varint(input: &mut &[u8]) -> Option<u64> {
+/// Reads one varint off the front of `input`; `None` at the end (or if malformed, which
+/// this module never writes).
+fn take_varint(input: &mut &str) -> Option<u64> {
     let mut value = 0_u64;
-    for (i, &byte) in input.iter().enumerate().take(10) {
-        value |= u64::from(byte & 0x7f) << (7 * i);
-        if byte & 0x80 == 0 {
-            *input = &input[i + 1..];
+    let most = 64_u32.div_ceil(VARINT_BITS) as usize;
+    for (i, &byte) in input.as_bytes().iter().enumerate().take(most) {
+        value |= (u64::from(byte) & VARINT_DATA) << (VARINT_BITS as usize * i);
+        if byte & VARINT_MORE == 0 {
+            // The byte is ASCII, so the rest starts on a character.
+            *input = input.get(i + 1..)?;
             return Some(value);
         }
     }
@@ -142,22 +155,32 @@ mod tests {
         for value in [
             0,
             1,
+            63,
+            64,
             127,
             128,
+            4_095,
+            4_096,
             16_383,
             16_384,
             u64::from(u32::MAX),
+            1 << 63,
             u64::MAX,
         ] {
-            let mut bytes = Vec::new();
-            push_varint(&mut bytes, value);
-            assert_eq!(bytes.len(), varint_len(value), "{value}");
-            let mut input = &bytes[..];
+            let mut text = String::new();
+            push_varint(&mut text, value);
+            assert_eq!(text.len(), varint_len(value), "{value}");
+            assert!(text.is_ascii(), "{value}");
+            let mut input = &text[..];
             assert_eq!(take_varint(&mut input), Some(value));
             assert!(input.is_empty());
         }
-        assert_eq!(take_varint(&mut &[0x80_u8][..]), None);
-        assert_eq!(take_varint(&mut &[][..]), None);
+        assert_eq!(
+            take_varint(&mut "\u{40}"),
+            None,
+            "more bytes promised, none follow"
+        );
+        assert_eq!(take_varint(&mut ""), None);
     }
 
     #[test]
