@@ -50,12 +50,13 @@ impl RecentClaims {
     pub fn from_wins<I, S>(wins: I) -> Self
     where
         I: IntoIterator<Item = (S, i64)>,
-        S: Into<String>,
+        S: AsRef<str>,
     {
         let mut wins: Vec<Win> = wins
             .into_iter()
             .map(|(claim_id, generation)| Win {
-                claim_id: claim_id.into().into(),
+                // Copied once, straight into its `Arc` (a `String` first would copy twice).
+                claim_id: Arc::from(claim_id.as_ref()),
                 generation,
             })
             .collect();
