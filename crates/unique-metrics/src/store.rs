@@ -55,8 +55,10 @@ struct Handles {
 /// A lost race is a normal outcome of concurrent logins (C8), not an error: it is counted
 /// on its own. A write-first claim that finds the key occupied (C11) is neither: it is how
 /// every takeover starts. Every operation is timed, failed ones included. Results pass
-/// through unchanged, and so does the wrapped store's [`Store::vacant_claims`], so the
-/// Arbiter writes first through this wrapper exactly as it would on the store alone.
+/// through unchanged, and so do the wrapped store's own [`Store::vacant_claims`] and
+/// [`Store::check_ready`] (every method the trait gives a default is forwarded, so the
+/// Arbiter writes first and `/readyz` checks readiness through this wrapper exactly as on
+/// the store alone). Readiness is not timed: it is a probe, not an operation claims make.
 ///
 /// Handles are registered (and metrics described) by [`new`](Self::new) with the recorder
 /// in force then: install the recorder first. An operation then costs two clock reads and
@@ -202,5 +204,9 @@ impl<S: Store> Store for MeteredStore<S> {
     async fn list_sessions(&self, user: &UserKey) -> Result<Vec<UserSession>, Error> {
         self.timed(Operation::ListSessions, self.inner.list_sessions(user))
             .await
+    }
+
+    async fn check_ready(&self) -> Result<(), Error> {
+        self.inner.check_ready().await
     }
 }

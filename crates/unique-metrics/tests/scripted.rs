@@ -297,6 +297,55 @@ fn a_store_that_writes_first_still_does_through_the_wrapper() {
     assert_eq!(operations("claim_cas"), 1);
 }
 
+/// Ready only by a check of its own, which this one fails, while its reads work.
+struct OwnReadiness(MemoryStore);
+
+#[async_trait]
+impl Store for OwnReadiness {
+    async fn read_owner(&self, key: &Key) -> Result<OwnerState, Error> {
+        self.0.read_owner(key).await
+    }
+    async fn claim_cas(
+        &self,
+        key: &Key,
+        owner: &Owner,
+        claim_id: &str,
+        snap: &OwnerState,
+    ) -> Result<CasOutcome, Error> {
+        self.0.claim_cas(key, owner, claim_id, snap).await
+    }
+    async fn current(&self, key: &Key) -> Result<CurrentView, Error> {
+        self.0.current(key).await
+    }
+    async fn release(&self, key: &Key, generation: i64) -> Result<bool, Error> {
+        self.0.release(key, generation).await
+    }
+    async fn check_ready(&self) -> Result<(), Error> {
+        Err(Error::unavailable("its own check failed"))
+    }
+}
+
+/// The wrapper keeps the wrapped store's own readiness check instead of the trait's
+/// default (a read of the sentinel key, which would pass here).
+#[test]
+fn a_store_with_its_own_readiness_check_keeps_it_through_the_wrapper() {
+    let recorder = DebuggingRecorder::new();
+    metrics::with_local_recorder(&recorder, || {
+        let store = MeteredStore::new(OwnReadiness(MemoryStore::new()));
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let ready = runtime.block_on(store.check_ready());
+        assert!(ready.unwrap_err().is_unavailable());
+    });
+    let snapshot = snapshot_of(&recorder);
+    let name = "unique_store_operation_duration_seconds{operation=read_owner}";
+    assert!(
+        histogram(&snapshot, name).is_empty(),
+        "the default's sentinel read was made"
+    );
+}
+
 #[test]
 fn without_a_recorder_everything_is_a_no_op() {
     let observer = MetricsObserver::new();
