@@ -313,7 +313,8 @@ fn run(args: &Args) -> Result<(), String> {
     }
     if compared.len() > 1 {
         report.push('\n');
-        report.push_str(&report::ratios_side_by_side(&COMPARED, &compared));
+        let labels = COMPARED.map(|(_, _, label)| label);
+        report.push_str(&report::ratios_side_by_side(&labels, &compared));
     }
     if args.resident_sessions > 0 {
         report.push('\n');

@@ -137,14 +137,10 @@ pub(crate) fn table(rows: &[Row]) -> String {
     out
 }
 
-/// The like-for-like ratios of every pass side by side: one line per comparison (its label
-/// is the third field of `compared`), one column per pass (`passes`: its heading and its
-/// cells, in `compared`'s order).
-pub(crate) fn ratios_side_by_side<T>(
-    compared: &[(T, T, &str)],
-    passes: &[(String, Vec<String>)],
-) -> String {
-    let label_width = compared.iter().map(|c| c.2.len()).max().unwrap_or(0);
+/// The like-for-like ratios of every pass side by side: one line per comparison (`labels`),
+/// one column per pass (`passes`: its heading and its cells, in `labels`' order).
+pub(crate) fn ratios_side_by_side(labels: &[&str], passes: &[(String, Vec<String>)]) -> String {
+    let label_width = labels.iter().map(|label| label.len()).max().unwrap_or(0);
     let widths: Vec<usize> = passes
         .iter()
         .map(|(heading, cells)| {
@@ -164,7 +160,7 @@ pub(crate) fn ratios_side_by_side<T>(
         let _ = write!(out, "  {heading:>width$}");
     }
     out.push('\n');
-    for (line, (_, _, label)) in compared.iter().enumerate() {
+    for (line, label) in labels.iter().enumerate() {
         let _ = write!(out, "{label:<label_width$}");
         for ((_, cells), width) in passes.iter().zip(&widths) {
             let cell = cells.get(line).map_or("-", String::as_str);
@@ -303,7 +299,7 @@ mod tests {
 
     #[test]
     fn ratios_side_by_side_puts_a_pass_per_column() {
-        let compared = [(0, 1, "a / b"), (2, 3, "c / d longer")];
+        let labels = ["a / b", "c / d longer"];
         let passes = [
             (
                 "pinned, random users".to_owned(),
@@ -311,7 +307,7 @@ mod tests {
             ),
             ("unpinned, 10 keys".to_owned(), vec!["2.00x".to_owned()]),
         ];
-        let text = ratios_side_by_side(&compared, &passes);
+        let text = ratios_side_by_side(&labels, &passes);
         let lines: Vec<_> = text.lines().collect();
         assert_eq!(lines.len(), 4, "{text}");
         assert!(
