@@ -367,55 +367,9 @@ impl<B: LeaseBackend + ?Sized> NodeRegistry for B {
     }
 }
 
-macro_rules! forward_backend {
-    ($ty:ty) => {
-        #[async_trait]
-        impl<T: LeaseBackend + ?Sized> LeaseBackend for $ty {
-            async fn read_lease(&self, room_id: &str) -> Result<Option<StoredLease>, LeaseError> {
-                (**self).read_lease(room_id).await
-            }
-            async fn ensure_lease(
-                &self,
-                room_id: &str,
-                node_id: &str,
-                ttl_ms: u64,
-            ) -> Result<StoredLease, LeaseError> {
-                (**self).ensure_lease(room_id, node_id, ttl_ms).await
-            }
-            async fn release_lease(
-                &self,
-                room_id: &str,
-                node_id: &str,
-                lease_token: &str,
-            ) -> Result<bool, LeaseError> {
-                (**self).release_lease(room_id, node_id, lease_token).await
-            }
-            async fn write_node(
-                &self,
-                node_id: &str,
-                grpc_addr: &str,
-                ttl_ms: u64,
-            ) -> Result<StoredNode, LeaseError> {
-                (**self).write_node(node_id, grpc_addr, ttl_ms).await
-            }
-            async fn read_node(&self, node_id: &str) -> Result<Option<StoredNode>, LeaseError> {
-                (**self).read_node(node_id).await
-            }
-            async fn delete_node(&self, node_id: &str) -> Result<(), LeaseError> {
-                (**self).delete_node(node_id).await
-            }
-            fn max_id_len(&self) -> usize {
-                (**self).max_id_len()
-            }
-        }
-    };
-}
-
-// `Arc<T>` is a directory when `T` is, whichever way `T` became one; `Box<T>` is a
-// backend when `T` is (a second forward of `Directory` for `Box` would overlap the
-// blanket implementation, since anyone may implement `LeaseBackend` for `Box<Local>`).
-forward_backend!(Box<T>);
-
+// `Arc<T>` is a directory when `T` is, whichever way `T` became one. (`Box<T>` forwards
+// `LeaseRows` in `rules`; it cannot also forward `LeaseBackend`, which every `LeaseRows`
+// type gets from the blanket implementation there.)
 macro_rules! forward_directory {
     ($ty:ty) => {
         #[async_trait]

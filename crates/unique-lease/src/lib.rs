@@ -6,6 +6,7 @@ mod keepalive;
 mod memory;
 #[cfg(feature = "redis")]
 mod redis;
+mod rules;
 pub mod time;
 mod types;
 mod validate;
@@ -19,6 +20,10 @@ pub use keepalive::{KeepAlive, LeaseLost, LeaseState};
 pub use memory::MemoryDirectory;
 #[cfg(feature = "redis")]
 pub use redis::{DEFAULT_GC_GRACE, DEFAULT_KEY_PREFIX, RedisDirectory, RedisDirectoryBuilder};
+pub use rules::{
+    Grant, LeaseDump, LeaseRow, LeaseRows, NodeDecision, NodeOp, NodeRow, NodeWrite, RoomDecision,
+    RoomOp, RoomOutcome, RoomWrite,
+};
 pub use time::{Clock, DEFAULT_TTL, MAX_TIME_MILLIS, MAX_TTL, ManualClock, SystemClock};
 pub use types::{Lease, NodeRegistration};
 pub use validate::{MAX_ADDR_LEN, MAX_ID_LEN, MAX_TOKEN_LEN};

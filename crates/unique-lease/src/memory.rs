@@ -5,8 +5,10 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use async_trait::async_trait;
 
-use crate::directory::{LeaseBackend, StoredLease, StoredNode, new_lease_token};
 use crate::error::LeaseError;
+use crate::rules::{
+    LeaseRow, LeaseRows, NodeDecision, NodeOp, NodeRow, NodeWrite, RoomDecision, RoomOp, RoomWrite,
+};
 use crate::time::{Clock, SystemClock, to_millis};
 
 /// A [`Directory`](crate::Directory) and [`NodeRegistry`](crate::NodeRegistry) in
@@ -27,39 +29,12 @@ pub struct MemoryDirectory {
     clock: Arc<dyn Clock>,
 }
 
-/// A holding as stored: expiry in whole milliseconds on the directory's clock.
-#[derive(Debug, Clone)]
-struct Held {
-    node_id: String,
-    lease_token: String,
-    epoch: u64,
-    expires_ms: u64,
-}
-
-impl Held {
-    fn report(&self, now_ms: u64) -> StoredLease {
-        StoredLease {
-            node_id: self.node_id.clone(),
-            lease_token: self.lease_token.clone(),
-            epoch: self.epoch,
-            ttl_left_ms: self.expires_ms.saturating_sub(now_ms),
-        }
-    }
-}
-
-#[derive(Debug)]
-struct Registered {
-    grpc_addr: String,
-    updated_ms: u64,
-    expires_ms: u64,
-}
-
 #[derive(Debug, Default)]
 struct State {
-    leases: HashMap<String, Held>,
+    leases: HashMap<String, LeaseRow>,
     /// The last epoch issued in any room (D4: one counter, never decreases).
     last_epoch: u64,
-    nodes: HashMap<String, Registered>,
+    nodes: HashMap<String, NodeRow>,
 }
 
 impl Default for MemoryDirectory {
@@ -103,107 +78,53 @@ impl MemoryDirectory {
 }
 
 #[async_trait]
-impl LeaseBackend for MemoryDirectory {
-    async fn read_lease(&self, room_id: &str) -> Result<Option<StoredLease>, LeaseError> {
-        let now_ms = self.now_ms()?;
-        Ok(self.state().leases.get(room_id).map(|h| h.report(now_ms)))
-    }
-
-    async fn ensure_lease(
+impl LeaseRows for MemoryDirectory {
+    async fn room(
         &self,
         room_id: &str,
-        node_id: &str,
-        ttl_ms: u64,
-    ) -> Result<StoredLease, LeaseError> {
-        let now_ms = self.now_ms()?;
-        let wanted = now_ms + ttl_ms;
+        op: RoomOp,
+    ) -> Result<(RoomDecision, Option<u64>), LeaseError> {
         let mut state = self.state();
-        if let Some(current) = state.leases.get_mut(room_id)
-            && now_ms < current.expires_ms
-        {
-            if current.node_id == node_id {
-                // D2: extend, never shorten; token and epoch stay.
-                current.expires_ms = current.expires_ms.max(wanted);
+        let now_ms = self.now_ms()?;
+        let decision = op.decide(state.leases.get(room_id).cloned(), now_ms, "memory")?;
+        let mut epoch = None;
+        match &decision.write {
+            RoomWrite::Nothing => {}
+            RoomWrite::Grant(grant) => {
+                let next = state
+                    .last_epoch
+                    .checked_add(1)
+                    .ok_or_else(|| LeaseError::backend("epoch counter exhausted"))?;
+                state.last_epoch = next;
+                state.leases.insert(room_id.to_owned(), grant.row(next));
+                epoch = Some(next);
             }
-            return Ok(current.report(now_ms));
+            RoomWrite::Extend { expires_ms } => {
+                if let Some(row) = state.leases.get_mut(room_id) {
+                    row.expires_ms = *expires_ms;
+                }
+            }
+            RoomWrite::Delete => {
+                state.leases.remove(room_id);
+            }
         }
-        let epoch = state
-            .last_epoch
-            .checked_add(1)
-            .ok_or_else(|| LeaseError::backend("epoch counter exhausted"))?;
-        state.last_epoch = epoch;
-        let held = Held {
-            node_id: node_id.to_owned(),
-            lease_token: new_lease_token(),
-            epoch,
-            expires_ms: wanted,
-        };
-        let report = held.report(now_ms);
-        state.leases.insert(room_id.to_owned(), held);
-        Ok(report)
+        Ok((decision, epoch))
     }
 
-    async fn release_lease(
-        &self,
-        room_id: &str,
-        node_id: &str,
-        lease_token: &str,
-    ) -> Result<bool, LeaseError> {
+    async fn node(&self, node_id: &str, op: NodeOp) -> Result<NodeDecision, LeaseError> {
         let mut state = self.state();
-        if state
-            .leases
-            .get(room_id)
-            .is_some_and(|l| l.node_id == node_id && l.lease_token == lease_token)
-        {
-            state.leases.remove(room_id);
-            return Ok(true);
-        }
-        Ok(false)
-    }
-
-    async fn write_node(
-        &self,
-        node_id: &str,
-        grpc_addr: &str,
-        ttl_ms: u64,
-    ) -> Result<StoredNode, LeaseError> {
         let now_ms = self.now_ms()?;
-        self.state().nodes.insert(
-            node_id.to_owned(),
-            Registered {
-                grpc_addr: grpc_addr.to_owned(),
-                updated_ms: now_ms,
-                expires_ms: now_ms + ttl_ms,
-            },
-        );
-        Ok(StoredNode {
-            grpc_addr: grpc_addr.to_owned(),
-            age_ms: 0,
-            ttl_left_ms: ttl_ms,
-        })
-    }
-
-    async fn read_node(&self, node_id: &str) -> Result<Option<StoredNode>, LeaseError> {
-        let now_ms = self.now_ms()?;
-        let mut state = self.state();
-        match state.nodes.get(node_id) {
-            Some(node) if now_ms < node.expires_ms => Ok(Some(StoredNode {
-                grpc_addr: node.grpc_addr.clone(),
-                age_ms: now_ms.saturating_sub(node.updated_ms),
-                ttl_left_ms: node.expires_ms - now_ms,
-            })),
-            Some(_) => {
-                // Expired: drop it so dead nodes do not accumulate.
+        let decision = op.decide(state.nodes.get(node_id).cloned(), now_ms);
+        match &decision.write {
+            NodeWrite::Nothing => {}
+            NodeWrite::Put(row) => {
+                state.nodes.insert(node_id.to_owned(), row.clone());
+            }
+            NodeWrite::Delete => {
                 state.nodes.remove(node_id);
-                Ok(None)
             }
-            None => Ok(None),
         }
-    }
-
-    async fn delete_node(&self, node_id: &str) -> Result<(), LeaseError> {
-        self.state().nodes.remove(node_id);
-        Ok(())
+        Ok(decision)
     }
 }
 
