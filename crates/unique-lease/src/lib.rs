@@ -24,7 +24,9 @@ pub use rules::{
     Grant, LeaseDump, LeaseRow, LeaseRows, NodeDecision, NodeOp, NodeRow, NodeWrite, RoomDecision,
     RoomOp, RoomOutcome, RoomWrite,
 };
-pub use time::{Clock, DEFAULT_TTL, MAX_TIME_MILLIS, MAX_TTL, ManualClock, SystemClock};
+pub use time::{
+    Clock, DEFAULT_TTL, MAX_TIME_MILLIS, MAX_TTL, ManualClock, SystemClock, clock_millis,
+};
 pub use types::{Lease, NodeRegistration};
 pub use validate::{MAX_ADDR_LEN, MAX_ID_LEN, MAX_TOKEN_LEN};
 

@@ -89,6 +89,17 @@ pub(crate) fn to_millis(t: SystemTime, what: &str) -> Result<u64, LeaseError> {
         .ok_or_else(|| LeaseError::invalid(format!("{what} is beyond the supported range")))
 }
 
+/// A store clock's reading in whole milliseconds since the Unix epoch, for backends
+/// that judge expiry on a [`Clock`] of this crate.
+///
+/// # Errors
+///
+/// `InvalidParams` when the clock reads before the Unix epoch or not below
+/// [`MAX_TIME_MILLIS`].
+pub fn clock_millis(clock: &dyn Clock) -> Result<u64, LeaseError> {
+    to_millis(clock.now(), "the store's clock")
+}
+
 /// The instant `ms` milliseconds after the Unix epoch.
 #[cfg(test)]
 pub(crate) fn from_millis(ms: u64) -> SystemTime {

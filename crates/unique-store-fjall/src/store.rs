@@ -10,14 +10,19 @@ use unique_core::{
     VacantClaim, VacantClaims, async_trait, encode_owner, listed_session,
 };
 
+use crate::lease::FjallDirectory;
 use crate::record::Record;
-use crate::writer::{Published, Write, Writer, unavailable};
+use crate::writer::{Keyspaces, Published, Write, Writer, unavailable};
 
 /// Writes one group may hold by default: as many as the SQLite store's.
 const DEFAULT_MAX_BATCH: usize = 256;
 
-/// The keyspace (fjall's name for one tree) that holds the records.
+/// The keyspaces (fjall's name for trees): the session records, and the lease directory's
+/// rooms, nodes and epoch counter.
 const RECORDS: &str = "records";
+const LEASES: &str = "leases";
+const NODES: &str = "nodes";
+const LEASE_META: &str = "lease_meta";
 
 /// A durable [`Store`] in one directory, on fjall's LSM tree.
 ///
@@ -26,12 +31,16 @@ const RECORDS: &str = "records";
 /// against the last durable snapshot. A claim or a release is answered only after the
 /// journal holding it is fsynced, and no read sees it before.
 ///
+/// The same directory holds a lease directory ([`FjallStore::directory`]) in keyspaces of
+/// its own, written by the same writer under the same group commit and fsync.
+///
 /// One store at a time may have a directory open: fjall holds a lock file in it for the
 /// store's life, and opening the directory again, in this process or another, fails until
-/// the store is dropped. Dropping the store finishes the queued writes and closes it.
+/// the store (and every [`FjallDirectory`] taken from it) is dropped. Dropping the last of
+/// them finishes the queued writes and closes it.
 pub struct FjallStore {
-    writer: Writer,
-    records: Keyspace,
+    writer: Arc<Writer>,
+    keyspaces: Keyspaces,
     published: Published,
     path: PathBuf,
 }
@@ -70,14 +79,26 @@ impl FjallStoreBuilder {
             .manual_journal_persist(true)
             .open()
             .map_err(failed)?;
-        let records = db
-            .keyspace(RECORDS, KeyspaceCreateOptions::default)
-            .map_err(failed)?;
+        let keyspace = |name| {
+            db.keyspace(name, KeyspaceCreateOptions::default)
+                .map_err(failed)
+        };
+        let keyspaces = Keyspaces {
+            records: keyspace(RECORDS)?,
+            leases: keyspace(LEASES)?,
+            nodes: keyspace(NODES)?,
+            meta: keyspace(LEASE_META)?,
+        };
         let published = Arc::new(RwLock::new(db.snapshot()));
-        let writer = Writer::spawn(db, records.clone(), Arc::clone(&published), self.max_batch)?;
+        let writer = Writer::spawn(
+            db,
+            keyspaces.clone(),
+            Arc::clone(&published),
+            self.max_batch,
+        )?;
         Ok(FjallStore {
-            writer,
-            records,
+            writer: Arc::new(writer),
+            keyspaces,
             published,
             path: self.path,
         })
@@ -113,6 +134,24 @@ impl FjallStore {
     /// The store's directory.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// The lease directory and node registry in this store's directory, judged on the
+    /// system clock.
+    pub fn directory(&self) -> FjallDirectory {
+        self.directory_with_clock(Arc::new(unique_lease::SystemClock))
+    }
+
+    /// The lease directory judged on `clock`: for tests that move time by hand. Every
+    /// directory of one store must use the same clock.
+    pub fn directory_with_clock(&self, clock: Arc<dyn unique_lease::Clock>) -> FjallDirectory {
+        FjallDirectory::new(
+            Arc::clone(&self.writer),
+            self.keyspaces.leases.clone(),
+            self.keyspaces.nodes.clone(),
+            Arc::clone(&self.published),
+            clock,
+        )
     }
 
     /// Writes a record exactly as given, past every fence: the raw-record hook of the
@@ -156,10 +195,7 @@ impl FjallStore {
 
     /// The last durable snapshot.
     fn snapshot(&self) -> Snapshot {
-        self.published
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone()
+        latest(&self.published)
     }
 
     fn read(snapshot: &Snapshot, records: &Keyspace, pk: &[u8]) -> Result<OwnerState, Error> {
@@ -175,10 +211,22 @@ fn stopped() -> Error {
     Error::unavailable("fjall store: the writer stopped before answering")
 }
 
+/// The last durable snapshot of `published`.
+pub(crate) fn latest(published: &Published) -> Snapshot {
+    published
+        .read()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .clone()
+}
+
 #[async_trait]
 impl Store for FjallStore {
     async fn read_owner(&self, key: &Key) -> Result<OwnerState, Error> {
-        Self::read(&self.snapshot(), &self.records, key.to_string().as_bytes())
+        Self::read(
+            &self.snapshot(),
+            &self.keyspaces.records,
+            key.to_string().as_bytes(),
+        )
     }
 
     async fn claim_cas(
@@ -242,7 +290,13 @@ impl Store for FjallStore {
         let snapshot = self.snapshot();
         Ok(keys
             .iter()
-            .map(|key| Self::read(&snapshot, &self.records, key.to_string().as_bytes()))
+            .map(|key| {
+                Self::read(
+                    &snapshot,
+                    &self.keyspaces.records,
+                    key.to_string().as_bytes(),
+                )
+            })
             .collect())
     }
 
@@ -254,11 +308,11 @@ impl Store for FjallStore {
         let (start, end) = user.slot_range();
         let mut sessions = Vec::new();
         let default_record = snapshot
-            .get(&self.records, default.as_bytes())
+            .get(&self.keyspaces.records, default.as_bytes())
             .map_err(unavailable)?
             .map(|bytes| (default.into_bytes(), bytes.to_vec()));
         let others = snapshot
-            .range(&self.records, start.as_bytes()..end.as_bytes())
+            .range(&self.keyspaces.records, start.as_bytes()..end.as_bytes())
             .map(|guard| {
                 guard
                     .into_inner()

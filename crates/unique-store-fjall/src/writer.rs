@@ -20,8 +20,31 @@ use std::thread::JoinHandle;
 use fjall::{Database, Keyspace, PersistMode, Snapshot};
 use tokio::sync::oneshot;
 use unique_core::{CasOutcome, Error, Fence, OwnerState, VacantClaim};
+use unique_lease::{
+    Clock, LeaseDump, LeaseError, LeaseRow, NodeDecision, NodeOp, NodeRow, NodeWrite, RoomDecision,
+    RoomOp, RoomWrite, clock_millis,
+};
 
+use crate::lease_record::{
+    LAST_EPOCH, decode_epoch, decode_lease, decode_node, encode_lease, encode_node,
+};
 use crate::record::Record;
+
+/// The keyspaces (fjall's name for trees) of one store directory.
+#[derive(Clone)]
+pub(crate) struct Keyspaces {
+    /// The session records, by key.
+    pub records: Keyspace,
+    /// The room leases, by room id.
+    pub leases: Keyspace,
+    /// The node registrations, by node id.
+    pub nodes: Keyspace,
+    /// The lease epoch counter.
+    pub meta: Keyspace,
+}
+
+/// What a lease write answers: the decision and the epoch a grant drew.
+pub(crate) type RoomAnswer = Result<(RoomDecision, Option<u64>), LeaseError>;
 
 /// One write, with where its answer goes.
 pub(crate) enum Write {
@@ -53,42 +76,70 @@ pub(crate) enum Write {
         record: Record,
         answer: oneshot::Sender<Result<(), Error>>,
     },
+    /// A lease operation on one room, decided by the lease rules on `clock`'s reading
+    /// when the writer reaches it.
+    Room {
+        room: String,
+        op: RoomOp,
+        clock: Arc<dyn Clock>,
+        answer: oneshot::Sender<RoomAnswer>,
+    },
+    /// An operation on one node registration.
+    Node {
+        node: String,
+        op: NodeOp,
+        clock: Arc<dyn Clock>,
+        answer: oneshot::Sender<Result<NodeDecision, LeaseError>>,
+    },
+    /// Rows of another lease directory, merged in (see `FjallDirectory::import`).
+    Import {
+        dump: LeaseDump,
+        answer: oneshot::Sender<Result<(), LeaseError>>,
+    },
 }
 
-/// A decided write, held until its group is durable.
-enum Decided {
-    Claim(
-        oneshot::Sender<Result<CasOutcome, Error>>,
-        Result<CasOutcome, Error>,
-    ),
-    ClaimVacant(
-        oneshot::Sender<Result<VacantClaim, Error>>,
-        Result<VacantClaim, Error>,
-    ),
-    Release(oneshot::Sender<Result<bool, Error>>, Result<bool, Error>),
-    #[cfg(feature = "test-util")]
-    Raw(oneshot::Sender<Result<(), Error>>),
+/// A decided write's answer, held until its group is durable: called with `None` once it
+/// is, or with the error that stopped the group.
+type Decided = Box<dyn FnOnce(Option<Error>) + Send>;
+
+/// Holds `result` for `answer` until the group's fate is known; a caller that gave up
+/// waiting is no error.
+fn decided<T, E>(answer: oneshot::Sender<Result<T, E>>, result: Result<T, E>) -> Decided
+where
+    T: Send + 'static,
+    E: StoreError + Send + 'static,
+{
+    Box::new(move |failed| {
+        drop(answer.send(match failed {
+            None => result,
+            Some(error) => Err(E::from_store(error)),
+        }));
+    })
 }
 
-impl Decided {
-    /// Sends the answer; a caller that gave up waiting is no error.
-    fn send(self) {
-        match self {
-            Self::Claim(answer, result) => drop(answer.send(result)),
-            Self::ClaimVacant(answer, result) => drop(answer.send(result)),
-            Self::Release(answer, result) => drop(answer.send(result)),
-            #[cfg(feature = "test-util")]
-            Self::Raw(answer) => drop(answer.send(Ok(()))),
-        }
+/// Answers `answer` with `error` at once.
+fn refused<T, E: StoreError>(answer: oneshot::Sender<Result<T, E>>, error: Error) {
+    drop(answer.send(Err(E::from_store(error))));
+}
+
+/// The error types the writer answers with: the store's own, and the lease directory's.
+pub(crate) trait StoreError {
+    fn from_store(error: Error) -> Self;
+}
+
+impl StoreError for Error {
+    fn from_store(error: Error) -> Self {
+        error
     }
+}
 
-    fn fail(self, error: Error) {
-        match self {
-            Self::Claim(answer, _) => drop(answer.send(Err(error))),
-            Self::ClaimVacant(answer, _) => drop(answer.send(Err(error))),
-            Self::Release(answer, _) => drop(answer.send(Err(error))),
-            #[cfg(feature = "test-util")]
-            Self::Raw(answer) => drop(answer.send(Err(error))),
+impl StoreError for LeaseError {
+    /// The writer only ever fails with `Unavailable` (a stopped writer, a failed commit,
+    /// fsync or read) or a corrupt session record, which a lease operation never reads.
+    fn from_store(error: Error) -> Self {
+        match error {
+            Error::Unavailable { reason, source } => LeaseError::Unavailable { reason, source },
+            other => LeaseError::backend_with("fjall store", other),
         }
     }
 }
@@ -97,12 +148,34 @@ impl Write {
     /// The answer this write gets without being checked.
     fn refuse(self, error: Error) {
         match self {
-            Self::Claim { answer, .. } => drop(answer.send(Err(error))),
-            Self::ClaimVacant { answer, .. } => drop(answer.send(Err(error))),
-            Self::Release { answer, .. } => drop(answer.send(Err(error))),
+            Self::Claim { answer, .. } => refused(answer, error),
+            Self::ClaimVacant { answer, .. } => refused(answer, error),
+            Self::Release { answer, .. } => refused(answer, error),
             #[cfg(feature = "test-util")]
-            Self::Raw { answer, .. } => drop(answer.send(Err(error))),
+            Self::Raw { answer, .. } => refused(answer, error),
+            Self::Room { answer, .. } => refused(answer, error),
+            Self::Node { answer, .. } => refused(answer, error),
+            Self::Import { answer, .. } => refused(answer, error),
         }
+    }
+}
+
+/// What one group writes: each key's latest value, so a later write of the group sees the
+/// earlier ones. `None` deletes.
+#[derive(Default)]
+struct Pending {
+    records: HashMap<Vec<u8>, Record>,
+    leases: HashMap<String, Option<LeaseRow>>,
+    nodes: HashMap<String, Option<NodeRow>>,
+    last_epoch: Option<u64>,
+}
+
+impl Pending {
+    fn is_empty(&self) -> bool {
+        self.records.is_empty()
+            && self.leases.is_empty()
+            && self.nodes.is_empty()
+            && self.last_epoch.is_none()
     }
 }
 
@@ -119,7 +192,7 @@ pub(crate) struct Writer {
 impl Writer {
     pub(crate) fn spawn(
         db: Database,
-        records: Keyspace,
+        keyspaces: Keyspaces,
         published: Published,
         max_batch: usize,
     ) -> Result<Self, Error> {
@@ -129,7 +202,7 @@ impl Writer {
             .spawn(move || {
                 GroupCommit {
                     db,
-                    records,
+                    keyspaces,
                     published,
                     max_batch: max_batch.max(1),
                     failed: None,
@@ -172,7 +245,7 @@ fn stopped() -> Error {
 
 struct GroupCommit {
     db: Database,
-    records: Keyspace,
+    keyspaces: Keyspaces,
     published: Published,
     max_batch: usize,
     /// Why writing stopped, once a commit or an fsync failed.
@@ -201,29 +274,29 @@ impl GroupCommit {
             }
             return;
         }
-        // The group's own writes, by key: a later write of the group sees the earlier ones.
-        let mut written: HashMap<Vec<u8>, Record> = HashMap::new();
+        let mut pending = Pending::default();
         let mut decided = Vec::new();
         for write in group {
-            decided.push(self.decide(write, &mut written));
+            decided.push(self.decide(write, &mut pending));
         }
-        if !written.is_empty()
-            && let Err(why) = self.make_durable(written)
+        if !pending.is_empty()
+            && let Err(why) = self.make_durable(pending)
         {
             self.failed = Some(why.clone());
-            for write in decided {
-                write.fail(Error::unavailable(why.clone()));
+            for answer in decided {
+                answer(Some(Error::unavailable(why.clone())));
             }
             return;
         }
-        for write in decided {
-            write.send();
+        for answer in decided {
+            answer(None);
         }
     }
 
     /// Checks one write against the record as it stands and, when it holds, adds the new
-    /// record to `written`.
-    fn decide(&self, write: Write, written: &mut HashMap<Vec<u8>, Record>) -> Decided {
+    /// record to `pending`.
+    fn decide(&self, write: Write, pending: &mut Pending) -> Decided {
+        let written = &mut pending.records;
         match write {
             Write::Claim {
                 pk,
@@ -247,7 +320,7 @@ impl GroupCommit {
                     written.insert(pk, Record::claimed(owner, claim_id, generation, won));
                     Ok(CasOutcome::Written { generation })
                 });
-                Decided::Claim(answer, result)
+                decided(answer, result)
             }
             Write::ClaimVacant {
                 pk,
@@ -271,7 +344,7 @@ impl GroupCommit {
                     written.insert(pk, Record::claimed(owner, claim_id, generation, won));
                     VacantClaim::Written { generation }
                 });
-                Decided::ClaimVacant(answer, result)
+                decided(answer, result)
             }
             Write::Release {
                 pk,
@@ -288,13 +361,126 @@ impl GroupCommit {
                     }
                     _ => false,
                 });
-                Decided::Release(answer, result)
+                decided(answer, result)
             }
             #[cfg(feature = "test-util")]
             Write::Raw { pk, record, answer } => {
                 written.insert(pk, record);
-                Decided::Raw(answer)
+                decided(answer, Ok(()))
             }
+            Write::Room {
+                room,
+                op,
+                clock,
+                answer,
+            } => decided(answer, self.decide_room(room, &op, &*clock, pending)),
+            Write::Node {
+                node,
+                op,
+                clock,
+                answer,
+            } => decided(answer, self.decide_node(node, &op, &*clock, pending)),
+            Write::Import { dump, answer } => decided(answer, self.import(dump, pending)),
+        }
+    }
+
+    /// The lease rules on the room's row as it stands (the group's own writes included);
+    /// a grant draws the next epoch of the one counter (D4).
+    fn decide_room(
+        &self,
+        room: String,
+        op: &RoomOp,
+        clock: &dyn Clock,
+        pending: &mut Pending,
+    ) -> RoomAnswer {
+        let row = self.lease_row(&room, pending)?;
+        let now_ms = clock_millis(clock)?;
+        let decision = op.decide(row.clone(), now_ms, "fjall")?;
+        let mut epoch = None;
+        match &decision.write {
+            RoomWrite::Nothing => {}
+            RoomWrite::Grant(grant) => {
+                let next = self
+                    .last_epoch(pending)?
+                    .checked_add(1)
+                    .ok_or_else(|| LeaseError::backend("epoch counter exhausted"))?;
+                pending.last_epoch = Some(next);
+                pending.leases.insert(room, Some(grant.row(next)));
+                epoch = Some(next);
+            }
+            RoomWrite::Extend { expires_ms } => {
+                if let Some(mut row) = row {
+                    row.expires_ms = *expires_ms;
+                    pending.leases.insert(room, Some(row));
+                }
+            }
+            RoomWrite::Delete => {
+                pending.leases.insert(room, None);
+            }
+        }
+        Ok((decision, epoch))
+    }
+
+    fn decide_node(
+        &self,
+        node: String,
+        op: &NodeOp,
+        clock: &dyn Clock,
+        pending: &mut Pending,
+    ) -> Result<NodeDecision, LeaseError> {
+        let row = match pending.nodes.get(&node) {
+            Some(row) => row.clone(),
+            None => read_row(&self.keyspaces.nodes, node.as_bytes(), decode_node)?,
+        };
+        let decision = op.decide(row, clock_millis(clock)?);
+        match &decision.write {
+            NodeWrite::Nothing => {}
+            NodeWrite::Put(row) => {
+                pending.nodes.insert(node, Some(row.clone()));
+            }
+            NodeWrite::Delete => {
+                pending.nodes.insert(node, None);
+            }
+        }
+        Ok(decision)
+    }
+
+    /// Merges another directory's rows: the counter ends above every epoch either side
+    /// issued, and a room keeps whichever row has the higher epoch (D4).
+    fn import(&self, dump: LeaseDump, pending: &mut Pending) -> Result<(), LeaseError> {
+        let mut last = self.last_epoch(pending)?.max(dump.last_epoch);
+        for (room, row) in dump.leases {
+            row.check("imported")?;
+            last = last.max(row.epoch);
+            let newer = self
+                .lease_row(&room, pending)?
+                .is_none_or(|ours| ours.epoch < row.epoch);
+            if newer {
+                pending.leases.insert(room, Some(row));
+            }
+        }
+        for (node, row) in dump.nodes {
+            if read_row(&self.keyspaces.nodes, node.as_bytes(), decode_node)?.is_none()
+                && !pending.nodes.contains_key(&node)
+            {
+                pending.nodes.insert(node, Some(row));
+            }
+        }
+        pending.last_epoch = Some(last);
+        Ok(())
+    }
+
+    fn lease_row(&self, room: &str, pending: &Pending) -> Result<Option<LeaseRow>, LeaseError> {
+        match pending.leases.get(room) {
+            Some(row) => Ok(row.clone()),
+            None => read_row(&self.keyspaces.leases, room.as_bytes(), decode_lease),
+        }
+    }
+
+    fn last_epoch(&self, pending: &Pending) -> Result<u64, LeaseError> {
+        match pending.last_epoch {
+            Some(last) => Ok(last),
+            None => Ok(read_row(&self.keyspaces.meta, LAST_EPOCH, decode_epoch)?.unwrap_or(0)),
         }
     }
 
@@ -308,7 +494,8 @@ impl GroupCommit {
         if let Some(record) = written.get(pk) {
             return Ok(Some(record.clone()));
         }
-        self.records
+        self.keyspaces
+            .records
             .get(pk)
             .map_err(unavailable)?
             .map(|bytes| Record::decode(&bytes))
@@ -317,10 +504,31 @@ impl GroupCommit {
 
     /// Commits `written` as one batch, fsyncs the journal, then publishes the snapshot that
     /// holds it. An error says why writing must stop.
-    fn make_durable(&self, written: HashMap<Vec<u8>, Record>) -> Result<(), String> {
+    fn make_durable(&self, pending: Pending) -> Result<(), String> {
+        let Keyspaces {
+            records,
+            leases,
+            nodes,
+            meta,
+        } = &self.keyspaces;
         let mut batch = self.db.batch();
-        for (pk, record) in written {
-            batch.insert(&self.records, pk, record.encode());
+        for (pk, record) in pending.records {
+            batch.insert(records, pk, record.encode());
+        }
+        for (room, row) in pending.leases {
+            match row {
+                Some(row) => batch.insert(leases, room, encode_lease(&row)),
+                None => batch.remove(leases, room),
+            }
+        }
+        for (node, row) in pending.nodes {
+            match row {
+                Some(row) => batch.insert(nodes, node, encode_node(&row)),
+                None => batch.remove(nodes, node),
+            }
+        }
+        if let Some(last) = pending.last_epoch {
+            batch.insert(meta, LAST_EPOCH, last.to_le_bytes());
         }
         batch
             .commit()
@@ -335,6 +543,18 @@ impl GroupCommit {
             .unwrap_or_else(std::sync::PoisonError::into_inner) = snapshot;
         Ok(())
     }
+}
+
+/// A row of `keyspace` as the tree holds it now, decoded.
+fn read_row<T>(
+    keyspace: &Keyspace,
+    key: &[u8],
+    decode: fn(&[u8]) -> Result<T, LeaseError>,
+) -> Result<Option<T>, LeaseError> {
+    let bytes = keyspace
+        .get(key)
+        .map_err(|e| LeaseError::from_store(unavailable(e)))?;
+    bytes.map(|bytes| decode(&bytes)).transpose()
 }
 
 pub(crate) fn unavailable(error: fjall::Error) -> Error {

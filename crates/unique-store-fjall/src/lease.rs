@@ -1,0 +1,150 @@
+//! [`FjallDirectory`]: the lease directory and node registry of `unique-lease` in the
+//! store's own fjall directory.
+
+use std::sync::Arc;
+
+use fjall::{Keyspace, Readable};
+use tokio::sync::oneshot;
+use unique_lease::{
+    Clock, LeaseDump, LeaseError, LeaseRows, NodeDecision, NodeOp, NodeWrite, RoomDecision, RoomOp,
+    async_trait, clock_millis,
+};
+
+use crate::lease_record::{decode_lease, decode_node};
+use crate::store::latest;
+use crate::writer::{Published, RoomAnswer, StoreError, Write, Writer, unavailable};
+
+/// A [`Directory`](unique_lease::Directory) and [`NodeRegistry`](unique_lease::NodeRegistry)
+/// in a [`FjallStore`](crate::FjallStore)'s directory; take one with
+/// [`FjallStore::directory`](crate::FjallStore::directory). Cheap to clone.
+///
+/// Rooms, node registrations and the epoch counter live in keyspaces of their own beside
+/// the session records. Every grant, renewal, release and registration goes through the
+/// store's one writer thread, which decides it with the lease rules of `unique-lease`
+/// against the row as it stands and the clock's reading at that moment (the writer runs
+/// one decision at a time, so each is atomic: D8), and answers only once the group that
+/// holds it is fsynced: a grant acknowledged before a crash is still there after it, and
+/// its epoch is never issued again (D4). Lookups read the last durable snapshot on the
+/// calling task.
+///
+/// **The process's clock judges** (D10): expiry is decided on the directory's [`Clock`]
+/// (the system clock unless a test injects another). One process holds a fjall directory
+/// at a time, so there is one clock.
+#[derive(Clone)]
+pub struct FjallDirectory {
+    writer: Arc<Writer>,
+    leases: Keyspace,
+    nodes: Keyspace,
+    published: Published,
+    clock: Arc<dyn Clock>,
+}
+
+impl std::fmt::Debug for FjallDirectory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FjallDirectory").finish_non_exhaustive()
+    }
+}
+
+impl FjallDirectory {
+    pub(crate) fn new(
+        writer: Arc<Writer>,
+        leases: Keyspace,
+        nodes: Keyspace,
+        published: Published,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
+        Self {
+            writer,
+            leases,
+            nodes,
+            published,
+            clock,
+        }
+    }
+
+    /// Merges another lease directory's rows into this one, durably, in one group: the
+    /// epoch counter ends above every epoch either side issued (so every later grant of
+    /// any room is fenced above the imported holdings, D4), a room keeps whichever row
+    /// has the higher epoch, and a node registration is added where this directory has
+    /// none. Importing the same dump twice changes nothing the second time.
+    ///
+    /// # Errors
+    ///
+    /// `Corrupt` when a row of `dump` is not one this crate writes (nothing is
+    /// imported); `Unavailable` when the store cannot write.
+    pub async fn import(&self, dump: LeaseDump) -> Result<(), LeaseError> {
+        self.ask(|answer| Write::Import { dump, answer }).await
+    }
+
+    async fn ask<T>(
+        &self,
+        make: impl FnOnce(oneshot::Sender<Result<T, LeaseError>>) -> Write,
+    ) -> Result<T, LeaseError> {
+        let (answer, answered) = oneshot::channel();
+        self.writer.send(make(answer));
+        answered.await.unwrap_or_else(|_| {
+            Err(LeaseError::unavailable_with(
+                "fjall store: the writer stopped before answering",
+                "no answer",
+            ))
+        })
+    }
+
+    /// The row of `key` in `keyspace` as the last durable snapshot holds it.
+    fn read<T>(
+        &self,
+        keyspace: &Keyspace,
+        key: &str,
+        decode: fn(&[u8]) -> Result<T, LeaseError>,
+    ) -> Result<Option<T>, LeaseError> {
+        latest(&self.published)
+            .get(keyspace, key.as_bytes())
+            .map_err(|e| LeaseError::from_store(unavailable(e)))?
+            .map(|bytes| decode(&bytes))
+            .transpose()
+    }
+}
+
+#[async_trait]
+impl LeaseRows for FjallDirectory {
+    async fn room(
+        &self,
+        room_id: &str,
+        op: RoomOp,
+    ) -> Result<(RoomDecision, Option<u64>), LeaseError> {
+        if op == RoomOp::Read {
+            // A read writes nothing: the durable snapshot and the clock read after it.
+            let row = self.read(&self.leases, room_id, decode_lease)?;
+            let decision = op.decide(row, clock_millis(&*self.clock)?, "fjall")?;
+            return Ok((decision, None));
+        }
+        let clock = Arc::clone(&self.clock);
+        self.ask(|answer: oneshot::Sender<RoomAnswer>| Write::Room {
+            room: room_id.to_owned(),
+            op,
+            clock,
+            answer,
+        })
+        .await
+    }
+
+    async fn node(&self, node_id: &str, op: NodeOp) -> Result<NodeDecision, LeaseError> {
+        if op == NodeOp::Read {
+            let row = self.read(&self.nodes, node_id, decode_node)?;
+            let decision = op.decide(row, clock_millis(&*self.clock)?);
+            if decision.write == NodeWrite::Nothing {
+                return Ok(decision);
+            }
+            // An expired registration to sweep: the writer decides again on the row as
+            // it stands there (a registration written since stays).
+        }
+        let clock = Arc::clone(&self.clock);
+        self.ask(|answer| Write::Node {
+            node: node_id.to_owned(),
+            op,
+            clock,
+            answer,
+        })
+        .await
+    }
+}
