@@ -14,10 +14,9 @@ use std::task::{Context, Poll};
 
 use hyper_util::client::legacy::connect::dns::{GaiResolver, Name};
 use tower_service::Service;
+use unique_core::BoxError;
 
 use crate::policy::{EndpointPolicy, Refusal};
-
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// Resolves with `R`, then keeps the addresses the policy allows; fails, without
 /// any lookup, for a name the policy refuses by name, and fails when it keeps no

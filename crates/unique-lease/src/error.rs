@@ -1,7 +1,8 @@
 //! The crate's error type and its classification helpers.
 
-/// A boxed error source kept for diagnostics.
-pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+/// A boxed error source kept for diagnostics: the workspace's one definition,
+/// [`unique_core::BoxError`], re-exported so `unique_lease::BoxError` names the same type.
+pub use unique_core::BoxError;
 
 /// Every failure a [`Directory`](crate::Directory) or
 /// [`NodeRegistry`](crate::NodeRegistry) can report. Callers branch on the variant

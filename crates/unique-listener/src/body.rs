@@ -12,8 +12,9 @@ use tokio::time::{Instant, Sleep};
 
 use crate::activity::Activity;
 
-/// The error type of [`RequestBody`]: hyper's error, or [`BodyTimeout`].
-pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
+/// The error type of [`RequestBody`]: hyper's error, or [`BodyTimeout`] (the workspace's
+/// one boxed error, [`unique_core::BoxError`]).
+pub(crate) use unique_core::BoxError;
 
 /// The body of a request served by [`serve`](crate::serve): hyper's [`Incoming`], which fails
 /// with [`BodyTimeout`] once the body has not arrived in full within the body timeout of the
