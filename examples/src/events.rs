@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use unique_core::{CurrentView, EvictReason, KickDetail};
+use unique_sessions::{CurrentView, EvictReason, KickDetail};
 
 /// Something that happened to a node, in the order it happened.
 #[derive(Debug, Clone, PartialEq, Eq)]

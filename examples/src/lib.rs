@@ -7,7 +7,7 @@
 //!   reporting events on stdout, one line each.
 //! - `smoke`: the S1–S6 runner of the specification over real processes.
 //!
-//! The library holds what the binaries share: a [`node::Node`] (the `unique_client::Node`
+//! The library holds what the binaries share: a [`node::Node`] (the `unique_sessions::node::Node`
 //! runtime with its kick receiver, for one key), its [`events::Report`]s and their line
 //! format, and the runner's process handling in [`smoke`].
 

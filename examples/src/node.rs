@@ -1,4 +1,4 @@
-//! One node holding (at most) one session for one key: the `unique_client::Node` runtime with
+//! One node holding (at most) one session for one key: the `unique_sessions::node::Node` runtime with
 //! its kick receiver, plus what the examples print (each heartbeat answer and each kick's
 //! status), all reported as [`Report`]s.
 
@@ -7,14 +7,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::net::TcpListener;
-use unique_client::{
-    ClaimInput, ClaimOutcome, HeartbeatOptions, Login, LoginError, NodeEvent, NodeLoginError,
-    Transport, async_trait,
+use unique_sessions::core::async_trait;
+use unique_sessions::node::{
+    HeartbeatOptions, HttpTransport, KickReceiver, Login, LoginError, NodeEvent, NodeLoginError,
+    SigningKeys, Transport,
 };
-use unique_client_http::HttpTransport;
-use unique_core::{CurrentView, Error, Key, Owner};
-use unique_kick_signature::SigningKeys;
-use unique_kickrecv::KickReceiver;
+use unique_sessions::{ClaimInput, ClaimOutcome, CurrentView, Error, Key, Owner};
 
 use crate::events::Report;
 use crate::receiver::Observed;
@@ -50,7 +48,7 @@ pub struct NodeConfig {
 /// [`Report::LoggedOut`], reported synchronously as they happen (a `Destroyed` before the
 /// kick is answered).
 pub struct Node {
-    runtime: unique_client::Node<Reporting>,
+    runtime: unique_sessions::node::Node<Reporting>,
     key: Key,
     receiver: Option<KickReceiver>,
     last_login: Option<Login>,
@@ -75,7 +73,7 @@ impl Node {
         let addr = listener.local_addr().map_err(cannot_listen)?;
         let endpoint = format!("http://{addr}/kick");
         let owner = Owner::new(&config.region, &config.cluster, &endpoint);
-        let (runtime, _events) = unique_client::Node::builder(transport, owner)
+        let (runtime, _events) = unique_sessions::node::Node::builder(transport, owner)
             .heartbeat_options(HeartbeatOptions::default().interval(config.heartbeat_interval))
             .on_event({
                 let sink = sink.clone();

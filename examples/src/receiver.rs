@@ -1,9 +1,9 @@
-//! [`Observed`]: the node's `unique_kickrecv::KickService` wrapped in a service that reports
+//! [`Observed`]: the node's `unique_sessions::node::KickService` wrapped in a service that reports
 //! every kick it answers, with the announced gen, the status and the ack.
 //!
 //! The examples print exactly that (S1 checks that an unsigned kick got 401), and the runtime
 //! only reports kicks that ended a session; so they wrap the service, the way an application
-//! adds its own tower layers, and serve the wrapper with `unique_kickrecv::KickReceiver`.
+//! adds its own tower layers, and serve the wrapper with `unique_sessions::node::KickReceiver`.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -12,8 +12,8 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 use http::{Request, Response};
 use http_body_util::{BodyExt, Full, Limited};
-use unique_core::BoxError;
-use unique_kickrecv::KickService;
+use unique_sessions::core::BoxError;
+use unique_sessions::node::KickService;
 
 use crate::events::Report;
 use crate::node::EventSink;
@@ -42,7 +42,7 @@ impl Observed {
     {
         let (parts, body) = request.into_parts();
         let body = Limited::new(body, READ_LIMIT).collect().await?.to_bytes();
-        let generation = unique_wire::decode_kick(&body)
+        let generation = unique_sessions::wire::decode_kick(&body)
             .ok()
             .map(|kick| kick.generation);
         let response = self

@@ -5,11 +5,11 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use unique_core::Key;
 use unique_examples::events::Report;
 use unique_examples::node::{EventSink, Node, NodeConfig};
-use unique_kick_signature::SigningKeys;
 use unique_node_check::NodeCheck;
+use unique_sessions::Key;
+use unique_sessions::node::SigningKeys;
 
 fn keys() -> SigningKeys {
     SigningKeys::new(["examples-node-check-key-0123456789abcdef"]).unwrap()

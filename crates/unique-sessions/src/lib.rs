@@ -4,9 +4,9 @@
 //!
 //! | feature | what it adds |
 //! |---|---|
-//! | `node` (default) | the `node` module: the `Node` runtime, the HTTP transport, the kick receiver, kick signatures |
-//! | `server` | the `server` module: the `Arbiter` over HTTP, the accept loop, the HTTP kicker |
-//! | `memory`, `sqlite`, `postgres`, `dynamodb` | one store each in [`store`] |
+//! | `node` (default) | the `node` module: the `Node` runtime, the HTTP transport, the kick receiver, kick signatures; `wire` |
+//! | `server` | the `server` module: the `Arbiter` over HTTP, the accept loop, the HTTP kicker; `wire` |
+//! | `memory`, `sqlite`, `fjall`, `postgres`, `dynamodb` | one store each in [`store`] (the SQL and DynamoDB crates with their lease directories) |
 //! | `metrics` | `metrics`: the metrics observer and store wrapper |
 //! | `lease` | `lease`: the room lease directory and node registry |
 //! | `store-contract` | `store_contract`: the suite a store backend runs on itself |
@@ -18,8 +18,13 @@
 pub use unique_core as core;
 pub use unique_core::{
     Arbiter, ArbiterBuilder, ClaimInput, ClaimOutcome, CurrentView, Error, EvictReason, Key,
-    KickPayload, KickReason, LogoutInput, LogoutOutcome, Owner, Store, UserKey, UserSession,
+    KickDetail, KickPayload, KickReason, LogoutInput, LogoutOutcome, Owner, Store, UserKey,
+    UserSession,
 };
+
+/// The HTTP wire contract both sides speak (`unique-wire`): routes, bodies, the kick body.
+#[cfg(any(feature = "node", feature = "server"))]
+pub use unique_wire as wire;
 
 /// A backend that holds sessions: everything a node wires, in one place.
 #[cfg(feature = "node")]
@@ -46,7 +51,7 @@ pub mod node {
 /// The arbitration over HTTP in your own program (pick a store from [`store`]).
 #[cfg(feature = "server")]
 pub mod server {
-    pub use unique_arbiter_http::{ArbiterService, Tokens, serve, serve_with};
+    pub use unique_arbiter_http::{ArbiterService, Grant, Tokens, serve, serve_with};
     pub use unique_kick_http::{EndpointPolicy, HttpKicker, HttpKickerBuilder};
     pub use unique_kick_signature::SigningKeys;
     pub use unique_listener::ServeOptions;
@@ -63,6 +68,8 @@ pub mod server {
 pub mod store {
     #[cfg(feature = "dynamodb")]
     pub use unique_store_dynamodb::{DynamoStore, DynamoStoreBuilder};
+    #[cfg(feature = "fjall")]
+    pub use unique_store_fjall::{FjallStore, FjallStoreBuilder};
     #[cfg(feature = "memory")]
     pub use unique_store_memory::MemoryStore;
     #[cfg(feature = "postgres")]
@@ -73,6 +80,9 @@ pub mod store {
     /// The DynamoDB store whole (`unique-store-dynamodb`).
     #[cfg(feature = "dynamodb")]
     pub use unique_store_dynamodb as dynamodb;
+    /// The fjall store whole (`unique-store-fjall`).
+    #[cfg(feature = "fjall")]
+    pub use unique_store_fjall as fjall;
     /// The in-memory store whole (`unique-store-memory`).
     #[cfg(feature = "memory")]
     pub use unique_store_memory as memory;

@@ -7,7 +7,7 @@
 //!   it with `HttpTransport::builder("http://host/unique").bearer_token(…)`: a path in the
 //!   base URL is kept as a prefix.
 //! - [`node_router`]: a backend node's kick receiver ([`KickService`] over its
-//!   `unique_client::Node`'s kick handler) mounted next to the application's own routes, at
+//!   `unique_sessions::node::Node`'s kick handler) mounted next to the application's own routes, at
 //!   the path its owner endpoint names.
 //!
 //! Both services are `tower_service::Service`s that never fail, so axum mounts them as they
@@ -21,9 +21,9 @@ use axum::http::StatusCode;
 use axum::routing::get;
 use tower_http::timeout::TimeoutLayer;
 use tower_http::trace::TraceLayer;
-use unique_arbiter_http::ArbiterService;
-use unique_core::Store;
-use unique_kickrecv::KickService;
+use unique_sessions::Store;
+use unique_sessions::node::KickService;
+use unique_sessions::server::ArbiterService;
 
 /// What the application's own route answers, so the tests can tell it from the arbiter.
 pub const APP_GREETING: &str = "the application's own route";

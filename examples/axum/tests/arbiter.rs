@@ -6,12 +6,11 @@ mod common;
 use std::time::Duration;
 
 use tokio::net::TcpListener;
-use unique_arbiter_http::{ArbiterService, Grant, Tokens};
 use unique_axum_examples::{APP_GREETING, arbiter_router};
-use unique_client::{ClaimInput, Transport};
-use unique_client_http::HttpTransport;
-use unique_core::{Arbiter, Key, Owner};
-use unique_store_memory::MemoryStore;
+use unique_sessions::node::{HttpTransport, Transport};
+use unique_sessions::server::{ArbiterService, Grant, Tokens};
+use unique_sessions::store::MemoryStore;
+use unique_sessions::{Arbiter, ClaimInput, Key, Owner};
 
 const TOKEN: &str = "game-backend-token-0123456789abcdef";
 const CURRENT: &str = r#"{"project":"game","env":"prod","uid":42}"#;

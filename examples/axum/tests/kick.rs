@@ -5,11 +5,10 @@ mod common;
 
 use tokio::net::TcpListener;
 use unique_axum_examples::{APP_GREETING, KICK_PATH, node_router};
-use unique_client::{Node, NodeEvent};
-use unique_core::{Arbiter, ClaimInput, Key, Owner};
-use unique_kick_http::{HttpKicker, SigningKeys};
-use unique_kickrecv::KickService;
-use unique_store_memory::MemoryStore;
+use unique_sessions::node::{KickService, Node, NodeEvent};
+use unique_sessions::server::{HttpKicker, SigningKeys};
+use unique_sessions::store::MemoryStore;
+use unique_sessions::{Arbiter, ClaimInput, Key, Owner};
 
 fn keys() -> SigningKeys {
     SigningKeys::new(["axum-example-key-not-a-secret-0123456789"]).unwrap()
@@ -56,7 +55,7 @@ async fn a_signed_kick_through_the_app_ends_the_session() {
         Some(NodeEvent::Kicked {
             key: key.clone(),
             generation: 1,
-            reason: unique_core::KickReason::LoginElsewhere,
+            reason: unique_sessions::KickReason::LoginElsewhere,
             message: None,
         })
     );

@@ -1,8 +1,8 @@
 //! The two-client duel: a server and two nodes in one process, over real HTTP on
 //! loopback, telling the story of one user's key as it happens.
 //!
-//! The server is `unique_arbiter_http::ArbiterService` over an `Arbiter` on the in-memory store
-//! with the HTTP kicker, which signs every kick; each node is a `unique_client::Node` runtime
+//! The server is `unique_sessions::server::ArbiterService` over an `Arbiter` on the in-memory store
+//! with the HTTP kicker, which signs every kick; each node is a `unique_sessions::node::Node` runtime
 //! with its own kick receiver (verifying kicks) and heartbeat (every 300 ms). The story checks itself as it goes and exits non-zero if anything
 //! deviates from the specification.
 //!
@@ -14,13 +14,12 @@ use std::time::{Duration, Instant};
 
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot};
-use unique_arbiter_http::{ArbiterService, serve};
-use unique_client::Login;
-use unique_core::{Arbiter, EvictReason, Key, KickDetail};
 use unique_examples::events::{Report, detail_name};
 use unique_examples::node::{EventSink, Node, NodeConfig};
-use unique_kick_http::{HttpKicker, SigningKeys};
-use unique_store_memory::MemoryStore;
+use unique_sessions::node::{Login, NodeLoginError};
+use unique_sessions::server::{ArbiterService, HttpKicker, SigningKeys, serve};
+use unique_sessions::store::MemoryStore;
+use unique_sessions::{Arbiter, EvictReason, Key, KickDetail};
 
 const HEARTBEAT: Duration = Duration::from_millis(300);
 const KICK_TIMEOUT: Duration = Duration::from_secs(1);
@@ -343,7 +342,7 @@ fn check(condition: bool, what: &str) -> Result<(), String> {
     }
 }
 
-fn logged_in(result: Result<Login, unique_client::NodeLoginError>) -> Result<Login, String> {
+fn logged_in(result: Result<Login, NodeLoginError>) -> Result<Login, String> {
     result.map_err(|e| format!("login failed: {e}"))
 }
 

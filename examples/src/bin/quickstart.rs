@@ -7,10 +7,9 @@
 
 use std::time::Duration;
 
-use unique_core::{
-    Arbiter, ClaimInput, Error, Key, KickOutcome, KickPayload, Kicker, Owner, async_trait,
-};
-use unique_store_memory::MemoryStore;
+use unique_sessions::core::{KickOutcome, Kicker, async_trait};
+use unique_sessions::store::MemoryStore;
+use unique_sessions::{Arbiter, ClaimInput, Error, Key, KickPayload, Owner};
 
 /// Stands in for the HTTP kicker: "delivers" the kick by printing it.
 struct PrintingKicker;

@@ -21,10 +21,10 @@ use std::time::Duration;
 
 use clap::Parser;
 use tokio::io::{AsyncBufReadExt, BufReader};
-use unique_core::Key;
 use unique_examples::events::format_line;
 use unique_examples::node::{EventSink, Node, NodeConfig};
-use unique_kick_signature::SigningKeys;
+use unique_sessions::Key;
+use unique_sessions::node::SigningKeys;
 
 /// A scriptable unique client node (commands on stdin, events on stdout).
 #[derive(Debug, Parser)]

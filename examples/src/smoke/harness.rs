@@ -7,8 +7,8 @@ use std::process::Command;
 use std::time::Duration;
 
 use tempfile::TempDir;
-use unique_client_http::HttpTransport;
-use unique_core::Key;
+use unique_sessions::Key;
+use unique_sessions::node::HttpTransport;
 
 use crate::events::Line;
 use crate::smoke::process::Proc;

@@ -9,8 +9,8 @@ use std::collections::BTreeSet;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use unique_client::Transport;
-use unique_core::{ClaimInput, Key, Owner};
+use unique_sessions::node::Transport;
+use unique_sessions::{ClaimInput, Key, Owner};
 
 use crate::events::{Line, now_micros};
 use crate::smoke::harness::{Harness, WAIT};
