@@ -11,8 +11,8 @@ use unique_lease::{
 };
 
 use crate::lease_record::{decode_lease, decode_node};
-use crate::store::latest;
-use crate::writer::{Published, RoomAnswer, StoreError, Write, Writer, unavailable};
+use crate::opened::{Keyspaces, Published, latest};
+use crate::writer::{RoomAnswer, StoreError, Write, Writer, unavailable};
 
 /// A [`Directory`](unique_lease::Directory) and [`NodeRegistry`](unique_lease::NodeRegistry)
 /// in a [`FjallStore`](crate::FjallStore)'s directory; take one with
@@ -33,8 +33,6 @@ use crate::writer::{Published, RoomAnswer, StoreError, Write, Writer, unavailabl
 #[derive(Clone)]
 pub struct FjallDirectory {
     writer: Arc<Writer>,
-    leases: Keyspace,
-    nodes: Keyspace,
     published: Published,
     clock: Arc<dyn Clock>,
 }
@@ -46,17 +44,9 @@ impl std::fmt::Debug for FjallDirectory {
 }
 
 impl FjallDirectory {
-    pub(crate) fn new(
-        writer: Arc<Writer>,
-        leases: Keyspace,
-        nodes: Keyspace,
-        published: Published,
-        clock: Arc<dyn Clock>,
-    ) -> Self {
+    pub(crate) fn new(writer: Arc<Writer>, published: Published, clock: Arc<dyn Clock>) -> Self {
         Self {
             writer,
-            leases,
-            nodes,
             published,
             clock,
         }
@@ -90,15 +80,16 @@ impl FjallDirectory {
         })
     }
 
-    /// The row of `key` in `keyspace` as the last durable snapshot holds it.
+    /// The row of `key` in the keyspace `which` picks, as the last durable snapshot holds it.
     fn read<T>(
         &self,
-        keyspace: &Keyspace,
+        which: fn(&Keyspaces) -> &Keyspace,
         key: &str,
         decode: fn(&[u8]) -> Result<T, LeaseError>,
     ) -> Result<Option<T>, LeaseError> {
-        latest(&self.published)
-            .get(keyspace, key.as_bytes())
+        let view = latest(&self.published).map_err(LeaseError::from_store)?;
+        view.snapshot
+            .get(which(&view.keyspaces), key.as_bytes())
             .map_err(|e| LeaseError::from_store(unavailable(e)))?
             .map(|bytes| decode(&bytes))
             .transpose()
@@ -114,7 +105,7 @@ impl LeaseRows for FjallDirectory {
     ) -> Result<(RoomDecision, Option<u64>), LeaseError> {
         if op == RoomOp::Read {
             // A read writes nothing: the durable snapshot and the clock read after it.
-            let row = self.read(&self.leases, room_id, decode_lease)?;
+            let row = self.read(|k| &k.leases, room_id, decode_lease)?;
             let decision = op.decide(row, clock_millis(&*self.clock)?, "fjall")?;
             return Ok((decision, None));
         }
@@ -130,7 +121,7 @@ impl LeaseRows for FjallDirectory {
 
     async fn node(&self, node_id: &str, op: NodeOp) -> Result<NodeDecision, LeaseError> {
         if op == NodeOp::Read {
-            let row = self.read(&self.nodes, node_id, decode_node)?;
+            let row = self.read(|k| &k.nodes, node_id, decode_node)?;
             let decision = op.decide(row, clock_millis(&*self.clock)?);
             if decision.write == NodeWrite::Nothing {
                 return Ok(decision);

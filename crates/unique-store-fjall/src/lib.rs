@@ -1,7 +1,9 @@
 #![doc = include_str!("../README.md")]
 
+mod decide;
 mod lease;
 mod lease_record;
+mod opened;
 mod record;
 mod store;
 mod writer;

@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 
-use fjall::{Database, Keyspace, KeyspaceCreateOptions, Readable, Snapshot};
+use fjall::{Keyspace, Readable, Snapshot};
 use tokio::sync::oneshot;
 use unique_core::{
     CasOutcome, CurrentView, Error, Fence, Key, Owner, OwnerState, Store, UserKey, UserSession,
@@ -11,18 +11,12 @@ use unique_core::{
 };
 
 use crate::lease::FjallDirectory;
+use crate::opened::{Health, Opened, Published, latest};
 use crate::record::Record;
-use crate::writer::{Keyspaces, Published, Write, Writer, unavailable};
+use crate::writer::{Faults, Start, Write, Writer, unavailable};
 
 /// Writes one group may hold by default: as many as the SQLite store's.
 const DEFAULT_MAX_BATCH: usize = 256;
-
-/// The keyspaces (fjall's name for trees): the session records, and the lease directory's
-/// rooms, nodes and epoch counter.
-const RECORDS: &str = "records";
-const LEASES: &str = "leases";
-const NODES: &str = "nodes";
-const LEASE_META: &str = "lease_meta";
 
 /// A durable [`Store`] in one directory, on fjall's LSM tree.
 ///
@@ -40,8 +34,9 @@ const LEASE_META: &str = "lease_meta";
 /// them finishes the queued writes and closes it.
 pub struct FjallStore {
     writer: Arc<Writer>,
-    keyspaces: Keyspaces,
     published: Published,
+    health: Arc<Health>,
+    faults: Arc<Faults>,
     path: PathBuf,
 }
 
@@ -74,32 +69,22 @@ impl FjallStoreBuilder {
                 e,
             )
         };
-        let db = Database::builder(&self.path)
-            // The writer fsyncs the journal once per group, not after every batch.
-            .manual_journal_persist(true)
-            .open()
-            .map_err(failed)?;
-        let keyspace = |name| {
-            db.keyspace(name, KeyspaceCreateOptions::default)
-                .map_err(failed)
-        };
-        let keyspaces = Keyspaces {
-            records: keyspace(RECORDS)?,
-            leases: keyspace(LEASES)?,
-            nodes: keyspace(NODES)?,
-            meta: keyspace(LEASE_META)?,
-        };
-        let published = Arc::new(RwLock::new(db.snapshot()));
-        let writer = Writer::spawn(
-            db,
-            keyspaces.clone(),
-            Arc::clone(&published),
-            self.max_batch,
-        )?;
+        let opened = Opened::open(&self.path).map_err(failed)?;
+        let published = Arc::new(RwLock::new(Some(opened.view())));
+        let (health, faults) = (Arc::default(), Arc::default());
+        let writer = Writer::spawn(Start {
+            path: self.path.clone(),
+            opened,
+            published: Arc::clone(&published),
+            health: Arc::clone(&health),
+            max_batch: self.max_batch,
+            faults: Arc::clone(&faults),
+        })?;
         Ok(FjallStore {
             writer: Arc::new(writer),
-            keyspaces,
             published,
+            health,
+            faults,
             path: self.path,
         })
     }
@@ -145,13 +130,7 @@ impl FjallStore {
     /// The lease directory judged on `clock`: for tests that move time by hand. Every
     /// directory of one store must use the same clock.
     pub fn directory_with_clock(&self, clock: Arc<dyn unique_lease::Clock>) -> FjallDirectory {
-        FjallDirectory::new(
-            Arc::clone(&self.writer),
-            self.keyspaces.leases.clone(),
-            self.keyspaces.nodes.clone(),
-            Arc::clone(&self.published),
-            clock,
-        )
+        FjallDirectory::new(Arc::clone(&self.writer), Arc::clone(&self.published), clock)
     }
 
     /// Writes a record exactly as given, past every fence: the raw-record hook of the
@@ -193,9 +172,13 @@ impl FjallStore {
         answered.await.unwrap_or_else(|_| Err(stopped()))
     }
 
-    /// The last durable snapshot.
-    fn snapshot(&self) -> Snapshot {
-        latest(&self.published)
+    /// Makes the next `count` journal fsyncs fail, as a failing disk would: the hook behind
+    /// the tests of the writer's recovery. Only with the `test-util` feature.
+    #[cfg(feature = "test-util")]
+    pub fn fail_next_fsyncs(&self, count: usize) {
+        self.faults
+            .fail_fsyncs
+            .store(count, std::sync::atomic::Ordering::SeqCst);
     }
 
     fn read(snapshot: &Snapshot, records: &Keyspace, pk: &[u8]) -> Result<OwnerState, Error> {
@@ -211,20 +194,13 @@ fn stopped() -> Error {
     Error::unavailable("fjall store: the writer stopped before answering")
 }
 
-/// The last durable snapshot of `published`.
-pub(crate) fn latest(published: &Published) -> Snapshot {
-    published
-        .read()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .clone()
-}
-
 #[async_trait]
 impl Store for FjallStore {
     async fn read_owner(&self, key: &Key) -> Result<OwnerState, Error> {
+        let view = latest(&self.published)?;
         Self::read(
-            &self.snapshot(),
-            &self.keyspaces.records,
+            &view.snapshot,
+            &view.keyspaces.records,
             key.to_string().as_bytes(),
         )
     }
@@ -287,32 +263,40 @@ impl Store for FjallStore {
 
     async fn read_owners(&self, keys: &[Key]) -> Result<Vec<Result<OwnerState, Error>>, Error> {
         // One snapshot for the batch; each key's read is linearizable on its own (C1).
-        let snapshot = self.snapshot();
+        let view = latest(&self.published)?;
         Ok(keys
             .iter()
             .map(|key| {
                 Self::read(
-                    &snapshot,
-                    &self.keyspaces.records,
+                    &view.snapshot,
+                    &view.keyspaces.records,
                     key.to_string().as_bytes(),
                 )
             })
             .collect())
     }
 
+    /// Ready while writes succeed (from a failed commit or fsync until the writer has opened
+    /// the database again, it is not) and the durable snapshot reads.
+    async fn check_ready(&self) -> Result<(), Error> {
+        self.health.check()?;
+        self.read_owner(&unique_core::ready_key()).await.map(drop)
+    }
+
     async fn list_sessions(&self, user: &UserKey) -> Result<Vec<UserSession>, Error> {
         // The default slot's key, then the range of the user's other slots, from one
         // snapshot: one strongly consistent read (C10).
-        let snapshot = self.snapshot();
+        let view = latest(&self.published)?;
+        let (snapshot, records) = (&view.snapshot, &view.keyspaces.records);
         let default = user.to_string();
         let (start, end) = user.slot_range();
         let mut sessions = Vec::new();
         let default_record = snapshot
-            .get(&self.keyspaces.records, default.as_bytes())
+            .get(records, default.as_bytes())
             .map_err(unavailable)?
             .map(|bytes| (default.into_bytes(), bytes.to_vec()));
         let others = snapshot
-            .range(&self.keyspaces.records, start.as_bytes()..end.as_bytes())
+            .range(records, start.as_bytes()..end.as_bytes())
             .map(|guard| {
                 guard
                     .into_inner()

@@ -8,40 +8,27 @@
 //! seen or acknowledged.
 //!
 //! A failed commit or fsync leaves the journal in a state this process cannot trust (after a
-//! failed fsync the kernel may have dropped the pages), so the store stops writing: every
-//! later write answers [`Error::Unavailable`] until the store is opened again, which recovers
-//! from what is on disk.
+//! failed fsync the kernel may have dropped the pages), so the writer stops writing: the
+//! group and every later write answer [`Error::Unavailable`], and readiness fails, until the
+//! writer has opened the database again, the way a crash recovery does, from what the journal
+//! durably holds. It tries that every [`RECOVERY_INTERVAL`] once a probe shows that the
+//! directory takes writes again (a full disk has space again).
 
-use std::collections::HashMap;
-use std::sync::mpsc::{Receiver, Sender};
-use std::sync::{Arc, RwLock};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
-use fjall::{Database, Keyspace, PersistMode, Snapshot};
+use fjall::PersistMode;
 use tokio::sync::oneshot;
-use unique_core::{CasOutcome, Error, Fence, OwnerState, VacantClaim};
-use unique_lease::{
-    Clock, LeaseDump, LeaseError, LeaseRow, NodeDecision, NodeOp, NodeRow, NodeWrite, RoomDecision,
-    RoomOp, RoomWrite, clock_millis,
-};
+use unique_core::{CasOutcome, Error, OwnerState, VacantClaim};
+use unique_lease::{Clock, LeaseDump, LeaseError, NodeDecision, NodeOp, RoomDecision, RoomOp};
 
-use crate::lease_record::{
-    LAST_EPOCH, decode_epoch, decode_lease, decode_node, encode_lease, encode_node,
-};
+use crate::decide::{Decide, Pending};
+use crate::lease_record::{LAST_EPOCH, encode_lease, encode_node};
+use crate::opened::{Health, Opened, Published, View, probe, publish};
 use crate::record::Record;
-
-/// The keyspaces (fjall's name for trees) of one store directory.
-#[derive(Clone)]
-pub(crate) struct Keyspaces {
-    /// The session records, by key.
-    pub records: Keyspace,
-    /// The room leases, by room id.
-    pub leases: Keyspace,
-    /// The node registrations, by node id.
-    pub nodes: Keyspace,
-    /// The lease epoch counter.
-    pub meta: Keyspace,
-}
 
 /// What a lease write answers: the decision and the epoch a grant drew.
 pub(crate) type RoomAnswer = Result<(RoomDecision, Option<u64>), LeaseError>;
@@ -100,11 +87,11 @@ pub(crate) enum Write {
 
 /// A decided write's answer, held until its group is durable: called with `None` once it
 /// is, or with the error that stopped the group.
-type Decided = Box<dyn FnOnce(Option<Error>) + Send>;
+pub(crate) type Decided = Box<dyn FnOnce(Option<Error>) + Send>;
 
 /// Holds `result` for `answer` until the group's fate is known; a caller that gave up
 /// waiting is no error.
-fn decided<T, E>(answer: oneshot::Sender<Result<T, E>>, result: Result<T, E>) -> Decided
+pub(crate) fn decided<T, E>(answer: oneshot::Sender<Result<T, E>>, result: Result<T, E>) -> Decided
 where
     T: Send + 'static,
     E: StoreError + Send + 'static,
@@ -160,27 +147,8 @@ impl Write {
     }
 }
 
-/// What one group writes: each key's latest value, so a later write of the group sees the
-/// earlier ones. `None` deletes.
-#[derive(Default)]
-struct Pending {
-    records: HashMap<Vec<u8>, Record>,
-    leases: HashMap<String, Option<LeaseRow>>,
-    nodes: HashMap<String, Option<NodeRow>>,
-    last_epoch: Option<u64>,
-}
-
-impl Pending {
-    fn is_empty(&self) -> bool {
-        self.records.is_empty()
-            && self.leases.is_empty()
-            && self.nodes.is_empty()
-            && self.last_epoch.is_none()
-    }
-}
-
-/// The snapshot readers read: everything committed and fsynced, nothing else.
-pub(crate) type Published = Arc<RwLock<Snapshot>>;
+/// How often a writer whose writes fail tries to recover (and no more often).
+const RECOVERY_INTERVAL: Duration = Duration::from_millis(250);
 
 /// The running writer thread; dropping the last sender stops it after the queued writes.
 #[derive(Debug)]
@@ -189,23 +157,31 @@ pub(crate) struct Writer {
     thread: Option<JoinHandle<()>>,
 }
 
+/// What the writer thread starts with.
+pub(crate) struct Start {
+    pub path: PathBuf,
+    pub opened: Opened,
+    pub published: Published,
+    pub health: Arc<Health>,
+    pub max_batch: usize,
+    pub faults: Arc<Faults>,
+}
+
 impl Writer {
-    pub(crate) fn spawn(
-        db: Database,
-        keyspaces: Keyspaces,
-        published: Published,
-        max_batch: usize,
-    ) -> Result<Self, Error> {
+    pub(crate) fn spawn(start: Start) -> Result<Self, Error> {
         let (sender, queue) = std::sync::mpsc::channel();
         let thread = std::thread::Builder::new()
             .name("unique-fjall-writer".into())
             .spawn(move || {
                 GroupCommit {
-                    db,
-                    keyspaces,
-                    published,
-                    max_batch: max_batch.max(1),
+                    path: start.path,
+                    opened: Some(start.opened),
+                    published: start.published,
+                    health: start.health,
+                    max_batch: start.max_batch.max(1),
                     failed: None,
+                    last_attempt: None,
+                    faults: start.faults,
                 }
                 .run(&queue);
             })
@@ -243,19 +219,65 @@ fn stopped() -> Error {
     Error::unavailable("fjall store: the writer has stopped")
 }
 
+/// Faults a test injects into the writer (only with the `test-util` feature).
+#[derive(Debug, Default)]
+pub(crate) struct Faults {
+    /// Fsyncs still to fail before the journal's own runs again.
+    #[cfg(feature = "test-util")]
+    pub fail_fsyncs: std::sync::atomic::AtomicUsize,
+}
+
+impl Faults {
+    /// Whether this fsync is to fail.
+    fn fsync_fails(&self) -> bool {
+        #[cfg(feature = "test-util")]
+        {
+            use std::sync::atomic::Ordering;
+            self.fail_fsyncs
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                .is_ok()
+        }
+        #[cfg(not(feature = "test-util"))]
+        false
+    }
+}
+
 struct GroupCommit {
-    db: Database,
-    keyspaces: Keyspaces,
+    path: PathBuf,
+    /// The database; `None` from a failed write until it is opened again.
+    opened: Option<Opened>,
     published: Published,
+    health: Arc<Health>,
     max_batch: usize,
     /// Why writing stopped, once a commit or an fsync failed.
     failed: Option<String>,
+    /// When the last recovery was tried.
+    last_attempt: Option<Instant>,
+    faults: Arc<Faults>,
 }
 
 impl GroupCommit {
     fn run(mut self, queue: &Receiver<Write>) {
         let mut group = Vec::with_capacity(self.max_batch);
-        while let Ok(first) = queue.recv() {
+        loop {
+            let first = if self.failed.is_some() {
+                // Failing: wake up to try again even when nobody writes, so readiness
+                // reports the recovery without waiting for a claim.
+                match queue.recv_timeout(RECOVERY_INTERVAL) {
+                    Ok(write) => Some(write),
+                    Err(RecvTimeoutError::Timeout) => None,
+                    Err(RecvTimeoutError::Disconnected) => break,
+                }
+            } else {
+                match queue.recv() {
+                    Ok(write) => Some(write),
+                    Err(_) => break,
+                }
+            };
+            if self.failed.is_some() {
+                self.recover();
+            }
+            let Some(first) = first else { continue };
             group.push(first);
             while group.len() < self.max_batch {
                 match queue.try_recv() {
@@ -268,21 +290,25 @@ impl GroupCommit {
     }
 
     fn commit(&mut self, group: impl Iterator<Item = Write>) {
-        if let Some(why) = &self.failed {
+        let (Some(opened), None) = (&self.opened, &self.failed) else {
+            let why = self.failed.clone().unwrap_or_default();
             for write in group {
                 write.refuse(Error::unavailable(why.clone()));
             }
             return;
-        }
+        };
+        let decide = Decide {
+            keyspaces: &opened.keyspaces,
+        };
         let mut pending = Pending::default();
         let mut decided = Vec::new();
         for write in group {
-            decided.push(self.decide(write, &mut pending));
+            decided.push(decide.decide(write, &mut pending));
         }
         if !pending.is_empty()
             && let Err(why) = self.make_durable(pending)
         {
-            self.failed = Some(why.clone());
+            self.stop_writing(why.clone());
             for answer in decided {
                 answer(Some(Error::unavailable(why.clone())));
             }
@@ -293,225 +319,66 @@ impl GroupCommit {
         }
     }
 
-    /// Checks one write against the record as it stands and, when it holds, adds the new
-    /// record to `pending`.
-    fn decide(&self, write: Write, pending: &mut Pending) -> Decided {
-        let written = &mut pending.records;
-        match write {
-            Write::Claim {
-                pk,
-                owner,
-                claim_id,
-                snap,
-                answer,
-            } => {
-                let result = self.stored(&pk, written).and_then(|stored| {
-                    let fence = Fence::for_snapshot(&snap)?;
-                    if !fence.holds(stored.as_ref().map(Record::pins)) {
-                        let current = stored.map_or_else(OwnerState::absent, |r| r.state());
-                        return Ok(CasOutcome::LostRace {
-                            current: Some(current),
-                        });
-                    }
-                    let generation = fence.next_generation();
-                    // The stored list is the snapshot's whenever the fence holds: only a
-                    // claim changes it, and every claim changes the gen (C9).
-                    let won = snap.won_after(&claim_id, generation);
-                    written.insert(pk, Record::claimed(owner, claim_id, generation, won));
-                    Ok(CasOutcome::Written { generation })
-                });
-                decided(answer, result)
-            }
-            Write::ClaimVacant {
-                pk,
-                owner,
-                claim_id,
-                answer,
-            } => {
-                let result = self.stored(&pk, written).map(|stored| {
-                    let state = stored.map_or_else(OwnerState::absent, |r| r.state());
-                    if !VacantClaim::is_vacant(&state, &claim_id) {
-                        return VacantClaim::Occupied(state);
-                    }
-                    // What claim_cas from this record writes: gen 1 over an absent record,
-                    // else the tombstone's + 1, and its recent claims with this win (C9).
-                    let generation = if state.exists {
-                        state.generation + 1
-                    } else {
-                        1
-                    };
-                    let won = state.won_after(&claim_id, generation);
-                    written.insert(pk, Record::claimed(owner, claim_id, generation, won));
-                    VacantClaim::Written { generation }
-                });
-                decided(answer, result)
-            }
-            Write::Release {
-                pk,
-                generation,
-                answer,
-            } => {
-                let result = self.stored(&pk, written).map(|stored| match stored {
-                    Some(mut record) if generation > 0 && record.generation == generation => {
-                        // A tombstone; `won` stays (C9).
-                        record.owner = Some(String::new());
-                        record.claim_id = None;
-                        written.insert(pk, record);
-                        true
-                    }
-                    _ => false,
-                });
-                decided(answer, result)
-            }
-            #[cfg(feature = "test-util")]
-            Write::Raw { pk, record, answer } => {
-                written.insert(pk, record);
-                decided(answer, Ok(()))
-            }
-            Write::Room {
-                room,
-                op,
-                clock,
-                answer,
-            } => decided(answer, self.decide_room(room, &op, &*clock, pending)),
-            Write::Node {
-                node,
-                op,
-                clock,
-                answer,
-            } => decided(answer, self.decide_node(node, &op, &*clock, pending)),
-            Write::Import { dump, answer } => decided(answer, self.import(dump, pending)),
-        }
+    /// A commit or an fsync failed. What the journal holds past the last good fsync is not
+    /// known (after a failed fsync the kernel may have dropped the pages), and fjall refuses
+    /// every later write (it poisons itself), so the writer does what a crash recovery does:
+    /// it drops the database and opens it again from the journal on disk, once the directory
+    /// takes writes again. Readers keep the last durable snapshot until then.
+    fn stop_writing(&mut self, why: String) {
+        self.health.set(Some(why.clone()));
+        self.failed = Some(why);
+        self.last_attempt = None;
     }
 
-    /// The lease rules on the room's row as it stands (the group's own writes included);
-    /// a grant draws the next epoch of the one counter (D4).
-    fn decide_room(
-        &self,
-        room: String,
-        op: &RoomOp,
-        clock: &dyn Clock,
-        pending: &mut Pending,
-    ) -> RoomAnswer {
-        let row = self.lease_row(&room, pending)?;
-        let now_ms = clock_millis(clock)?;
-        let decision = op.decide(row.clone(), now_ms, "fjall")?;
-        let mut epoch = None;
-        match &decision.write {
-            RoomWrite::Nothing => {}
-            RoomWrite::Grant(grant) => {
-                let next = self
-                    .last_epoch(pending)?
-                    .checked_add(1)
-                    .ok_or_else(|| LeaseError::backend("epoch counter exhausted"))?;
-                pending.last_epoch = Some(next);
-                pending.leases.insert(room, Some(grant.row(next)));
-                epoch = Some(next);
-            }
-            RoomWrite::Extend { expires_ms } => {
-                if let Some(mut row) = row {
-                    row.expires_ms = *expires_ms;
-                    pending.leases.insert(room, Some(row));
-                }
-            }
-            RoomWrite::Delete => {
-                pending.leases.insert(room, None);
-            }
+    /// Tries to reopen the database, at most once per [`RECOVERY_INTERVAL`]: first a probe
+    /// (a file written and fsynced in the directory; a full disk fails it), then the database
+    /// closed and opened again, recovering what its journal durably holds.
+    fn recover(&mut self) {
+        if self
+            .last_attempt
+            .is_some_and(|at| at.elapsed() < RECOVERY_INTERVAL)
+        {
+            return;
         }
-        Ok((decision, epoch))
-    }
-
-    fn decide_node(
-        &self,
-        node: String,
-        op: &NodeOp,
-        clock: &dyn Clock,
-        pending: &mut Pending,
-    ) -> Result<NodeDecision, LeaseError> {
-        let row = match pending.nodes.get(&node) {
-            Some(row) => row.clone(),
-            None => read_row(&self.keyspaces.nodes, node.as_bytes(), decode_node)?,
-        };
-        let decision = op.decide(row, clock_millis(clock)?);
-        match &decision.write {
-            NodeWrite::Nothing => {}
-            NodeWrite::Put(row) => {
-                pending.nodes.insert(node, Some(row.clone()));
+        self.last_attempt = Some(Instant::now());
+        if let Err(e) = probe(&self.path) {
+            self.health.set(Some(format!(
+                "fjall store: writes stopped ({}); the directory still refuses writes: {e}",
+                self.failed.as_deref().unwrap_or_default()
+            )));
+            return;
+        }
+        // Readers lose the old view, and with it the last handles of the old database, which
+        // must close (its lock file included) before it can be opened again.
+        publish(&self.published, None);
+        self.opened = None;
+        match Opened::open(&self.path) {
+            Ok(opened) => {
+                publish(&self.published, Some(opened.view()));
+                self.opened = Some(opened);
+                self.failed = None;
+                self.health.set(None);
             }
-            NodeWrite::Delete => {
-                pending.nodes.insert(node, None);
-            }
+            Err(e) => self.health.set(Some(format!(
+                "fjall store: reopening {} after a failed write failed: {e}",
+                self.path.display()
+            ))),
         }
-        Ok(decision)
-    }
-
-    /// Merges another directory's rows: the counter ends above every epoch either side
-    /// issued, and a room keeps whichever row has the higher epoch (D4).
-    fn import(&self, dump: LeaseDump, pending: &mut Pending) -> Result<(), LeaseError> {
-        let mut last = self.last_epoch(pending)?.max(dump.last_epoch);
-        for (room, row) in dump.leases {
-            row.check("imported")?;
-            last = last.max(row.epoch);
-            let newer = self
-                .lease_row(&room, pending)?
-                .is_none_or(|ours| ours.epoch < row.epoch);
-            if newer {
-                pending.leases.insert(room, Some(row));
-            }
-        }
-        for (node, row) in dump.nodes {
-            if read_row(&self.keyspaces.nodes, node.as_bytes(), decode_node)?.is_none()
-                && !pending.nodes.contains_key(&node)
-            {
-                pending.nodes.insert(node, Some(row));
-            }
-        }
-        pending.last_epoch = Some(last);
-        Ok(())
-    }
-
-    fn lease_row(&self, room: &str, pending: &Pending) -> Result<Option<LeaseRow>, LeaseError> {
-        match pending.leases.get(room) {
-            Some(row) => Ok(row.clone()),
-            None => read_row(&self.keyspaces.leases, room.as_bytes(), decode_lease),
-        }
-    }
-
-    fn last_epoch(&self, pending: &Pending) -> Result<u64, LeaseError> {
-        match pending.last_epoch {
-            Some(last) => Ok(last),
-            None => Ok(read_row(&self.keyspaces.meta, LAST_EPOCH, decode_epoch)?.unwrap_or(0)),
-        }
-    }
-
-    /// The record of `pk` as it stands: the group's own write, else the tree's latest,
-    /// which is durable (every earlier group was fsynced before this one began).
-    fn stored(
-        &self,
-        pk: &[u8],
-        written: &HashMap<Vec<u8>, Record>,
-    ) -> Result<Option<Record>, Error> {
-        if let Some(record) = written.get(pk) {
-            return Ok(Some(record.clone()));
-        }
-        self.keyspaces
-            .records
-            .get(pk)
-            .map_err(unavailable)?
-            .map(|bytes| Record::decode(&bytes))
-            .transpose()
     }
 
     /// Commits `written` as one batch, fsyncs the journal, then publishes the snapshot that
     /// holds it. An error says why writing must stop.
     fn make_durable(&self, pending: Pending) -> Result<(), String> {
-        let Keyspaces {
-            records,
-            leases,
-            nodes,
-            meta,
-        } = &self.keyspaces;
-        let mut batch = self.db.batch();
+        let Some(Opened { db, keyspaces }) = &self.opened else {
+            return Err("fjall store: the database is not open".to_owned());
+        };
+        let mut batch = db.batch();
+        let (records, leases, nodes, meta) = (
+            &keyspaces.records,
+            &keyspaces.leases,
+            &keyspaces.nodes,
+            &keyspaces.meta,
+        );
         for (pk, record) in pending.records {
             batch.insert(records, pk, record.encode());
         }
@@ -533,28 +400,21 @@ impl GroupCommit {
         batch
             .commit()
             .map_err(|e| format!("fjall store: a commit failed, writes stopped: {e}"))?;
-        self.db
-            .persist(PersistMode::SyncAll)
-            .map_err(|e| format!("fjall store: an fsync failed, writes stopped: {e}"))?;
-        let snapshot = self.db.snapshot();
-        *self
-            .published
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = snapshot;
+        let synced = if self.faults.fsync_fails() {
+            Err("injected by a test".to_owned())
+        } else {
+            db.persist(PersistMode::SyncAll).map_err(|e| e.to_string())
+        };
+        synced.map_err(|e| format!("fjall store: an fsync failed, writes stopped: {e}"))?;
+        publish(
+            &self.published,
+            Some(Arc::new(View {
+                keyspaces: keyspaces.clone(),
+                snapshot: db.snapshot(),
+            })),
+        );
         Ok(())
     }
-}
-
-/// A row of `keyspace` as the tree holds it now, decoded.
-fn read_row<T>(
-    keyspace: &Keyspace,
-    key: &[u8],
-    decode: fn(&[u8]) -> Result<T, LeaseError>,
-) -> Result<Option<T>, LeaseError> {
-    let bytes = keyspace
-        .get(key)
-        .map_err(|e| LeaseError::from_store(unavailable(e)))?;
-    bytes.map(|bytes| decode(&bytes)).transpose()
 }
 
 pub(crate) fn unavailable(error: fjall::Error) -> Error {
