@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
+mod architecture;
 mod contract;
 mod guide;
 mod node_check;
@@ -34,7 +35,8 @@ commands:
   tidy      every clause or invariant id cited in the repository names a heading of
             docs/design.md, nothing cites a document outside the repository, and
             docs/backend-guide.md quotes the example backend verbatim and states the
-            store contract's case count
+            store contract's case count, and docs/architecture.md's crate map has one row
+            per workspace crate and allows every normal and build dependency between them
   deny      cargo-deny's offline checks (installs cargo-deny when missing)
   contract  every contract suite (stores, kickers, lease backends, and the suites'
             own checks against broken backends): each test target named `contract` or
@@ -292,8 +294,10 @@ fn tidy(run: &mut Run) {
     let ok = match tidy::check(&root()) {
         Ok(files) => {
             eprintln!(
-                "every citation in {files} files resolves in docs/design.md; {} matches the code",
-                guide::GUIDE
+                "every citation in {files} files resolves in docs/design.md; {} matches the code; \
+                 {} matches the workspace",
+                guide::GUIDE,
+                architecture::MAP
             );
             true
         }
@@ -301,12 +305,12 @@ fn tidy(run: &mut Run) {
             for d in &dangling {
                 eprintln!("{}:{}: {}", d.file, d.line, d.what);
             }
-            eprintln!("{} dangling citations", dangling.len());
+            eprintln!("{} problems", dangling.len());
             false
         }
     };
     run.record(
-        "tidy (citations resolve in docs/design.md, the backend guide matches the code)",
+        "tidy (citations resolve in docs/design.md, the backend guide matches the code, the crate map matches the workspace)",
         ok,
         started.elapsed(),
     );

@@ -1,7 +1,8 @@
 //! `cargo xtask tidy`: every clause or invariant id cited in the repository
 //! names a heading of `docs/design.md`, every link into it names a heading
-//! that exists, nothing cites a document the repository does not hold, and
-//! the backend guide matches the code it quotes and counts (`guide`).
+//! that exists, nothing cites a document the repository does not hold, the
+//! backend guide matches the code it quotes and counts (`guide`), and the crate
+//! map in `docs/architecture.md` matches the workspace (`architecture`).
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -49,6 +50,8 @@ pub(crate) fn check(root: &Path) -> Result<usize, Vec<Dangling>> {
     }
     // The backend guide quotes code and states the case count: both checked.
     dangling.extend(crate::guide::check(root));
+    // The crate map names every member once and allows every dependency they have.
+    dangling.extend(crate::architecture::check(root));
     if dangling.is_empty() {
         Ok(files.len())
     } else {
@@ -189,8 +192,9 @@ fn tracked_files(root: &Path) -> Vec<PathBuf> {
 mod tests {
     use super::*;
 
-    /// The whole tidy over this repository, so a plain `cargo test` sees a dangling citation
-    /// or a guide that no longer matches the code (it is a `cargo xtask ci` step too).
+    /// The whole tidy over this repository, so a plain `cargo test` sees a dangling citation,
+    /// a guide that no longer matches the code or a crate map that no longer matches the
+    /// workspace (it is a `cargo xtask ci` step too).
     #[test]
     fn tidy_workspace() {
         let root = Path::new(env!("CARGO_MANIFEST_DIR"))
