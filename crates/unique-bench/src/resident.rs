@@ -26,7 +26,7 @@ use tokio::sync::Barrier;
 use crate::keys::RANDOM_USERS;
 use crate::load::{Claim, Client, Connector, write_claim_id};
 use crate::redis_client::info_field;
-use crate::{Connector as Target, Running};
+use crate::target::{Connector as Target, Running};
 
 /// Spreads session `i` over `1..=RANDOM_USERS`: `1 + i * STRIDE mod RANDOM_USERS` is a
 /// bijection of `0..RANDOM_USERS` since the stride shares no factor with 10^8 (odd, not a
