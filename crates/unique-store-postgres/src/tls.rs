@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::client::{WebPkiServerVerifier, verify_server_cert_signed_by_trust_anchor};
+use rustls::client::verify_server_cert_signed_by_trust_anchor;
 use rustls::crypto::{CryptoProvider, verify_tls12_signature, verify_tls13_signature};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
@@ -356,49 +356,32 @@ impl TlsSetup {
         }
     }
 
-    /// The rustls configuration: ring, rustls' safe default versions (TLS 1.2 and 1.3, as
-    /// PostgreSQL's default `ssl_min_protocol_version`), ALPN `postgresql` (which
-    /// PostgreSQL 17 checks when a client offers ALPN), and the certificate check of the
-    /// mode.
+    /// The rustls configuration: `unique-tls`'s (ring, rustls' safe default versions: TLS
+    /// 1.2 and 1.3, as PostgreSQL's default `ssl_min_protocol_version`), ALPN `postgresql`
+    /// (which PostgreSQL 17 checks when a client offers ALPN), and the certificate check of
+    /// the mode: `unique-tls`'s WebPKI check (chain and host name) for `verify-full`,
+    /// [`PeerCheck`] for the others.
     fn client_config(&self) -> Result<ClientConfig, Error> {
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let builder = ClientConfig::builder_with_provider(Arc::clone(&provider))
-            .with_safe_default_protocol_versions()
-            .map_err(|e| Error::invalid(format!("postgres tls configuration: {e}")))?;
+        let refused = |e: rustls::Error| Error::invalid(format!("postgres tls configuration: {e}"));
         let roots = match &self.roots {
             None => None,
-            Some(RootCert::System) => Some(RootCertStore {
-                roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
-            }),
+            Some(RootCert::System) => Some(unique_tls::webpki_roots()),
             Some(RootCert::File(path)) => Some(load_roots(path)?),
         };
         // Cannot be missing (see `resolve`); refused rather than trusted if it were.
         let missing = || Error::invalid(format!("postgres tls: {self} has no roots to trust"));
-        let verifier: Arc<dyn ServerCertVerifier> = match self.mode {
-            SslMode::VerifyFull => WebPkiServerVerifier::builder_with_provider(
-                Arc::new(roots.ok_or_else(missing)?),
-                Arc::clone(&provider),
-            )
-            .build()
-            .map_err(|e| Error::invalid(format!("postgres tls configuration: {e}")))?,
-            SslMode::VerifyCa => Arc::new(PeerCheck {
-                chain: Some(roots.ok_or_else(missing)?),
-                provider,
-            }),
-            SslMode::Prefer | SslMode::Require => Arc::new(PeerCheck {
-                chain: roots,
-                provider,
-            }),
-            // `disable` never starts TLS; its connector trusts nothing all the same.
-            SslMode::Disable => Arc::new(PeerCheck {
-                chain: Some(RootCertStore::empty()),
-                provider,
-            }),
+        let provider = unique_tls::provider();
+        let peer_check = |chain| {
+            unique_tls::client_config_with_verifier(Arc::new(PeerCheck { chain, provider }))
         };
-        let mut config = builder
-            .dangerous()
-            .with_custom_certificate_verifier(verifier)
-            .with_no_client_auth();
+        let mut config = match self.mode {
+            SslMode::VerifyFull => unique_tls::client_config(roots.ok_or_else(missing)?),
+            SslMode::VerifyCa => peer_check(Some(roots.ok_or_else(missing)?)),
+            SslMode::Prefer | SslMode::Require => peer_check(roots),
+            // `disable` never starts TLS; its connector trusts nothing all the same.
+            SslMode::Disable => peer_check(Some(RootCertStore::empty())),
+        }
+        .map_err(refused)?;
         config.alpn_protocols = vec![b"postgresql".to_vec()];
         Ok(config)
     }

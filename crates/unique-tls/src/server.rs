@@ -83,7 +83,7 @@ pub fn server_config_from_pem(
         what: "private key",
         source,
     })?;
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let provider = crate::provider();
     let builder = ServerConfig::builder_with_provider(Arc::clone(&provider))
         .with_safe_default_protocol_versions()
         .map_err(|source| ServerConfigError::Rustls {
