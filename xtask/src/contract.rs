@@ -443,9 +443,20 @@ mod tests {
             "unique-kick-contract",
             "unique-lease-contract",
         ] {
-            let dir = root().join("crates").join(suite).join("src");
-            for entry in std::fs::read_dir(&dir).unwrap() {
-                let path = entry.unwrap().path();
+            // Sources in sub-directories too (a module split into `name/`).
+            let mut dirs = vec![root().join("crates").join(suite).join("src")];
+            let mut files = Vec::new();
+            while let Some(dir) = dirs.pop() {
+                for entry in std::fs::read_dir(&dir).unwrap() {
+                    let path = entry.unwrap().path();
+                    if path.is_dir() {
+                        dirs.push(path);
+                    } else {
+                        files.push(path);
+                    }
+                }
+            }
+            for path in files {
                 let text = std::fs::read_to_string(&path).unwrap();
                 for id in text
                     .split('"')
