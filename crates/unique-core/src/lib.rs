@@ -23,7 +23,10 @@ pub use fence::{CasOutcome, Fence, Pins, VacantClaim, VacantClaims};
 pub use kicker::{KickOutcome, Kicker};
 pub use observer::{NoopObserver, Observer, ShedReason, TracingObserver};
 pub use recent::{RECENT_CLAIMS, RecentClaims};
-pub use store::{MAX_BATCH_KEYS, Store, decode_owner, encode_owner, listed_session, ready_key};
+pub use store::{
+    MAX_BATCH_KEYS, Store, StoreAnswer, StoreCall, StoreLayer, StoreOperation, decode_owner,
+    encode_owner, listed_session, ready_key,
+};
 pub use types::{
     ClaimInput, ClaimOutcome, CurrentView, EvictReason, Key, KickDetail, KickPayload, KickReason,
     LogoutInput, LogoutOutcome, Owner, OwnerState, StoredOwner, UserKey, UserSession,

@@ -1,5 +1,7 @@
 //! The storage capability the Arbiter needs: one record per key, fenced writes.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -85,6 +87,10 @@ use crate::types::{CurrentView, Key, Owner, OwnerState, UserKey, UserSession};
 ///   a vacant record ([`VacantClaim::is_vacant`]) exactly as `claim_cas` from that record
 ///   would (C4, C9), atomically with the check, and otherwise writes nothing and answers
 ///   the record it failed on (or [`VacantClaim::Unread`] when it has none).
+/// - **C12** A store that wraps another answers every method with the same method of the
+///   store it wraps, called once, passing its answer through (it may time, count, delay or
+///   fail a call). Write one as a [`StoreLayer`], which forwards every method by
+///   construction; `unique-store-contract`'s `wrapper_contract_tests!` checks a wrapper.
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
     /// Strongly consistent snapshot of the key's record (C2, C6, C7).
@@ -217,57 +223,213 @@ pub fn ready_key() -> Key {
     Key::new("unique", "readyz", 1)
 }
 
-macro_rules! forward_store {
-    ($ty:ty) => {
-        #[async_trait]
-        impl<T: Store + ?Sized> Store for $ty {
-            async fn read_owner(&self, key: &Key) -> Result<OwnerState, Error> {
-                (**self).read_owner(key).await
-            }
-            async fn claim_cas(
-                &self,
-                key: &Key,
-                owner: &Owner,
-                claim_id: &str,
-                snap: &OwnerState,
-            ) -> Result<CasOutcome, Error> {
-                (**self).claim_cas(key, owner, claim_id, snap).await
-            }
-            fn vacant_claims(&self) -> VacantClaims {
-                (**self).vacant_claims()
-            }
-            async fn claim_vacant(
-                &self,
-                key: &Key,
-                owner: &Owner,
-                claim_id: &str,
-            ) -> Result<VacantClaim, Error> {
-                (**self).claim_vacant(key, owner, claim_id).await
-            }
-            async fn current(&self, key: &Key) -> Result<CurrentView, Error> {
-                (**self).current(key).await
-            }
-            async fn read_owners(
-                &self,
-                keys: &[Key],
-            ) -> Result<Vec<Result<OwnerState, Error>>, Error> {
-                (**self).read_owners(keys).await
-            }
-            async fn release(&self, key: &Key, generation: i64) -> Result<bool, Error> {
-                (**self).release(key, generation).await
-            }
-            async fn list_sessions(&self, user: &UserKey) -> Result<Vec<UserSession>, Error> {
-                (**self).list_sessions(user).await
-            }
-            async fn check_ready(&self) -> Result<(), Error> {
-                (**self).check_ready().await
-            }
-        }
-    };
+/// One call a [`StoreLayer`] sees: which [`Store`] method it is. `vacant_claims`, a
+/// capability rather than a call, is not one: a layer answers it as the wrapped store does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum StoreOperation {
+    /// [`Store::read_owner`].
+    ReadOwner,
+    /// [`Store::claim_cas`].
+    ClaimCas,
+    /// [`Store::claim_vacant`].
+    ClaimVacant,
+    /// [`Store::current`].
+    Current,
+    /// [`Store::release`].
+    Release,
+    /// [`Store::read_owners`] (one batch).
+    ReadOwners,
+    /// [`Store::list_sessions`].
+    ListSessions,
+    /// [`Store::check_ready`].
+    CheckReady,
 }
 
-forward_store!(Arc<T>);
-forward_store!(Box<T>);
+impl StoreOperation {
+    /// Every operation, in declaration order.
+    pub const ALL: [Self; 8] = [
+        Self::ReadOwner,
+        Self::ClaimCas,
+        Self::ClaimVacant,
+        Self::Current,
+        Self::Release,
+        Self::ReadOwners,
+        Self::ListSessions,
+        Self::CheckReady,
+    ];
+
+    /// The method's name (`read_owner`, `claim_cas`, …): a metric label or a log field.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::ReadOwner => "read_owner",
+            Self::ClaimCas => "claim_cas",
+            Self::ClaimVacant => "claim_vacant",
+            Self::Current => "current",
+            Self::Release => "release",
+            Self::ReadOwners => "read_owners",
+            Self::ListSessions => "list_sessions",
+            Self::CheckReady => "check_ready",
+        }
+    }
+}
+
+/// What a [`StoreLayer`] may learn of a successful answer without knowing its type: whether
+/// it is a lost race (C8: an outcome, not an error). Implemented for the answer of every
+/// [`Store`] method.
+pub trait StoreAnswer: Send {
+    /// Whether the answer is a fenced claim whose condition failed ([`CasOutcome::LostRace`]).
+    fn is_lost_race(&self) -> bool {
+        false
+    }
+}
+
+impl StoreAnswer for CasOutcome {
+    fn is_lost_race(&self) -> bool {
+        matches!(self, CasOutcome::LostRace { .. })
+    }
+}
+impl StoreAnswer for OwnerState {}
+impl StoreAnswer for VacantClaim {}
+impl StoreAnswer for CurrentView {}
+impl StoreAnswer for bool {}
+impl StoreAnswer for () {}
+impl StoreAnswer for Vec<Result<OwnerState, Error>> {}
+impl StoreAnswer for Vec<UserSession> {}
+
+/// The future of one call of the wrapped store, as a [`StoreLayer`] receives it.
+pub type StoreCall<'a, T> = Pin<Box<dyn Future<Output = Result<T, Error>> + Send + 'a>>;
+
+/// A [`Store`] that wraps another: metrics, a test double, `Arc`, `Box`. Every `StoreLayer`
+/// is a `Store` that forwards every method to [`inner`](StoreLayer::inner) (C12).
+///
+/// A layer names the store it wraps and may put [`around`](StoreLayer::around) each call:
+/// time it, count it, delay it, fail it. It cannot answer a call itself (it has no `T` to
+/// answer with but the wrapped store's), and it cannot leave a method out: the `Store`
+/// implementation is the one blanket implementation below, which spells every method of
+/// the trait (`clippy::missing_trait_methods` is denied on it, so a method added to `Store`
+/// without a forward fails clippy). The trait's defaults (`vacant_claims`, `claim_vacant`,
+/// `read_owners`, `list_sessions`, `check_ready`) are for backends; through a layer each
+/// method is the wrapped store's own. Write a wrapper as a `StoreLayer`, never as an
+/// `impl Store` of its own: `MeteredStore` lost two forwards that way.
+///
+/// A layer costs what a hand-written forward costs: the one boxed future of the outer
+/// `Store` call; the wrapped store's future runs inside it.
+///
+/// ```
+/// use std::sync::atomic::{AtomicU64, Ordering};
+/// use unique_core::{Error, Store, StoreAnswer, StoreCall, StoreLayer, StoreOperation};
+///
+/// /// Counts the calls of the store it wraps.
+/// struct Counted<S> {
+///     inner: S,
+///     calls: AtomicU64,
+/// }
+///
+/// impl<S: Store> StoreLayer for Counted<S> {
+///     type Inner = S;
+///
+///     fn inner(&self) -> &S {
+///         &self.inner
+///     }
+///
+///     async fn around<'a, T: StoreAnswer + 'a>(
+///         &'a self,
+///         _: StoreOperation,
+///         call: StoreCall<'a, T>,
+///     ) -> Result<T, Error> {
+///         self.calls.fetch_add(1, Ordering::Relaxed);
+///         call.await
+///     }
+/// }
+/// ```
+pub trait StoreLayer: Send + Sync + 'static {
+    /// The store this one wraps.
+    type Inner: Store + ?Sized;
+
+    /// The store this one wraps.
+    fn inner(&self) -> &Self::Inner;
+
+    /// Runs `call`, the wrapped store's `operation`, and answers what it answered or an
+    /// error. The default awaits it.
+    fn around<'a, T: StoreAnswer + 'a>(
+        &'a self,
+        operation: StoreOperation,
+        call: StoreCall<'a, T>,
+    ) -> impl Future<Output = Result<T, Error>> + Send + 'a {
+        let _ = operation;
+        call
+    }
+}
+
+/// The one `Store` implementation of every wrapper: each method is the wrapped store's,
+/// through [`StoreLayer::around`]. Denying `missing_trait_methods` keeps it whole.
+#[deny(clippy::missing_trait_methods)]
+#[async_trait]
+impl<L: StoreLayer> Store for L {
+    async fn read_owner(&self, key: &Key) -> Result<OwnerState, Error> {
+        self.around(StoreOperation::ReadOwner, self.inner().read_owner(key))
+            .await
+    }
+    async fn claim_cas(
+        &self,
+        key: &Key,
+        owner: &Owner,
+        claim_id: &str,
+        snap: &OwnerState,
+    ) -> Result<CasOutcome, Error> {
+        let call = self.inner().claim_cas(key, owner, claim_id, snap);
+        self.around(StoreOperation::ClaimCas, call).await
+    }
+    fn vacant_claims(&self) -> VacantClaims {
+        self.inner().vacant_claims()
+    }
+    async fn claim_vacant(
+        &self,
+        key: &Key,
+        owner: &Owner,
+        claim_id: &str,
+    ) -> Result<VacantClaim, Error> {
+        let call = self.inner().claim_vacant(key, owner, claim_id);
+        self.around(StoreOperation::ClaimVacant, call).await
+    }
+    async fn current(&self, key: &Key) -> Result<CurrentView, Error> {
+        self.around(StoreOperation::Current, self.inner().current(key))
+            .await
+    }
+    async fn release(&self, key: &Key, generation: i64) -> Result<bool, Error> {
+        let call = self.inner().release(key, generation);
+        self.around(StoreOperation::Release, call).await
+    }
+    async fn read_owners(&self, keys: &[Key]) -> Result<Vec<Result<OwnerState, Error>>, Error> {
+        self.around(StoreOperation::ReadOwners, self.inner().read_owners(keys))
+            .await
+    }
+    async fn list_sessions(&self, user: &UserKey) -> Result<Vec<UserSession>, Error> {
+        self.around(
+            StoreOperation::ListSessions,
+            self.inner().list_sessions(user),
+        )
+        .await
+    }
+    async fn check_ready(&self) -> Result<(), Error> {
+        self.around(StoreOperation::CheckReady, self.inner().check_ready())
+            .await
+    }
+}
+
+impl<T: Store + ?Sized> StoreLayer for Arc<T> {
+    type Inner = T;
+    fn inner(&self) -> &T {
+        self
+    }
+}
+
+impl<T: Store + ?Sized> StoreLayer for Box<T> {
+    type Inner = T;
+    fn inner(&self) -> &T {
+        self
+    }
+}
 
 /// The owner as it is stored: its JSON, refused when it has no endpoint (C8).
 /// Backends call this before any write so an empty owner is never written by accident.

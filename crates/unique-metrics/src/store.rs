@@ -1,38 +1,38 @@
 //! [`MeteredStore`]: latency, errors and lost races of every store operation.
 
-use std::future::Future;
 use std::time::Instant;
 
 use metrics::{Counter, Histogram, Unit};
-use unique_core::{
-    CasOutcome, CurrentView, Error, Key, Owner, OwnerState, Store, UserKey, UserSession,
-    VacantClaim, VacantClaims, async_trait,
-};
+use unique_core::{Error, Store, StoreAnswer, StoreCall, StoreLayer, StoreOperation};
 
 use crate::{STORE_ERRORS_TOTAL, STORE_LOST_RACES_TOTAL, STORE_OPERATION_DURATION_SECONDS};
 
-/// The `operation` label values, indexed by [`Operation`].
-const OPERATIONS: [&str; 7] = [
-    "read_owner",
-    "claim_cas",
-    "current",
-    "release",
-    "read_owners",
-    "list_sessions",
-    "claim_vacant",
+/// The timed operations, in the order of their handles. Readiness is not one of them.
+const OPERATIONS: [StoreOperation; 7] = [
+    StoreOperation::ReadOwner,
+    StoreOperation::ClaimCas,
+    StoreOperation::Current,
+    StoreOperation::Release,
+    StoreOperation::ReadOwners,
+    StoreOperation::ListSessions,
+    StoreOperation::ClaimVacant,
 ];
 /// The `kind` label values of store errors: the [`Error::code`]s.
 const ERROR_KINDS: [&str; 3] = ["throttled", "unavailable", "invalid_params"];
 
-#[derive(Debug, Clone, Copy)]
-enum Operation {
-    ReadOwner = 0,
-    ClaimCas = 1,
-    Current = 2,
-    Release = 3,
-    ReadOwners = 4,
-    ListSessions = 5,
-    ClaimVacant = 6,
+/// The index of an operation's handles in [`OPERATIONS`]; `None` for one not timed.
+fn handle_index(operation: StoreOperation) -> Option<usize> {
+    match operation {
+        StoreOperation::ReadOwner => Some(0),
+        StoreOperation::ClaimCas => Some(1),
+        StoreOperation::Current => Some(2),
+        StoreOperation::Release => Some(3),
+        StoreOperation::ReadOwners => Some(4),
+        StoreOperation::ListSessions => Some(5),
+        StoreOperation::ClaimVacant => Some(6),
+        // A probe, not an operation claims make.
+        StoreOperation::CheckReady => None,
+    }
 }
 
 /// The handles of one operation.
@@ -55,10 +55,10 @@ struct Handles {
 /// A lost race is a normal outcome of concurrent logins (C8), not an error: it is counted
 /// on its own. A write-first claim that finds the key occupied (C11) is neither: it is how
 /// every takeover starts. Every operation is timed, failed ones included. Results pass
-/// through unchanged, and so do the wrapped store's own [`Store::vacant_claims`] and
-/// [`Store::check_ready`] (every method the trait gives a default is forwarded, so the
-/// Arbiter writes first and `/readyz` checks readiness through this wrapper exactly as on
-/// the store alone). Readiness is not timed: it is a probe, not an operation claims make.
+/// through unchanged. It is a [`StoreLayer`], so every method is the wrapped store's own
+/// (C12), the ones the trait gives a default included: the Arbiter writes first and
+/// `/readyz` checks readiness through this wrapper exactly as on the store alone.
+/// Readiness is not timed: it is a probe, not an operation claims make.
 ///
 /// Handles are registered (and metrics described) by [`new`](Self::new) with the recorder
 /// in force then: install the recorder first. An operation then costs two clock reads and
@@ -67,7 +67,7 @@ struct Handles {
 #[derive(Debug, Clone)]
 pub struct MeteredStore<S> {
     inner: S,
-    /// Indexed by [`Operation`].
+    /// Indexed like [`OPERATIONS`].
     operations: [Handles; 7],
     lost_races: Counter,
 }
@@ -91,15 +91,16 @@ impl<S: Store> MeteredStore<S> {
         Self {
             inner,
             operations: OPERATIONS.map(|operation| {
+                let operation = operation.name();
                 Handles {
-                duration: metrics::histogram!(
-                    STORE_OPERATION_DURATION_SECONDS,
-                    "operation" => operation
-                ),
-                errors: ERROR_KINDS.map(|kind| {
-                    metrics::counter!(STORE_ERRORS_TOTAL, "operation" => operation, "kind" => kind)
-                }),
-            }
+                    duration: metrics::histogram!(
+                        STORE_OPERATION_DURATION_SECONDS,
+                        "operation" => operation
+                    ),
+                    errors: ERROR_KINDS.map(|kind| {
+                        metrics::counter!(STORE_ERRORS_TOTAL, "operation" => operation, "kind" => kind)
+                    }),
+                }
             }),
             lost_races: metrics::counter!(STORE_LOST_RACES_TOTAL),
         }
@@ -114,99 +115,46 @@ impl<S: Store> MeteredStore<S> {
     pub fn into_inner(self) -> S {
         self.inner
     }
+}
 
-    /// Runs one operation, recording its time and, when it fails, its error.
-    async fn timed<T>(
-        &self,
-        operation: Operation,
-        call: impl Future<Output = Result<T, Error>>,
+impl<S: Store> StoreLayer for MeteredStore<S> {
+    type Inner = S;
+
+    fn inner(&self) -> &S {
+        &self.inner
+    }
+
+    /// Runs one operation, recording its time and, when it fails, its error; a lost race
+    /// is counted on its own.
+    async fn around<'a, T: StoreAnswer + 'a>(
+        &'a self,
+        operation: StoreOperation,
+        call: StoreCall<'a, T>,
     ) -> Result<T, Error> {
-        let handles = &self.operations[operation as usize];
+        let Some(index) = handle_index(operation) else {
+            return call.await;
+        };
+        let handles = &self.operations[index];
         let started = Instant::now();
         let result = call.await;
         handles.duration.record(started.elapsed().as_secs_f64());
-        if let Err(e) = &result {
-            let code = e.code();
-            match ERROR_KINDS.iter().position(|kind| *kind == code) {
-                Some(index) => handles.errors[index].increment(1),
-                // An error code added after this crate was written: registered on sight.
-                None => metrics::counter!(
-                    STORE_ERRORS_TOTAL,
-                    "operation" => OPERATIONS[operation as usize],
-                    "kind" => code
-                )
-                .increment(1),
+        match &result {
+            Ok(answer) if answer.is_lost_race() => self.lost_races.increment(1),
+            Ok(_) => {}
+            Err(e) => {
+                let code = e.code();
+                match ERROR_KINDS.iter().position(|kind| *kind == code) {
+                    Some(kind) => handles.errors[kind].increment(1),
+                    // An error code added after this crate was written: registered on sight.
+                    None => metrics::counter!(
+                        STORE_ERRORS_TOTAL,
+                        "operation" => operation.name(),
+                        "kind" => code
+                    )
+                    .increment(1),
+                }
             }
         }
         result
-    }
-}
-
-#[async_trait]
-impl<S: Store> Store for MeteredStore<S> {
-    async fn read_owner(&self, key: &Key) -> Result<OwnerState, Error> {
-        self.timed(Operation::ReadOwner, self.inner.read_owner(key))
-            .await
-    }
-
-    async fn claim_cas(
-        &self,
-        key: &Key,
-        owner: &Owner,
-        claim_id: &str,
-        snap: &OwnerState,
-    ) -> Result<CasOutcome, Error> {
-        let outcome = self
-            .timed(
-                Operation::ClaimCas,
-                self.inner.claim_cas(key, owner, claim_id, snap),
-            )
-            .await;
-        if let Ok(CasOutcome::LostRace { .. }) = &outcome {
-            self.lost_races.increment(1);
-        }
-        outcome
-    }
-
-    fn vacant_claims(&self) -> VacantClaims {
-        self.inner.vacant_claims()
-    }
-
-    async fn claim_vacant(
-        &self,
-        key: &Key,
-        owner: &Owner,
-        claim_id: &str,
-    ) -> Result<VacantClaim, Error> {
-        self.timed(
-            Operation::ClaimVacant,
-            self.inner.claim_vacant(key, owner, claim_id),
-        )
-        .await
-    }
-
-    async fn current(&self, key: &Key) -> Result<CurrentView, Error> {
-        self.timed(Operation::Current, self.inner.current(key))
-            .await
-    }
-
-    /// Forwarded as one batch (timed once), so the wrapped store keeps its one round trip.
-    async fn read_owners(&self, keys: &[Key]) -> Result<Vec<Result<OwnerState, Error>>, Error> {
-        self.timed(Operation::ReadOwners, self.inner.read_owners(keys))
-            .await
-    }
-
-    async fn release(&self, key: &Key, generation: i64) -> Result<bool, Error> {
-        self.timed(Operation::Release, self.inner.release(key, generation))
-            .await
-    }
-
-    async fn list_sessions(&self, user: &UserKey) -> Result<Vec<UserSession>, Error> {
-        self.timed(Operation::ListSessions, self.inner.list_sessions(user))
-            .await
-    }
-
-    async fn check_ready(&self) -> Result<(), Error> {
-        self.inner.check_ready().await
     }
 }
