@@ -15,6 +15,7 @@ pub extern crate unique_suite_kit as __kit;
 
 mod check;
 
+pub use forwarding::Wrapped;
 pub use rival::RivalKicker;
 
 pub mod absent_records;
@@ -26,6 +27,7 @@ pub mod corrupt_owner;
 pub mod error_classification;
 pub mod fence_forms;
 pub mod fenced_release;
+pub mod forwarding;
 pub mod invariants;
 pub mod linearizability;
 pub mod listing;
@@ -303,3 +305,145 @@ where
 
 /// What [`check_all`] found: the passed cases and every failure with its clause.
 pub use unique_suite_kit::{Failure, Report};
+
+/// The forwarding cases (C12), run on a wrapper by [`wrapper_contract_tests!`] and
+/// [`check_wrapper`]: one per `Store` method, each named for it.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __wrapper_contract_cases {
+    ($callback:ident ! $args:tt) => {
+        $crate::$callback! {
+            $args
+            forwarding {
+                read_owner,
+                claim_cas,
+                vacant_claims,
+                claim_vacant,
+                current,
+                release,
+                read_owners,
+                list_sessions,
+                check_ready,
+            }
+        }
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __wrapper_contract_run_all {
+    (($report:ident, $factory:ident, $wrap:ident) $($module:ident { $($case:ident),* $(,)? })*) => {
+        $($(
+            $report
+                .run(
+                    concat!(stringify!($module), "::", stringify!($case)),
+                    $crate::$module::$case($crate::Wrapped::new(
+                        $factory().await,
+                        &$wrap,
+                        stringify!($case),
+                    )),
+                )
+                .await;
+        )*)*
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __wrapper_contract_test_fns {
+    (() $($module:ident { $($case:ident),* $(,)? })*) => {
+        $(
+            mod $module {
+                $(
+                    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                    async fn $case() {
+                        $crate::__kit::run_case(
+                            "store",
+                            concat!(stringify!($module), "::", stringify!($case)),
+                            $crate::$module::$case($crate::Wrapped::new(
+                                super::__inner().await,
+                                &super::__wrap,
+                                stringify!($case),
+                            )),
+                        )
+                        .await;
+                    }
+                )*
+            }
+        )*
+    };
+}
+
+/// The store contract run on a `Store` wrapper (C12): `$wrap` builds the wrapper around any
+/// store (`Fn(Arc<dyn Store>) -> Arc<dyn Store>`) and `$factory` makes a fresh [`Subject`]
+/// of the backend it wraps, as for [`store_contract_tests!`].
+///
+/// Expands to one test per case in a module `store_contract`: every case of the store
+/// contract on the wrapper around the backend (`store_contract::<clause>::<case>`, the raw
+/// hook writing to the backend below it), and the forwarding cases,
+/// `store_contract::forwarding::<method>`, one per `Store` method, each on the wrapper around
+/// a witness of the backend that records the calls that reach it. A wrapper that leaves a
+/// method to the trait's default fails the forwarding case named for the method.
+///
+/// ```ignore
+/// unique_store_contract::wrapper_contract_tests!(subject, |store| {
+///     Arc::new(MeteredStore::new(store)) as Arc<dyn Store>
+/// });
+/// ```
+#[macro_export]
+macro_rules! wrapper_contract_tests {
+    ($factory:expr, $wrap:expr $(,)?) => {
+        mod store_contract {
+            #[allow(unused_imports)]
+            use super::*;
+
+            async fn __inner() -> $crate::Subject {
+                ($factory)().await
+            }
+
+            fn __wrap(
+                store: ::std::sync::Arc<dyn $crate::__Store>,
+            ) -> ::std::sync::Arc<dyn $crate::__Store> {
+                ($wrap)(store)
+            }
+
+            async fn __subject() -> $crate::Subject {
+                $crate::wrap_subject(__inner().await, &__wrap)
+            }
+
+            $crate::__store_contract_cases!(__store_contract_test_fns!());
+            $crate::__wrapper_contract_cases!(__wrapper_contract_test_fns!());
+        }
+    };
+}
+
+#[doc(hidden)]
+pub use unique_core::Store as __Store;
+
+/// Every forwarding case name as `forwarding::<method>`, in the order [`check_wrapper`]
+/// runs them.
+pub const WRAPPER_CASES: &[&str] = __wrapper_contract_cases!(__store_contract_names!());
+
+/// `subject` with its store wrapped by `wrap`; the raw hook still writes to the store below.
+pub fn wrap_subject(subject: Subject, wrap: &dyn Fn(Arc<dyn Store>) -> Arc<dyn Store>) -> Subject {
+    Subject {
+        store: wrap(subject.store),
+        raw: subject.raw,
+    }
+}
+
+/// What [`wrapper_contract_tests!`] runs, as one report: the forwarding cases
+/// ([`WRAPPER_CASES`]) on the wrapper around a witness, then every case of [`CASES`] on the
+/// wrapper around a fresh subject from `factory`.
+pub async fn check_wrapper<F, Fut, W>(factory: F, wrap: W) -> Report
+where
+    F: Fn() -> Fut,
+    Fut: Future<Output = Subject>,
+    W: Fn(Arc<dyn Store>) -> Arc<dyn Store>,
+{
+    let mut report = Report::new("store");
+    __wrapper_contract_cases!(__wrapper_contract_run_all!(report, factory, wrap));
+    let wrapped = || async { wrap_subject(factory().await, &wrap) };
+    __store_contract_cases!(__store_contract_run_all!(report, wrapped));
+    report
+}

@@ -1,6 +1,8 @@
 //! The suite checked against itself: a reference store built on the public
 //! model passes every case (through `store_contract_tests!`), and stores with one
 //! deliberate bug each (the traps of `docs/design.md#traps`) fail the case written for that bug.
+//! The forwarding cases (C12) pass on wrappers around it written as a `StoreLayer` and fail on
+//! one that leaves methods to the trait's defaults.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -8,8 +10,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use unique_core::{
-    CasOutcome, CurrentView, Error, Key, Owner, OwnerState, RecentClaims, Store, UserKey,
-    UserSession, VacantClaim, VacantClaims, async_trait, encode_owner,
+    CasOutcome, CurrentView, Error, Key, Owner, OwnerState, RecentClaims, Store, StoreAnswer,
+    StoreCall, StoreLayer, StoreOperation, UserKey, UserSession, VacantClaim, VacantClaims,
+    async_trait, encode_owner,
 };
 use unique_store_contract::model::{ClaimVerdict, RecordModel};
 use unique_store_contract::{RawRecord, RawWriter, Subject, store_contract_tests};
@@ -409,4 +412,98 @@ async fn run_all_reports_every_failure() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn run_all_passes_on_reference_store() {
     unique_store_contract::run_all(correct).await;
+}
+
+/// A wrapper written as an `impl Store` of its own, spelling only the required methods:
+/// the trait's defaults stand in for the other five, as they did twice in `MeteredStore`.
+struct Forgetful(Arc<dyn Store>);
+
+#[async_trait]
+impl Store for Forgetful {
+    async fn read_owner(&self, key: &Key) -> Result<OwnerState, Error> {
+        self.0.read_owner(key).await
+    }
+    async fn claim_cas(
+        &self,
+        key: &Key,
+        owner: &Owner,
+        claim_id: &str,
+        snap: &OwnerState,
+    ) -> Result<CasOutcome, Error> {
+        self.0.claim_cas(key, owner, claim_id, snap).await
+    }
+    async fn current(&self, key: &Key) -> Result<CurrentView, Error> {
+        self.0.current(key).await
+    }
+    async fn release(&self, key: &Key, generation: i64) -> Result<bool, Error> {
+        self.0.release(key, generation).await
+    }
+}
+
+/// A wrapper written as a `StoreLayer`: it counts calls and cannot leave a method out.
+struct Counted {
+    inner: Arc<dyn Store>,
+    calls: AtomicU32,
+}
+
+impl StoreLayer for Counted {
+    type Inner = dyn Store;
+
+    fn inner(&self) -> &(dyn Store + 'static) {
+        &*self.inner
+    }
+
+    async fn around<'a, T: StoreAnswer + 'a>(
+        &'a self,
+        _: StoreOperation,
+        call: StoreCall<'a, T>,
+    ) -> Result<T, Error> {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        call.await
+    }
+}
+
+/// The forwarding cases (C12) fail on a wrapper for exactly the methods it leaves to the
+/// trait's defaults, each naming C12, and pass on a `StoreLayer` and on `Arc`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_wrapper_that_drops_a_method_fails_its_forwarding_case() {
+    let report = unique_store_contract::check_wrapper(correct, |store| {
+        Arc::new(Forgetful(store)) as Arc<dyn Store>
+    })
+    .await;
+    println!("{report}");
+    let mut forwarding: Vec<(&str, &str)> = report
+        .failures
+        .iter()
+        .filter(|f| f.case.starts_with("forwarding::"))
+        .map(|f| (f.case, f.clause()))
+        .collect();
+    forwarding.sort_unstable();
+    assert_eq!(
+        forwarding,
+        [
+            ("forwarding::check_ready", "C12"),
+            ("forwarding::claim_vacant", "C12"),
+            ("forwarding::list_sessions", "C12"),
+            ("forwarding::read_owners", "C12"),
+            ("forwarding::vacant_claims", "C12"),
+        ]
+    );
+    let layered = |store| {
+        Arc::new(Counted {
+            inner: store,
+            calls: AtomicU32::new(0),
+        }) as Arc<dyn Store>
+    };
+    let arc = |store| Arc::new(store) as Arc<dyn Store>;
+    for report in [
+        unique_store_contract::check_wrapper(correct, layered).await,
+        unique_store_contract::check_wrapper(correct, arc).await,
+    ] {
+        assert!(report.failures.is_empty(), "{report}");
+        assert_eq!(
+            report.passed.len(),
+            unique_store_contract::CASES.len() + unique_store_contract::WRAPPER_CASES.len()
+        );
+    }
 }
