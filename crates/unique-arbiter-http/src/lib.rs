@@ -4,6 +4,7 @@ mod audit;
 mod auth;
 mod leases;
 mod request_id;
+pub mod secret_file;
 mod serve;
 mod service;
 mod telemetry;

@@ -1,18 +1,20 @@
 //! Secret material: fresh random values, and the owner-only files `unique-server` reads
 //! (`--auth-tokens`, `--kick-signing-keys`), read and replaced the way it accepts them.
 //!
-//! The server refuses a secret file whose mode lets its group or others in (`mode & 0o077`,
-//! `unique-server`'s `src/secrets.rs`); so do these helpers, with the same hint, instead of
-//! widening or narrowing anyone's permissions behind the operator's back. A file is replaced
+//! The server refuses a secret file whose mode lets its group or others in (`mode & 0o077`);
+//! these helpers read through the same check, [`unique_arbiter_http::secret_file`], and refuse
+//! it too, with the same hint, instead of widening or narrowing anyone's permissions behind the
+//! operator's back. A file is replaced
 //! whole: the new text goes to a new owner-only file beside it, which is then renamed over it,
 //! so a server reloading on SIGHUP reads the old file or the new one, never half of either.
 
 use std::fmt::Write as _;
 use std::fs::{File, OpenOptions};
-use std::io::{self, Read, Write};
+use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use ring::rand::{SecureRandom, SystemRandom};
+use unique_arbiter_http::secret_file::{self, SecretFile, SecretFileError};
 
 use crate::exit::Failure;
 
@@ -62,41 +64,16 @@ pub(crate) fn read_existing(path: &Path) -> Result<Option<Existing>, Failure> {
         }
         Ok(_) => {}
     }
-    let unreadable = |e: io::Error| Failure::file(format!("cannot read {shown}: {e}"));
-    let mut file = File::open(path).map_err(unreadable)?;
-    let mode = mode_of(&file).map_err(unreadable)?;
-    if let Some(mode) = mode {
-        owner_only(path, mode)?;
+    match secret_file::read_owner_only(path) {
+        Ok(SecretFile { text, mode }) => Ok(Some(Existing { text, mode })),
+        Err(SecretFileError::Read(e)) => Err(Failure::file(format!("cannot read {shown}: {e}"))),
+        Err(refused) => Err(as_failure(&refused)),
     }
-    let mut text = String::new();
-    file.read_to_string(&mut text).map_err(unreadable)?;
-    Ok(Some(Existing { text, mode }))
 }
 
-#[cfg(unix)]
-fn mode_of(file: &File) -> io::Result<Option<u32>> {
-    use std::os::unix::fs::PermissionsExt;
-    Ok(Some(file.metadata()?.permissions().mode() & 0o7777))
-}
-
-#[cfg(not(unix))]
-fn mode_of(_: &File) -> io::Result<Option<u32>> {
-    Ok(None)
-}
-
-/// Refuses a mode that lets the group or others read, write or execute the file, with the
-/// server's words and fix.
-pub(crate) fn owner_only(path: &Path, mode: u32) -> Result<(), Failure> {
-    let open_to_others = mode & 0o077 != 0;
-    if !open_to_others {
-        return Ok(());
-    }
-    let path = path.display();
-    Err(Failure::file(format!(
-        "refusing {path}: its mode {:04o} lets group or others read or write it, and the \
-         server would refuse it too; run `chmod 600 {path}` first",
-        mode & 0o7777
-    )))
+/// The server's refusal, and that the server would refuse the file too.
+fn as_failure(refused: &SecretFileError) -> Failure {
+    Failure::file(format!("{refused} first: the server would refuse it too"))
 }
 
 /// Replaces (or creates) the file at `path` with `text`, owner-only: mode `0600` for a new
@@ -173,6 +150,9 @@ mod tests {
 
     #[test]
     fn only_owner_only_modes_pass() {
+        let owner_only = |path, mode| {
+            secret_file::check_owner_only(path, mode).map_err(|refused| as_failure(&refused))
+        };
         let path = Path::new("/etc/unique/tokens.json");
         for mode in [0o600, 0o400, 0o700, 0o200] {
             assert!(owner_only(path, mode).is_ok(), "{mode:o}");

@@ -1,18 +1,11 @@
 //! The secret files: `--auth-tokens` and `--kick-signing-keys`, read the same way at
-//! startup and on every reload.
-//!
-//! On Unix a secret file that its group or other users may read or write is refused, as ssh
-//! refuses such a private key: whoever else can read it can call as any of its tokens or
-//! forge kicks, and whoever else can write it can add their own. Only the mode is checked
-//! (`mode & 0o077` must be 0: `0600` or `0400`), on the file that was opened, so a symbolic
-//! link is judged by its target and a file swapped between the check and the read cannot
-//! slip in. On other platforms the mode is not checked.
+//! startup and on every reload, owner-only or refused (the rule and the read are
+//! [`unique_arbiter_http::secret_file`]'s, which the `unique` CLI reads them through too).
 
-use std::fs::File;
-use std::io::Read;
 use std::path::Path;
 
 use unique_arbiter_http::Tokens;
+use unique_arbiter_http::secret_file::{SecretFileError, read_owner_only};
 use unique_kick_http::SigningKeys;
 
 /// The `--auth-tokens` file, checked and parsed; the error starts with the flag's name.
@@ -31,32 +24,14 @@ pub(crate) fn load_signing_keys(path: &Path) -> Result<SigningKeys, String> {
 /// The text of the secret file at `path` (holding `what`), once its mode shows no one but
 /// its owner may read or write it.
 fn read_secret(path: &Path, what: &str) -> Result<String, String> {
-    let unreadable = |e: std::io::Error| format!("cannot read {what} from {}: {e}", path.display());
-    let mut file = File::open(path).map_err(unreadable)?;
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        let mode = file.metadata().map_err(unreadable)?.permissions().mode();
-        owner_only(path, mode)?;
+    match read_owner_only(path) {
+        Ok(file) => Ok(file.text),
+        Err(SecretFileError::Read(e)) => Err(format!(
+            "cannot read {what} from {}: {e}",
+            path.display()
+        )),
+        Err(refused) => Err(refused.to_string()),
     }
-    let mut text = String::new();
-    file.read_to_string(&mut text).map_err(unreadable)?;
-    Ok(text)
-}
-
-/// Refuses a mode that lets the group or others read, write or execute the file.
-#[cfg(unix)]
-fn owner_only(path: &Path, mode: u32) -> Result<(), String> {
-    let open_to_others = mode & 0o077 != 0;
-    if !open_to_others {
-        return Ok(());
-    }
-    let path = path.display();
-    Err(format!(
-        "refusing {path}: its mode {:04o} lets group or others read or write it; \
-         run `chmod 600 {path}`",
-        mode & 0o7777
-    ))
 }
 
 #[cfg(all(test, unix))]
@@ -73,29 +48,6 @@ mod tests {
         std::fs::write(&path, text).unwrap();
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
         path
-    }
-
-    #[test]
-    fn only_owner_only_modes_pass() {
-        let path = Path::new("/etc/unique/tokens.json");
-        for mode in [0o600, 0o400, 0o200, 0o700, 0o100_600, 0o104_600] {
-            assert_eq!(owner_only(path, mode), Ok(()), "{mode:o}");
-        }
-        for mode in [
-            0o644, 0o640, 0o604, 0o660, 0o602, 0o620, 0o601, 0o610, 0o666, 0o100_640,
-        ] {
-            let refused = owner_only(path, mode).unwrap_err();
-            let shown = format!("{:04o}", mode & 0o7777);
-            assert!(refused.contains(&shown), "{refused}");
-            assert!(
-                refused.contains("chmod 600 /etc/unique/tokens.json"),
-                "{refused}"
-            );
-            assert!(
-                refused.starts_with("refusing /etc/unique/tokens.json"),
-                "{refused}"
-            );
-        }
     }
 
     #[test]
