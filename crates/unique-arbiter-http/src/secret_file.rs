@@ -144,7 +144,10 @@ mod tests {
         assert!(!refused.to_string().contains("secret-key"), "{refused}");
         set(0o400);
         let read = read_owner_only(&path).unwrap();
-        assert_eq!((read.text.as_str(), read.mode), ("secret-key\n", Some(0o400)));
+        assert_eq!(
+            (read.text.as_str(), read.mode),
+            ("secret-key\n", Some(0o400))
+        );
         // A link is judged by its target.
         let link = dir.path().join("current.keys");
         std::os::unix::fs::symlink(&path, &link).unwrap();

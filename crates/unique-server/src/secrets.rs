@@ -26,10 +26,9 @@ pub(crate) fn load_signing_keys(path: &Path) -> Result<SigningKeys, String> {
 fn read_secret(path: &Path, what: &str) -> Result<String, String> {
     match read_owner_only(path) {
         Ok(file) => Ok(file.text),
-        Err(SecretFileError::Read(e)) => Err(format!(
-            "cannot read {what} from {}: {e}",
-            path.display()
-        )),
+        Err(SecretFileError::Read(e)) => {
+            Err(format!("cannot read {what} from {}: {e}", path.display()))
+        }
         Err(refused) => Err(refused.to_string()),
     }
 }
