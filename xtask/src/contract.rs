@@ -5,7 +5,9 @@
 //! The convention: **a test target named `contract`, or whose name ends in
 //! `_contract`, runs a contract suite** — a backend's run of a suite
 //! (`tests/contract.rs` of a store, `tests/redis_contract.rs` of a lease
-//! backend) or a suite checked against broken backends (`reference_contract`
+//! backend), a run on a store wrapper (`metered_contract` of `unique-metrics`:
+//! the claim contract and its forwarding cases on `MeteredStore` around the
+//! memory store) or a suite checked against broken backends (`reference_contract`
 //! of `unique-store-contract`, `broken_kickers_contract` of
 //! `unique-kick-contract`). Targets are found with `cargo metadata`, in the
 //! workspace or in the crate `--path` names, so a new backend needs no change here.
@@ -394,6 +396,24 @@ mod tests {
         ]
         .map(|(p, t)| (p.to_owned(), t.to_owned()));
         assert_eq!(found, want);
+    }
+
+    /// The claim contract over `MeteredStore` is one of the workspace's suites: a
+    /// wrapper's run is found as a backend's is (issue 40).
+    #[test]
+    fn the_metered_store_run_is_a_suite() {
+        let suites = discover(None).unwrap();
+        for (package, target) in [
+            ("unique-metrics", "metered_contract"),
+            ("unique-store-memory", "contract"),
+        ] {
+            assert!(
+                suites
+                    .iter()
+                    .any(|s| s.package == package && s.target == target),
+                "{package} / {target} not found in {suites:?}"
+            );
+        }
     }
 
     #[test]
