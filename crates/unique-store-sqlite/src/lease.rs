@@ -3,12 +3,14 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, UNIX_EPOCH};
+use std::time::Duration;
 
-use rusqlite::{Connection, MAIN_DB, OpenFlags, OptionalExtension, TransactionBehavior, params};
+use rusqlite::{
+    Connection, MAIN_DB, OpenFlags, OptionalExtension, Transaction, TransactionBehavior, params,
+};
 use unique_lease::{
-    Clock, LeaseBackend, LeaseError, MAX_TIME_MILLIS, StoredLease, StoredNode, SystemClock,
-    async_trait, new_lease_token,
+    Clock, LeaseDump, LeaseError, LeaseRow, LeaseRows, NodeDecision, NodeOp, NodeRow, NodeWrite,
+    RoomDecision, RoomOp, RoomWrite, SystemClock, async_trait, clock_millis,
 };
 
 use crate::error::map_sqlite;
@@ -45,20 +47,25 @@ CREATE TABLE nodes (
 ";
 
 const READ: &str = "SELECT node, token, epoch, expires_ms FROM leases WHERE room = ?1";
-const RENEW: &str = "UPDATE leases SET expires_ms = max(expires_ms, ?2) WHERE room = ?1";
 const NEXT_EPOCH: &str = "UPDATE lease_epoch SET last = last + 1 WHERE id = 1 RETURNING last";
 const GRANT: &str = "INSERT INTO leases (room, node, token, epoch, expires_ms) \
      VALUES (?1, ?2, ?3, ?4, ?5) \
      ON CONFLICT (room) DO UPDATE SET node = excluded.node, token = excluded.token, \
      epoch = excluded.epoch, expires_ms = excluded.expires_ms";
-const RELEASE: &str = "DELETE FROM leases WHERE room = ?1 AND node = ?2 AND token = ?3";
-const WRITE_NODE: &str = "INSERT INTO nodes (node, addr, updated_ms, expires_ms) \
+const EXTEND: &str = "UPDATE leases SET expires_ms = ?2 WHERE room = ?1";
+const DELETE: &str = "DELETE FROM leases WHERE room = ?1";
+const READ_NODE: &str = "SELECT addr, updated_ms, expires_ms FROM nodes WHERE node = ?1";
+const PUT_NODE: &str = "INSERT INTO nodes (node, addr, updated_ms, expires_ms) \
      VALUES (?1, ?2, ?3, ?4) \
      ON CONFLICT (node) DO UPDATE SET addr = excluded.addr, \
      updated_ms = excluded.updated_ms, expires_ms = excluded.expires_ms";
-const READ_NODE: &str = "SELECT addr, updated_ms, expires_ms FROM nodes WHERE node = ?1";
-const DROP_EXPIRED_NODE: &str = "DELETE FROM nodes WHERE node = ?1 AND expires_ms <= ?2";
 const DELETE_NODE: &str = "DELETE FROM nodes WHERE node = ?1";
+const LAST_EPOCH: &str = "SELECT last FROM lease_epoch WHERE id = 1";
+const ALL_LEASES: &str = "SELECT room, node, token, epoch, expires_ms FROM leases ORDER BY room";
+const ALL_NODES: &str = "SELECT node, addr, updated_ms, expires_ms FROM nodes ORDER BY node";
+
+/// The name [`RoomOp::decide`] gives a corrupt record.
+const STORE: &str = "sqlite";
 
 /// A [`Directory`](unique_lease::Directory) and
 /// [`NodeRegistry`](unique_lease::NodeRegistry) in an SQLite file of its own (WAL,
@@ -90,10 +97,14 @@ const DELETE_NODE: &str = "DELETE FROM nodes WHERE node = ?1";
 ///
 /// # Atomicity
 ///
-/// `ensure_owner` is one `BEGIN IMMEDIATE` transaction (SQLite's write lock, so one
-/// writer at a time): read the room's lease, then grant or renew it. The clock is read
-/// once the lock is held. Of concurrent ensures on a free room exactly one grants and the
-/// others see its lease (D8). Every other operation is a single statement.
+/// The directory is a [`LeaseRows`] backend: the lease rules are `unique-lease`'s
+/// ([`RoomOp::decide`], [`NodeOp::decide`]); this file reads a row and the clock and writes
+/// the decided row. Every operation that may write is one `BEGIN IMMEDIATE` transaction
+/// (SQLite's write lock, so one writer at a time on the file): read the row, read the clock
+/// (the lock is held by then), decide, write, commit. Of concurrent ensures on a free room
+/// exactly one grants and the others see its lease (D8). A lease lookup is one read
+/// transaction; a node lookup too, unless it finds an expired registration, which it then
+/// deletes under the write lock.
 ///
 /// Operations run on tokio's blocking pool, one at a time per directory on its one
 /// connection; they need a tokio runtime.
@@ -286,40 +297,91 @@ impl SqliteDirectory {
         &self.inner.path
     }
 
-    /// Runs `op` on the connection on tokio's blocking pool. `op` gets the clock (read it
-    /// once the locks it needs are held) and answers `Ok` with its verdict; an SQLite
-    /// failure is `Err`.
-    async fn run<T, F>(&self, what: &'static str, op: F) -> Result<T, LeaseError>
+    /// Everything the file holds: the last epoch issued, every lease row (expired ones
+    /// included) and every node registration (likewise), read in one transaction. For
+    /// moving a directory to another backend: `unique-server` imports an older build's lease
+    /// file into its fjall store this way. Blocks the calling thread (on this directory's
+    /// connection, then on SQLite's locks up to the busy timeout): call it at startup or
+    /// inside `spawn_blocking`, not on an async worker.
+    ///
+    /// # Errors
+    ///
+    /// `Corrupt` when a stored value is not one this crate writes (see
+    /// [`LeaseRow::check`]); `Unavailable` when the file cannot be read.
+    pub fn export(&self) -> Result<LeaseDump, LeaseError> {
+        let mut conn = self
+            .inner
+            .conn
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let exported = (|| -> Result<LeaseDump, Failure> {
+            let tx = conn.transaction()?;
+            let last_epoch = tx.query_row(LAST_EPOCH, [], |r| whole(r, 0))?;
+            let leases = tx
+                .prepare(ALL_LEASES)?
+                .query_map([], |r| Ok((r.get(0)?, lease_row(r, 1)?)))?
+                .collect::<rusqlite::Result<Vec<(String, LeaseRow)>>>()?;
+            for (_, row) in &leases {
+                row.check(STORE)?;
+            }
+            let nodes = tx
+                .prepare(ALL_NODES)?
+                .query_map([], |r| Ok((r.get(0)?, node_row(r, 1)?)))?
+                .collect::<rusqlite::Result<_>>()?;
+            Ok(LeaseDump {
+                last_epoch,
+                leases,
+                nodes,
+            })
+        })();
+        exported.map_err(|failure| failure.into_error("export"))
+    }
+
+    /// Runs `step` on the connection on tokio's blocking pool, with the directory's clock.
+    async fn run<T, F>(&self, what: &'static str, step: F) -> Result<T, LeaseError>
     where
         T: Send + 'static,
-        F: FnOnce(&mut Connection, &dyn Fn() -> Result<i64, LeaseError>) -> Result<T, Failure>
-            + Send
-            + 'static,
+        F: FnOnce(&mut Connection, &dyn Clock) -> Result<T, Failure> + Send + 'static,
     {
         let inner = Arc::clone(&self.inner);
         tokio::task::spawn_blocking(move || {
             let mut conn = inner.conn.lock().unwrap_or_else(PoisonError::into_inner);
-            let now = || now_ms(&*inner.clock);
-            op(&mut conn, &now).map_err(|failure| failure.into_error(what))
+            step(&mut conn, &*inner.clock).map_err(|failure| failure.into_error(what))
         })
         .await
         .map_err(|e| LeaseError::unavailable_with("sqlite lease task did not complete", e))?
     }
 }
 
-/// `clock`'s reading in whole milliseconds since the Unix epoch.
-fn now_ms(clock: &dyn Clock) -> Result<i64, LeaseError> {
-    clock
-        .now()
-        .duration_since(UNIX_EPOCH)
-        .ok()
-        .and_then(|since| u64::try_from(since.as_millis()).ok())
-        .filter(|ms| *ms < MAX_TIME_MILLIS)
-        .map(to_i64)
-        .ok_or_else(|| LeaseError::invalid("clock is outside the supported range"))
+/// One read-decide-write step, atomically: `step` reads the row and the clock inside the
+/// transaction it is given and decides; told it may write, it applies the decided write
+/// and answers `Some`; told it may not, it answers `Some` only when the decision writes
+/// nothing. A `read` first tries without SQLite's write lock (a deferred transaction, one
+/// snapshot) and takes it only when its decision writes (an expired registration to
+/// sweep); every other step runs in one `BEGIN IMMEDIATE` transaction, so the row cannot
+/// change between the read, the clock reading and the write.
+fn atomically<T>(
+    conn: &mut Connection,
+    read: bool,
+    mut step: impl FnMut(&Transaction<'_>, bool) -> Result<Option<T>, Failure>,
+) -> Result<T, Failure> {
+    if read {
+        // Dropped without a commit: it wrote nothing.
+        let tx = conn.transaction()?;
+        if let Some(done) = step(&tx, false)? {
+            return Ok(done);
+        }
+    }
+    // Dropped without a commit (an error, a corrupt record): rolled back.
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let done = step(&tx, true)?.ok_or_else(|| {
+        LeaseError::backend("sqlite lease step answered nothing under the write lock")
+    })?;
+    tx.commit()?;
+    Ok(done)
 }
 
-/// Every value this crate stores fits: times below 2^52 ms, ttls below ten years.
+/// Every value this crate stores fits: times below 2^52 ms, epochs from an `i64` counter.
 fn to_i64(value: u64) -> i64 {
     i64::try_from(value).unwrap_or(i64::MAX)
 }
@@ -389,181 +451,146 @@ fn corrupt(what: &str) -> Failure {
     Failure::Lease(LeaseError::Corrupt(format!("sqlite lease record: {what}")))
 }
 
-/// A lease row `(node, token, epoch, expires_ms)` judged at `now`.
-fn holding(
-    (node_id, lease_token, epoch, expires): (String, String, i64, i64),
-    now: i64,
-) -> Result<StoredLease, Failure> {
-    let epoch = u64::try_from(epoch).map_err(|_| corrupt("negative epoch"))?;
-    if node_id.is_empty() || lease_token.is_empty() || epoch == 0 {
-        return Err(corrupt("empty node, empty token or epoch 0"));
-    }
-    Ok(StoredLease {
-        node_id,
-        lease_token,
-        epoch,
-        ttl_left_ms: u64::try_from(expires.saturating_sub(now)).unwrap_or(0),
+/// Column `idx` as a number that is never negative (a negative one is out of range, which
+/// [`Failure::into_error`] reports as `Corrupt`).
+fn whole(row: &rusqlite::Row<'_>, idx: usize) -> rusqlite::Result<u64> {
+    let value: i64 = row.get(idx)?;
+    u64::try_from(value).map_err(|_| rusqlite::Error::IntegralValueOutOfRange(idx, value))
+}
+
+/// Columns `first..first + 4` of a lease row: `node, token, epoch, expires_ms`.
+fn lease_row(row: &rusqlite::Row<'_>, first: usize) -> rusqlite::Result<LeaseRow> {
+    Ok(LeaseRow {
+        node_id: row.get(first)?,
+        lease_token: row.get(first + 1)?,
+        epoch: whole(row, first + 2)?,
+        expires_ms: whole(row, first + 3)?,
     })
 }
 
-fn read_row(
-    conn: &Connection,
+/// Columns `first..first + 3` of a node row: `addr, updated_ms, expires_ms`.
+fn node_row(row: &rusqlite::Row<'_>, first: usize) -> rusqlite::Result<NodeRow> {
+    Ok(NodeRow {
+        grpc_addr: row.get(first)?,
+        updated_ms: whole(row, first + 1)?,
+        expires_ms: whole(row, first + 2)?,
+    })
+}
+
+/// The room's step in `tx`: its row, the clock, the decision, and (when `write`) the
+/// decided write with the epoch drawn for a grant.
+fn room_step(
+    tx: &Transaction<'_>,
+    clock: &dyn Clock,
     room_id: &str,
-) -> rusqlite::Result<Option<(String, String, i64, i64)>> {
-    conn.prepare_cached(READ)?
-        .query_row([room_id], |row| {
-            Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))
-        })
-        .optional()
+    op: &RoomOp,
+    write: bool,
+) -> Result<Option<(RoomDecision, Option<u64>)>, Failure> {
+    let row = tx
+        .prepare_cached(READ)?
+        .query_row([room_id], |r| lease_row(r, 0))
+        .optional()?;
+    let decision = op.decide(row, clock_millis(clock)?, STORE)?;
+    let epoch = match &decision.write {
+        RoomWrite::Nothing => None,
+        _ if !write => return Ok(None),
+        RoomWrite::Grant(grant) => {
+            // D4: the counter row only grows, in the transaction that writes the holding.
+            let epoch = tx
+                .prepare_cached(NEXT_EPOCH)?
+                .query_row([], |r| whole(r, 0))
+                .optional()?;
+            let epoch = epoch
+                .filter(|epoch| *epoch > 0)
+                .ok_or_else(|| corrupt("the epoch counter row is missing or not positive"))?;
+            let row = grant.row(epoch);
+            tx.prepare_cached(GRANT)?.execute(params![
+                room_id,
+                row.node_id,
+                row.lease_token,
+                to_i64(row.epoch),
+                to_i64(row.expires_ms)
+            ])?;
+            Some(epoch)
+        }
+        RoomWrite::Extend { expires_ms } => {
+            tx.prepare_cached(EXTEND)?
+                .execute(params![room_id, to_i64(*expires_ms)])?;
+            None
+        }
+        RoomWrite::Delete => {
+            tx.prepare_cached(DELETE)?.execute([room_id])?;
+            None
+        }
+    };
+    Ok(Some((decision, epoch)))
+}
+
+/// The registration's step in `tx`, as [`room_step`].
+fn node_step(
+    tx: &Transaction<'_>,
+    clock: &dyn Clock,
+    node_id: &str,
+    op: &NodeOp,
+    write: bool,
+) -> Result<Option<NodeDecision>, Failure> {
+    let row = tx
+        .prepare_cached(READ_NODE)?
+        .query_row([node_id], |r| node_row(r, 0))
+        .optional()?;
+    let decision = op.decide(row, clock_millis(clock)?);
+    match &decision.write {
+        NodeWrite::Nothing => {}
+        _ if !write => return Ok(None),
+        NodeWrite::Put(row) => {
+            tx.prepare_cached(PUT_NODE)?.execute(params![
+                node_id,
+                row.grpc_addr,
+                to_i64(row.updated_ms),
+                to_i64(row.expires_ms)
+            ])?;
+        }
+        NodeWrite::Delete => {
+            tx.prepare_cached(DELETE_NODE)?.execute([node_id])?;
+        }
+    }
+    Ok(Some(decision))
 }
 
 #[async_trait]
-impl LeaseBackend for SqliteDirectory {
-    async fn read_lease(&self, room_id: &str) -> Result<Option<StoredLease>, LeaseError> {
+impl LeaseRows for SqliteDirectory {
+    async fn room(
+        &self,
+        room_id: &str,
+        op: RoomOp,
+    ) -> Result<(RoomDecision, Option<u64>), LeaseError> {
+        let what = match op {
+            RoomOp::Read => "read_lease",
+            RoomOp::Ensure { .. } => "ensure_owner",
+            RoomOp::Release { .. } => "release_owner",
+        };
         let room_id = room_id.to_owned();
-        self.run("read_lease", move |conn, now| {
-            let now = now()?;
-            read_row(conn, &room_id)?
-                .map(|row| holding(row, now))
-                .transpose()
-        })
-        .await
-    }
-
-    async fn ensure_lease(
-        &self,
-        room_id: &str,
-        node_id: &str,
-        ttl_ms: u64,
-    ) -> Result<StoredLease, LeaseError> {
-        let (room_id, node_id) = (room_id.to_owned(), node_id.to_owned());
-        self.run("ensure_owner", move |conn, now| {
-            // Dropped without a commit (an error, a corrupt record): rolled back.
-            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            let now = now()?;
-            let wanted = now.saturating_add(to_i64(ttl_ms));
-            if let Some(row) = read_row(&tx, &room_id)? {
-                let mut held = holding(row, now)?;
-                if held.ttl_left_ms > 0 {
-                    if held.node_id != node_id {
-                        // D3: another node's valid lease, unchanged.
-                        return Ok(held);
-                    }
-                    // D2: same token and epoch; extend, never shorten.
-                    let expires = now.saturating_add(to_i64(held.ttl_left_ms));
-                    if wanted > expires {
-                        tx.prepare_cached(RENEW)?
-                            .execute(params![room_id, wanted])?;
-                        tx.commit()?;
-                        held.ttl_left_ms = ttl_ms;
-                    }
-                    return Ok(held);
-                }
-            }
-            // D1, D4: no lease or an expired one: a new holding with the next epoch.
-            let epoch: Option<i64> = tx
-                .prepare_cached(NEXT_EPOCH)?
-                .query_row([], |row| row.get(0))
-                .optional()?;
-            let epoch = epoch
-                .and_then(|epoch| u64::try_from(epoch).ok())
-                .filter(|epoch| *epoch > 0)
-                .ok_or_else(|| corrupt("the epoch counter row is missing or not positive"))?;
-            let token = new_lease_token();
-            tx.prepare_cached(GRANT)?.execute(params![
-                room_id,
-                node_id,
-                token,
-                to_i64(epoch),
-                wanted
-            ])?;
-            tx.commit()?;
-            Ok(StoredLease {
-                node_id,
-                lease_token: token,
-                epoch,
-                ttl_left_ms: ttl_ms,
+        self.run(what, move |conn, clock| {
+            let read = matches!(op, RoomOp::Read);
+            atomically(conn, read, |tx, write| {
+                room_step(tx, clock, &room_id, &op, write)
             })
         })
         .await
     }
 
-    async fn release_lease(
-        &self,
-        room_id: &str,
-        node_id: &str,
-        lease_token: &str,
-    ) -> Result<bool, LeaseError> {
-        let args = (
-            room_id.to_owned(),
-            node_id.to_owned(),
-            lease_token.to_owned(),
-        );
-        self.run("release_owner", move |conn, _| {
-            let deleted = conn
-                .prepare_cached(RELEASE)?
-                .execute(params![args.0, args.1, args.2])?;
-            Ok(deleted > 0)
-        })
-        .await
-    }
-
-    async fn write_node(
-        &self,
-        node_id: &str,
-        grpc_addr: &str,
-        ttl_ms: u64,
-    ) -> Result<StoredNode, LeaseError> {
-        let (node_id, grpc_addr) = (node_id.to_owned(), grpc_addr.to_owned());
-        self.run("register_node", move |conn, now| {
-            let now = now()?;
-            let expires = now.saturating_add(to_i64(ttl_ms));
-            conn.prepare_cached(WRITE_NODE)?
-                .execute(params![node_id, grpc_addr, now, expires])?;
-            Ok(StoredNode {
-                grpc_addr,
-                age_ms: 0,
-                ttl_left_ms: ttl_ms,
+    async fn node(&self, node_id: &str, op: NodeOp) -> Result<NodeDecision, LeaseError> {
+        let what = match op {
+            NodeOp::Read => "lookup_node",
+            NodeOp::Write { .. } => "register_node",
+            NodeOp::Delete => "unregister_node",
+        };
+        let node_id = node_id.to_owned();
+        self.run(what, move |conn, clock| {
+            let read = matches!(op, NodeOp::Read);
+            atomically(conn, read, |tx, write| {
+                node_step(tx, clock, &node_id, &op, write)
             })
-        })
-        .await
-    }
-
-    async fn read_node(&self, node_id: &str) -> Result<Option<StoredNode>, LeaseError> {
-        let node_id = node_id.to_owned();
-        self.run("lookup_node", move |conn, now| {
-            let now = now()?;
-            let row: Option<(String, i64, i64)> = conn
-                .prepare_cached(READ_NODE)?
-                .query_row([&node_id], |row| {
-                    Ok((row.get(0)?, row.get(1)?, row.get(2)?))
-                })
-                .optional()?;
-            match row {
-                Some((grpc_addr, updated, expires)) if now < expires => Ok(Some(StoredNode {
-                    grpc_addr,
-                    // A test clock set back makes the age negative: zero.
-                    age_ms: u64::try_from(now.saturating_sub(updated)).unwrap_or(0),
-                    ttl_left_ms: u64::try_from(expires - now).unwrap_or(0),
-                })),
-                Some(_) => {
-                    // Expired: dropped so dead nodes do not accumulate (unless it was
-                    // registered again meanwhile).
-                    conn.prepare_cached(DROP_EXPIRED_NODE)?
-                        .execute(params![node_id, now])?;
-                    Ok(None)
-                }
-                None => Ok(None),
-            }
-        })
-        .await
-    }
-
-    async fn delete_node(&self, node_id: &str) -> Result<(), LeaseError> {
-        let node_id = node_id.to_owned();
-        self.run("unregister_node", move |conn, _| {
-            conn.prepare_cached(DELETE_NODE)?.execute([&node_id])?;
-            Ok(())
         })
         .await
     }
@@ -571,7 +598,7 @@ impl LeaseBackend for SqliteDirectory {
 
 #[cfg(test)]
 mod tests {
-    use std::time::SystemTime;
+    use std::time::{SystemTime, UNIX_EPOCH};
 
     use unique_lease::{Directory, ManualClock, NodeRegistry};
 
@@ -678,5 +705,78 @@ mod tests {
         assert_eq!(epoch, "seven", "nothing granted over it");
         let e = SqliteDirectory::open(dir.path().join("missing/l.db")).unwrap_err();
         assert!(e.is_unavailable(), "{e}");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn export_reads_the_counter_every_lease_and_every_registration() {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = Arc::new(ManualClock::new(at(1_000)));
+        let d = directory(&dir.path().join("l.db"), &clock);
+        assert_eq!(d.export().unwrap(), LeaseDump::default(), "a new file");
+
+        let released = d.ensure_owner("gone", "a", at(0), TTL).await.unwrap();
+        assert!(
+            d.release_owner("gone", "a", &released.lease_token)
+                .await
+                .unwrap()
+        );
+        let expired = d
+            .ensure_owner("old", "b", at(0), Duration::from_secs(1))
+            .await
+            .unwrap();
+        let held = d.ensure_owner("room", "a", at(0), TTL).await.unwrap();
+        d.register_node("n1", "10.0.0.1:7000", TTL).await.unwrap();
+        d.register_node("n2", "10.0.0.2:7000", Duration::from_secs(1))
+            .await
+            .unwrap();
+        clock.advance(Duration::from_secs(5));
+
+        let dump = d.export().unwrap();
+        assert_eq!(dump.last_epoch, 3, "the released holding's epoch counts");
+        let start = 1_000_000;
+        assert_eq!(
+            dump.leases,
+            [
+                (
+                    "old".to_owned(),
+                    LeaseRow {
+                        node_id: "b".into(),
+                        lease_token: expired.lease_token,
+                        epoch: 2,
+                        expires_ms: start + 1_000,
+                    }
+                ),
+                (
+                    "room".to_owned(),
+                    LeaseRow {
+                        node_id: "a".into(),
+                        lease_token: held.lease_token,
+                        epoch: 3,
+                        expires_ms: start + 30_000,
+                    }
+                ),
+            ]
+        );
+        let node = |addr: &str, ttl_ms| NodeRow {
+            grpc_addr: addr.into(),
+            updated_ms: start,
+            expires_ms: start + ttl_ms,
+        };
+        assert_eq!(
+            dump.nodes,
+            [
+                ("n1".to_owned(), node("10.0.0.1:7000", 30_000)),
+                ("n2".to_owned(), node("10.0.0.2:7000", 1_000)),
+            ],
+            "the expired registration too"
+        );
+
+        let raw = Connection::open(d.path()).unwrap();
+        raw.execute("UPDATE leases SET epoch = 0 WHERE room = 'old'", [])
+            .unwrap();
+        assert!(d.export().unwrap_err().is_corrupt());
+        raw.execute("UPDATE leases SET epoch = -4 WHERE room = 'old'", [])
+            .unwrap();
+        assert!(d.export().unwrap_err().is_corrupt());
     }
 }
