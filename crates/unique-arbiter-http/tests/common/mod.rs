@@ -5,10 +5,7 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use unique_core::{
-    CasOutcome, CurrentView, Error, Key, Owner, OwnerState, Store, UserKey, UserSession,
-    async_trait,
-};
+use unique_core::{Error, StoreAnswer, StoreCall, StoreLayer, StoreOperation};
 use unique_store_memory::MemoryStore;
 
 /// A memory store that counts reads and writes, to show a refused request touches nothing.
@@ -26,33 +23,32 @@ impl CountingStore {
     }
 }
 
-#[async_trait]
-impl Store for CountingStore {
-    async fn read_owner(&self, key: &Key) -> Result<OwnerState, Error> {
-        self.reads.fetch_add(1, Ordering::SeqCst);
-        self.inner.read_owner(key).await
+/// A `StoreLayer`: every call reaches the memory store (write-first claims and its own
+/// readiness check included), counted as a read or a write.
+impl StoreLayer for CountingStore {
+    type Inner = MemoryStore;
+
+    fn inner(&self) -> &MemoryStore {
+        &self.inner
     }
-    async fn claim_cas(
-        &self,
-        key: &Key,
-        owner: &Owner,
-        claim_id: &str,
-        snap: &OwnerState,
-    ) -> Result<CasOutcome, Error> {
-        self.writes.fetch_add(1, Ordering::SeqCst);
-        self.inner.claim_cas(key, owner, claim_id, snap).await
-    }
-    async fn current(&self, key: &Key) -> Result<CurrentView, Error> {
-        self.reads.fetch_add(1, Ordering::SeqCst);
-        self.inner.current(key).await
-    }
-    async fn release(&self, key: &Key, generation: i64) -> Result<bool, Error> {
-        self.writes.fetch_add(1, Ordering::SeqCst);
-        self.inner.release(key, generation).await
-    }
-    async fn list_sessions(&self, user: &UserKey) -> Result<Vec<UserSession>, Error> {
-        self.reads.fetch_add(1, Ordering::SeqCst);
-        self.inner.list_sessions(user).await
+
+    async fn around<'a, T: StoreAnswer + 'a>(
+        &'a self,
+        operation: StoreOperation,
+        call: StoreCall<'a, T>,
+    ) -> Result<T, Error> {
+        let counter = match operation {
+            StoreOperation::ClaimCas | StoreOperation::ClaimVacant | StoreOperation::Release => {
+                &self.writes
+            }
+            StoreOperation::ReadOwner
+            | StoreOperation::Current
+            | StoreOperation::ReadOwners
+            | StoreOperation::ListSessions
+            | StoreOperation::CheckReady => &self.reads,
+        };
+        counter.fetch_add(1, Ordering::SeqCst);
+        call.await
     }
 }
 

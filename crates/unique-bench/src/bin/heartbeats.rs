@@ -18,7 +18,8 @@ use unique_client::{
 };
 use unique_client_http::HttpTransport;
 use unique_core::{
-    Arbiter, CasOutcome, ClaimInput, Error, Key, MAX_BATCH_KEYS, Owner, OwnerState, Store,
+    Arbiter, ClaimInput, Error, Key, MAX_BATCH_KEYS, Owner, StoreAnswer, StoreCall, StoreLayer,
+    StoreOperation,
 };
 use unique_store_memory::MemoryStore;
 
@@ -42,33 +43,21 @@ struct CountingStore {
     round_trips: AtomicU64,
 }
 
-#[async_trait]
-impl Store for CountingStore {
-    async fn read_owner(&self, key: &Key) -> Result<OwnerState, Error> {
-        self.round_trips.fetch_add(1, Ordering::Relaxed);
-        self.inner.read_owner(key).await
+/// A `StoreLayer`: every call reaches the memory store, and each counts.
+impl StoreLayer for CountingStore {
+    type Inner = MemoryStore;
+
+    fn inner(&self) -> &MemoryStore {
+        &self.inner
     }
-    async fn claim_cas(
-        &self,
-        key: &Key,
-        owner: &Owner,
-        claim_id: &str,
-        snap: &OwnerState,
-    ) -> Result<CasOutcome, Error> {
+
+    async fn around<'a, T: StoreAnswer + 'a>(
+        &'a self,
+        _: StoreOperation,
+        call: StoreCall<'a, T>,
+    ) -> Result<T, Error> {
         self.round_trips.fetch_add(1, Ordering::Relaxed);
-        self.inner.claim_cas(key, owner, claim_id, snap).await
-    }
-    async fn current(&self, key: &Key) -> Result<CurrentView, Error> {
-        self.round_trips.fetch_add(1, Ordering::Relaxed);
-        self.inner.current(key).await
-    }
-    async fn release(&self, key: &Key, generation: i64) -> Result<bool, Error> {
-        self.round_trips.fetch_add(1, Ordering::Relaxed);
-        self.inner.release(key, generation).await
-    }
-    async fn read_owners(&self, keys: &[Key]) -> Result<Vec<Result<OwnerState, Error>>, Error> {
-        self.round_trips.fetch_add(1, Ordering::Relaxed);
-        self.inner.read_owners(keys).await
+        call.await
     }
 }
 
