@@ -10,7 +10,8 @@ mod service;
 mod telemetry;
 
 pub use audit::{
-    AUDIT_UNAVAILABLE, AUDIT_WRITE_ERRORS_TOTAL, AuditEvent, AuditRecord, AuditSink, RefusalReason,
+    AUDIT_UNAVAILABLE, AUDIT_WRITE_ERRORS_TOTAL, AuditEvent, AuditFile, AuditRecord, AuditSink,
+    RefusalReason,
 };
 pub use auth::{
     Grant, MIN_TOKEN_BYTES, Role, SharedTokens, Tokens, TokensDiff, TokensError, Unauthenticated,

@@ -1,9 +1,10 @@
 //! The `unique-server` binary: the Arbiter over HTTP on a configurable store.
 //!
 //! `main` parses the command line, starts the log, the metrics recorder and the async
-//! runtime, and `run` starts the server in order: the flags are checked and the secret files
-//! and the audit log read (`exposure`, `secrets`, `audit`), then the store and its lease
-//! directory are opened (`stores`, `leases`), and `served` builds the arbiter and serves it.
+//! runtime, and `run` starts the server in order: the flags are checked, the secret files read
+//! and the audit log opened (`exposure`, `secrets`, `unique_arbiter_http::AuditFile`), then the
+//! store and its lease directory are opened (`stores`, `leases`), and `served` builds the
+//! arbiter and serves it.
 //! Whatever stops startup is a [`StartupError`], printed once, here.
 
 use std::process::ExitCode;
@@ -11,17 +12,15 @@ use std::sync::Arc;
 
 use clap::Parser;
 use metrics_exporter_prometheus::PrometheusHandle;
-use unique_arbiter_http::SharedTokens;
+use unique_arbiter_http::{AuditFile, SharedTokens};
 
 use crate::args::Args;
-use crate::audit::AuditFile;
 use crate::error::StartupError;
 use crate::exposure::{Auth, Kicks};
 use crate::served::Served;
 use crate::stores::OpenedStore;
 
 mod args;
-mod audit;
 mod error;
 mod exposition;
 mod exposure;
@@ -98,7 +97,10 @@ async fn run(args: Args, metrics: Option<PrometheusHandle>) -> Result<(), Startu
     let audit = args
         .audit_log
         .as_deref()
-        .map(AuditFile::open)
+        .map(|path| {
+            AuditFile::open(path)
+                .map_err(|e| format!("cannot open the audit log {}: {e}", path.display()))
+        })
         .transpose()?
         .map(Arc::new);
     if let Some(audit) = &audit {

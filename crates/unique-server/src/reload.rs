@@ -13,10 +13,9 @@ use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use unique_arbiter_http::SharedTokens;
+use unique_arbiter_http::{AuditFile, SharedTokens};
 use unique_kick_http::SigningKeys;
 
-use crate::audit::AuditFile;
 use crate::error::StartupError;
 use crate::kicker::SigningKicker;
 use crate::secrets;

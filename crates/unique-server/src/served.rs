@@ -4,13 +4,12 @@
 use std::sync::Arc;
 
 use metrics_exporter_prometheus::PrometheusHandle;
-use unique_arbiter_http::{ArbiterService, LeaseService, ServeOptions, SharedTokens};
+use unique_arbiter_http::{ArbiterService, AuditFile, LeaseService, ServeOptions, SharedTokens};
 use unique_core::{Arbiter, Observer, Store, TracingObserver};
 use unique_kick_http::SigningKeys;
 use unique_metrics::{MeteredStore, MetricsObserver};
 
 use crate::args::Args;
-use crate::audit::AuditFile;
 use crate::error::StartupError;
 use crate::kicker::{KickerConfig, SigningKicker};
 use crate::reload::{self, Reloader};

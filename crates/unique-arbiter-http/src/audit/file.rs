@@ -1,4 +1,4 @@
-//! `--audit-log PATH`: the audit records of `unique-arbiter-http`, appended to a file.
+//! The file sink (`unique-server --audit-log PATH`): audit records appended to a file.
 //!
 //! Every record is one line, handed to the kernel with one `write(2)` on a file opened with
 //! `O_APPEND`, under a mutex, before the answer is sent: lines of concurrent requests never
@@ -6,7 +6,7 @@
 //! line survives the process (a crash, `kill -9`), not an OS crash or a power loss that
 //! comes before the kernel writes it back.
 //!
-//! SIGHUP reopens the path ([`AuditFile::reopen`], from [`crate::reload`]), for logrotate's
+//! `unique-server`'s SIGHUP reopens the path ([`AuditFile::reopen`]), for logrotate's
 //! `create` convention: the rotator renames the file, then signals; lines before the reopen
 //! go to the renamed file, lines after to the new one, and none is lost between them.
 
@@ -15,21 +15,22 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
 
-use unique_arbiter_http::{AuditRecord, AuditSink};
+use super::{AuditRecord, AuditSink};
 
-use crate::error::StartupError;
-
-/// The audit log file, shared by every request; reopened on SIGHUP.
-pub(crate) struct AuditFile {
+/// An audit log file, shared by every request; reopened on SIGHUP (by `unique-server`).
+pub struct AuditFile {
     path: PathBuf,
     out: Mutex<Appender<File>>,
 }
 
 impl AuditFile {
     /// Opens `path` for appending, creating it owner-only (0600) when it is missing.
-    pub(crate) fn open(path: &Path) -> Result<Self, StartupError> {
-        let file =
-            open(path).map_err(|e| format!("cannot open the audit log {}: {e}", path.display()))?;
+    ///
+    /// # Errors
+    ///
+    /// The path cannot be opened for appending (or created).
+    pub fn open(path: &Path) -> io::Result<Self> {
+        let file = open(path)?;
         Ok(Self {
             path: path.to_owned(),
             out: Mutex::new(Appender::new(file)),
@@ -37,13 +38,17 @@ impl AuditFile {
     }
 
     /// The path it writes to.
-    pub(crate) fn path(&self) -> &Path {
+    pub fn path(&self) -> &Path {
         &self.path
     }
 
     /// Opens the path again and writes every later line there (the file renamed away keeps
     /// the earlier ones). When the path cannot be opened, the current file stays in use.
-    pub(crate) fn reopen(&self) -> io::Result<()> {
+    ///
+    /// # Errors
+    ///
+    /// The path cannot be opened; the current file stays in use.
+    pub fn reopen(&self) -> io::Result<()> {
         // Opened before the lock is taken: requests go on writing while the open runs.
         let file = open(&self.path)?;
         *self.lock() = Appender::new(file);
@@ -124,10 +129,10 @@ mod tests {
     use std::sync::Arc;
 
     use serde_json::Value;
-    use unique_arbiter_http::AuditEvent;
     use unique_core::Key;
 
     use super::*;
+    use crate::AuditEvent;
 
     fn record(file: &AuditFile, generation: i64) {
         let key = Key::new("game", "prod", 7);
