@@ -3,13 +3,13 @@
 
 use std::fmt;
 use std::sync::Arc;
-use std::time::UNIX_EPOCH;
 
+use deadpool_postgres::Object;
 use tokio_postgres::Row;
 use tokio_postgres::error::SqlState;
 use unique_lease::{
-    Clock, LeaseBackend, LeaseError, MAX_TIME_MILLIS, StoredLease, StoredNode, async_trait,
-    new_lease_token,
+    Clock, LeaseError, LeaseRow, LeaseRows, NodeDecision, NodeOp, NodeRow, NodeWrite, RoomDecision,
+    RoomOp, RoomWrite, async_trait, clock_millis,
 };
 
 use crate::error::Failure;
@@ -19,6 +19,9 @@ use crate::store::{Checkout, PostgresStore};
 /// The default prefix of the directory's tables: `unique_lease_leases`,
 /// `unique_lease_epoch` (a sequence) and `unique_lease_nodes`.
 pub const DEFAULT_LEASE_PREFIX: &str = "unique_lease";
+
+/// The name [`RoomOp::decide`] gives a corrupt record.
+const STORE: &str = "postgres";
 
 /// The database's clock in whole milliseconds since the Unix epoch (truncated), unless the
 /// statement's clock parameter (`$n`) carries a test clock's reading.
@@ -40,9 +43,10 @@ macro_rules! now_ms {
 ///
 /// - `<prefix>_leases (room text PRIMARY KEY, node text, token text, epoch bigint,
 ///   expires_ms bigint)`: one row per held (or expired, not yet replaced) room; `expires_ms`
-///   is in Unix milliseconds on **the database server's clock**. Every statement reads that
-///   clock itself (`clock_timestamp()`), so the callers' clocks never decide who holds a room
-///   (D10). Expired rows stay until the room is granted again or released.
+///   is in Unix milliseconds on **the database server's clock**. Every step reads that clock
+///   (`clock_timestamp()`) in the statement that reads the row, so the callers' clocks never
+///   decide who holds a room (D10). Expired rows stay until the room is granted again or
+///   released.
 /// - `<prefix>_epoch`: a sequence (`CACHE 1`, `NO CYCLE`) that every new holding of any room
 ///   takes its epoch from. A sequence never goes back, not on rollback, release or expiry, so
 ///   epochs strictly increase and are never issued twice (D4).
@@ -55,14 +59,18 @@ macro_rules! now_ms {
 ///
 /// # Atomicity
 ///
-/// `ensure_owner` is one transaction: a transaction-scoped advisory lock on the room
-/// (`pg_advisory_xact_lock`, keyed by a fixed 64-bit FNV-1a hash of the leases table's
-/// name and the room), then the room's row `FOR UPDATE` with the server's now, then the grant
-/// or renewal. Concurrent ensures of one room queue on the lock, so of those racing for a
-/// free room exactly one grants and the others see its lease (D8); the epoch is drawn under
-/// the lock, after every earlier holding of the room committed, so it is greater than theirs.
-/// Two rooms whose keys collide only wait for each other. `release_owner`, the reads and the
-/// registrations are single statements.
+/// The directory is a [`LeaseRows`] backend: the lease rules are `unique-lease`'s
+/// ([`RoomOp::decide`], [`NodeOp::decide`]); this file reads a row with the clock and writes
+/// the decided row. Every operation that may write is one transaction: a
+/// transaction-scoped advisory lock on the room or node (`pg_advisory_xact_lock`, keyed by
+/// a fixed 64-bit FNV-1a hash of the table's name and the id), then the row `FOR UPDATE`
+/// with the server's now, then the decided write (a grant draws its epoch from the sequence
+/// in the statement that writes the row), then `COMMIT`. Concurrent writers of one room
+/// queue on the lock, so of those racing for a free room exactly one grants and the others
+/// see its lease (D8); the epoch is drawn under the lock, after every earlier holding of the
+/// room committed, so it is greater than theirs. Two ids whose keys collide only wait for
+/// each other. A lookup is one statement (row and clock together); a node lookup that finds
+/// an expired registration redoes its step under the lock to delete it.
 #[derive(Clone)]
 pub struct PostgresDirectory {
     inner: Arc<Inner>,
@@ -249,17 +257,11 @@ impl PostgresDirectory {
 
     /// The test clock's reading in ms, or `None` for the database's clock.
     fn clock_param(&self) -> Result<Option<i64>, LeaseError> {
-        let Some(clock) = &self.inner.clock else {
-            return Ok(None);
-        };
-        let ms = clock
-            .now()
-            .duration_since(UNIX_EPOCH)
-            .ok()
-            .and_then(|since| u64::try_from(since.as_millis()).ok())
-            .filter(|ms| *ms < MAX_TIME_MILLIS)
-            .ok_or_else(|| LeaseError::invalid("the test clock is outside the supported range"))?;
-        Ok(Some(to_i64(ms)))
+        self.inner
+            .clock
+            .as_deref()
+            .map(|clock| clock_millis(clock).map(to_i64))
+            .transpose()
     }
 
     /// Runs `op` on a pooled connection of the store (bounded by its operation timeout; a
@@ -284,21 +286,24 @@ struct LeaseStatements {
     leases: String,
     nodes: String,
     epoch: String,
-    /// `$1` room, `$2` clock → `node, token, epoch, expires_ms, now`.
-    read: String,
     /// `$1` room, `$2` clock → one row `now, node, token, epoch, expires_ms` (the room's
-    /// columns NULL when it has no lease), the row locked.
+    /// columns NULL when it has no lease).
+    read: String,
+    /// As `read`, the row locked.
     lock_read: String,
-    /// `$1` room, `$2` wanted expiry → the expiry kept.
-    renew: String,
     /// `$1` room, `$2` node, `$3` token, `$4` expiry → the epoch drawn.
     grant: String,
-    /// `$1` room, `$2` node, `$3` token → rows deleted.
-    release: String,
-    /// `$1` node, `$2` addr, `$3` ttl, `$4` clock.
-    write_node: String,
-    /// `$1` node, `$2` clock → `addr, age, left` of a valid registration.
+    /// `$1` room, `$2` expiry.
+    extend: String,
+    /// `$1` room.
+    delete: String,
+    /// `$1` node, `$2` clock → one row `now, addr, updated_ms, expires_ms` (the node's
+    /// columns NULL when it has no registration).
     read_node: String,
+    /// As `read_node`, the row locked.
+    lock_read_node: String,
+    /// `$1` node, `$2` addr, `$3` updated_ms, `$4` expires_ms.
+    put_node: String,
     /// `$1` node.
     delete_node: String,
     /// The tables and the sequence, `IF NOT EXISTS`.
@@ -326,23 +331,24 @@ impl LeaseStatements {
         let leases = quoted("_leases")?;
         let nodes = quoted("_nodes")?;
         let epoch = quoted("_epoch")?;
+        // One row: the clock's now, then `columns` of the row whose `key` is `$1` (NULL when
+        // there is none), `$2` the clock parameter; `lock` is empty or ` FOR UPDATE`.
+        let with_now = |table: &str, key: &str, columns: &str, lock: &str| {
+            format!(
+                "SELECT n.now, r.* FROM (SELECT {} AS now) n LEFT JOIN LATERAL \
+                 (SELECT {columns} FROM {table} WHERE {key} = $1{lock}) r ON true",
+                now_ms!("$2")
+            )
+        };
         // The quoted name holds no `'` (only letters, digits, `_`, `-`, `.` and `"`).
         let nextval = format!("nextval('{epoch}'::regclass)");
         Ok(Self {
-            read: format!(
-                "SELECT node, token, epoch, expires_ms, {} FROM {leases} WHERE room = $1",
-                now_ms!("$2")
-            ),
-            lock_read: format!(
-                "SELECT n.now, l.node, l.token, l.epoch, l.expires_ms \
-                 FROM (SELECT {} AS now) n LEFT JOIN LATERAL \
-                 (SELECT node, token, epoch, expires_ms FROM {leases} WHERE room = $1 \
-                 FOR UPDATE) l ON true",
-                now_ms!("$2")
-            ),
-            renew: format!(
-                "UPDATE {leases} SET expires_ms = GREATEST(expires_ms, $2::bigint) \
-                 WHERE room = $1 RETURNING expires_ms"
+            read: with_now(&leases, "room", "node, token, epoch, expires_ms", ""),
+            lock_read: with_now(
+                &leases,
+                "room",
+                "node, token, epoch, expires_ms",
+                " FOR UPDATE",
             ),
             grant: format!(
                 "INSERT INTO {leases} AS l (room, node, token, epoch, expires_ms) \
@@ -350,23 +356,20 @@ impl LeaseStatements {
                  ON CONFLICT (room) DO UPDATE SET node = excluded.node, token = excluded.token, \
                  epoch = excluded.epoch, expires_ms = excluded.expires_ms RETURNING l.epoch"
             ),
-            release: format!("DELETE FROM {leases} WHERE room = $1 AND node = $2 AND token = $3"),
-            write_node: format!(
-                "INSERT INTO {nodes} (node, addr, updated_ms, expires_ms) \
-                 SELECT $1, $2, n.now, n.now + $3::bigint FROM (SELECT {} AS now) n \
-                 ON CONFLICT (node) DO UPDATE SET addr = excluded.addr, \
-                 updated_ms = excluded.updated_ms, expires_ms = excluded.expires_ms",
-                now_ms!("$4")
+            extend: format!("UPDATE {leases} SET expires_ms = $2::bigint WHERE room = $1"),
+            delete: format!("DELETE FROM {leases} WHERE room = $1"),
+            read_node: with_now(&nodes, "node", "addr, updated_ms, expires_ms", ""),
+            lock_read_node: with_now(
+                &nodes,
+                "node",
+                "addr, updated_ms, expires_ms",
+                " FOR UPDATE",
             ),
-            // The expired registration is deleted in passing; the select reads the
-            // statement's snapshot, so it is filtered by its expiry, not by the delete.
-            read_node: format!(
-                "WITH n AS (SELECT {} AS now), \
-                 gone AS (DELETE FROM {nodes} d USING n WHERE d.node = $1 \
-                 AND d.expires_ms <= n.now) \
-                 SELECT r.addr, n.now - r.updated_ms, r.expires_ms - n.now FROM {nodes} r, n \
-                 WHERE r.node = $1 AND r.expires_ms > n.now",
-                now_ms!("$2")
+            put_node: format!(
+                "INSERT INTO {nodes} (node, addr, updated_ms, expires_ms) \
+                 VALUES ($1, $2, $3::bigint, $4::bigint) \
+                 ON CONFLICT (node) DO UPDATE SET addr = excluded.addr, \
+                 updated_ms = excluded.updated_ms, expires_ms = excluded.expires_ms"
             ),
             delete_node: format!("DELETE FROM {nodes} WHERE node = $1"),
             create: format!(
@@ -385,15 +388,16 @@ impl LeaseStatements {
     }
 
     /// Every statement an operation prepares.
-    fn all(&self) -> [&str; 8] {
+    fn all(&self) -> [&str; 9] {
         [
             &self.read,
             &self.lock_read,
-            &self.renew,
             &self.grant,
-            &self.release,
-            &self.write_node,
+            &self.extend,
+            &self.delete,
             &self.read_node,
+            &self.lock_read_node,
+            &self.put_node,
             &self.delete_node,
         ]
     }
@@ -401,12 +405,23 @@ impl LeaseStatements {
     /// The advisory lock key of `room`: 64-bit FNV-1a of the leases table's name, a `/`,
     /// and the room. Fixed forever: every process on the tables must compute the same key.
     fn lock_key(&self, room_id: &str) -> i64 {
-        const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
-        const PRIME: u64 = 0x0000_0100_0000_01b3;
-        let bytes = self.leases.bytes().chain(*b"/").chain(room_id.bytes());
-        let hash = bytes.fold(OFFSET, |h, b| (h ^ u64::from(b)).wrapping_mul(PRIME));
-        i64::from_ne_bytes(hash.to_ne_bytes())
+        fnv1a(&self.leases, room_id)
     }
+
+    /// The advisory lock key of `node`: as [`lock_key`](Self::lock_key), with the nodes
+    /// table's name.
+    fn node_lock_key(&self, node_id: &str) -> i64 {
+        fnv1a(&self.nodes, node_id)
+    }
+}
+
+/// 64-bit FNV-1a of `table`, a `/` and `id`.
+fn fnv1a(table: &str, id: &str) -> i64 {
+    const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+    const PRIME: u64 = 0x0000_0100_0000_01b3;
+    let bytes = table.bytes().chain(*b"/").chain(id.bytes());
+    let hash = bytes.fold(OFFSET, |h, b| (h ^ u64::from(b)).wrapping_mul(PRIME));
+    i64::from_ne_bytes(hash.to_ne_bytes())
 }
 
 /// What the startup check reads: whether each relation exists (the sequence as a sequence),
@@ -501,26 +516,44 @@ fn to_i64(value: u64) -> i64 {
     i64::try_from(value).unwrap_or(i64::MAX)
 }
 
-/// A row of `node, token, epoch, expires_ms` from column `first` on, judged at `now`.
-fn holding(row: &Row, first: usize, now: i64) -> Result<StoredLease, LeaseError> {
-    let node_id: String = get(row, first, "node")?;
-    let lease_token: String = get(row, first + 1, "token")?;
-    let epoch = whole(get(row, first + 2, "epoch")?, "epoch")?;
-    let expires: i64 = get(row, first + 3, "expires_ms")?;
-    if node_id.is_empty() || lease_token.is_empty() || epoch == 0 {
-        return Err(LeaseError::Corrupt(
-            "postgres lease record: empty node, empty token or epoch 0".to_owned(),
-        ));
-    }
-    Ok(StoredLease {
-        node_id,
-        lease_token,
-        epoch,
-        ttl_left_ms: u64::try_from(expires.saturating_sub(now)).unwrap_or(0),
-    })
+/// The clock column of a step's row: the database's (or the test clock's) now.
+fn now_of(row: &Row) -> Result<u64, LeaseError> {
+    let now: i64 = get(row, 0, "now")?;
+    u64::try_from(now)
+        .map_err(|_| LeaseError::invalid("the postgres clock is before the unix epoch"))
 }
 
-/// Why a step of `ensure_lease`'s transaction stopped.
+/// A `read`/`lock_read` row: the clock, and the room's row unless it has none.
+fn lease_row(row: &Row) -> Result<(u64, Option<LeaseRow>), LeaseError> {
+    let now = now_of(row)?;
+    // The columns are NOT NULL: a NULL node is the outer join finding no row.
+    let Some(node_id) = get::<Option<String>>(row, 1, "node")? else {
+        return Ok((now, None));
+    };
+    let lease = LeaseRow {
+        node_id,
+        lease_token: get(row, 2, "token")?,
+        epoch: whole(get(row, 3, "epoch")?, "epoch")?,
+        expires_ms: whole(get(row, 4, "expires_ms")?, "expires_ms")?,
+    };
+    Ok((now, Some(lease)))
+}
+
+/// A `read_node`/`lock_read_node` row: the clock, and the registration unless there is none.
+fn node_row(row: &Row) -> Result<(u64, Option<NodeRow>), LeaseError> {
+    let now = now_of(row)?;
+    let Some(grpc_addr) = get::<Option<String>>(row, 1, "addr")? else {
+        return Ok((now, None));
+    };
+    let node = NodeRow {
+        grpc_addr,
+        updated_ms: whole(get(row, 2, "updated_ms")?, "updated_ms")?,
+        expires_ms: whole(get(row, 3, "expires_ms")?, "expires_ms")?,
+    };
+    Ok((now, Some(node)))
+}
+
+/// Why a step inside a transaction stopped.
 enum Step {
     /// The driver failed: the connection is closed.
     Pg(tokio_postgres::Error),
@@ -540,185 +573,172 @@ impl From<LeaseError> for Step {
     }
 }
 
-/// `ensure_lease` inside its transaction, the room's advisory lock held: reads the room's
-/// row (locked) with the clock's now, then grants, renews or reports the holder.
-async fn ensure_locked(
-    client: &deadpool_postgres::Object,
+/// Runs `step` (not polled before the lock is held) in a transaction holding the advisory
+/// lock `key`, and commits; a record this crate did not write rolls it back and is the
+/// answer; a driver failure is `Err`, and the caller drops the connection (the server
+/// rolls back).
+async fn locked<T>(
+    client: &Object,
+    key: i64,
+    step: impl Future<Output = Result<T, Step>>,
+) -> Result<Result<T, LeaseError>, tokio_postgres::Error> {
+    // One round trip: the transaction and the lock. The key is a quoted literal: unquoted,
+    // i64::MIN would parse as the negation of a numeric.
+    client
+        .batch_execute(&format!(
+            "BEGIN; SELECT pg_advisory_xact_lock('{key}'::bigint)"
+        ))
+        .await?;
+    match step.await {
+        Ok(done) => {
+            client.batch_execute("COMMIT").await?;
+            Ok(Ok(done))
+        }
+        Err(Step::Lease(e)) => {
+            client.batch_execute("ROLLBACK").await?;
+            Ok(Err(e))
+        }
+        Err(Step::Pg(e)) => Err(e),
+    }
+}
+
+/// The room's step under its lock: the row (locked) with the clock, the decision, the
+/// decided write with the epoch drawn for a grant.
+async fn room_locked(
+    client: &Object,
     sql: &LeaseStatements,
     room_id: &str,
-    node_id: &str,
-    ttl_ms: u64,
+    op: &RoomOp,
     clock: Option<i64>,
-) -> Result<StoredLease, Step> {
+) -> Result<(RoomDecision, Option<u64>), Step> {
     let statement = client.prepare_cached(&sql.lock_read).await?;
-    let row = client.query_one(&statement, &[&room_id, &clock]).await?;
-    let now: i64 = get(&row, 0, "now")?;
-    let wanted = now.saturating_add(to_i64(ttl_ms));
-    let node: Option<String> = get(&row, 1, "node")?;
-    if node.is_some() {
-        let mut held = holding(&row, 1, now)?;
-        if held.ttl_left_ms > 0 {
-            if held.node_id != node_id {
-                // D3: another node's valid lease, unchanged.
-                return Ok(held);
-            }
-            // D2: same token and epoch; extend, never shorten.
-            let statement = client.prepare_cached(&sql.renew).await?;
-            let row = client.query_one(&statement, &[&room_id, &wanted]).await?;
-            let kept: i64 = get(&row, 0, "expires_ms")?;
-            held.ttl_left_ms = u64::try_from(kept.saturating_sub(now)).unwrap_or(0);
-            return Ok(held);
+    let (now, row) = lease_row(&client.query_one(&statement, &[&room_id, &clock]).await?)?;
+    let decision = op.decide(row, now, STORE)?;
+    let epoch = match &decision.write {
+        RoomWrite::Nothing => None,
+        RoomWrite::Grant(grant) => {
+            // D4: the epoch comes from the sequence, in the statement that writes the row.
+            let statement = client.prepare_cached(&sql.grant).await?;
+            let expires = to_i64(grant.expires_ms);
+            let row = client
+                .query_one(
+                    &statement,
+                    &[&room_id, &grant.node_id, &grant.lease_token, &expires],
+                )
+                .await?;
+            Some(whole(get(&row, 0, "epoch")?, "epoch")?)
+        }
+        RoomWrite::Extend { expires_ms } => {
+            let statement = client.prepare_cached(&sql.extend).await?;
+            client
+                .execute(&statement, &[&room_id, &to_i64(*expires_ms)])
+                .await?;
+            None
+        }
+        RoomWrite::Delete => {
+            let statement = client.prepare_cached(&sql.delete).await?;
+            client.execute(&statement, &[&room_id]).await?;
+            None
+        }
+    };
+    Ok((decision, epoch))
+}
+
+/// The registration's step under its lock, as [`room_locked`].
+async fn node_locked(
+    client: &Object,
+    sql: &LeaseStatements,
+    node_id: &str,
+    op: &NodeOp,
+    clock: Option<i64>,
+) -> Result<NodeDecision, Step> {
+    let statement = client.prepare_cached(&sql.lock_read_node).await?;
+    let (now, row) = node_row(&client.query_one(&statement, &[&node_id, &clock]).await?)?;
+    let decision = op.decide(row, now);
+    match &decision.write {
+        NodeWrite::Nothing => {}
+        NodeWrite::Put(row) => {
+            let statement = client.prepare_cached(&sql.put_node).await?;
+            let times = (to_i64(row.updated_ms), to_i64(row.expires_ms));
+            client
+                .execute(&statement, &[&node_id, &row.grpc_addr, &times.0, &times.1])
+                .await?;
+        }
+        NodeWrite::Delete => {
+            let statement = client.prepare_cached(&sql.delete_node).await?;
+            client.execute(&statement, &[&node_id]).await?;
         }
     }
-    // D1, D4: no lease or an expired one: a new holding, its epoch drawn under the lock.
-    let token = new_lease_token();
-    let statement = client.prepare_cached(&sql.grant).await?;
-    let row = client
-        .query_one(&statement, &[&room_id, &node_id, &token, &wanted])
-        .await?;
-    let epoch = whole(get(&row, 0, "epoch")?, "epoch")?;
-    Ok(StoredLease {
-        node_id: node_id.to_owned(),
-        lease_token: token,
-        epoch,
-        ttl_left_ms: ttl_ms,
-    })
+    Ok(decision)
 }
 
 #[async_trait]
-impl LeaseBackend for PostgresDirectory {
-    async fn read_lease(&self, room_id: &str) -> Result<Option<StoredLease>, LeaseError> {
-        let clock = self.clock_param()?;
-        let sql = &self.inner.sql.read;
-        self.with_connection("read_lease", |c| async move {
-            let statement = c.client().prepare_cached(sql).await?;
-            let row = c
-                .client()
-                .query_opt(&statement, &[&room_id, &clock])
-                .await?;
-            let answer = row
-                .map(|row| {
-                    let now: i64 = get(&row, 4, "now")?;
-                    holding(&row, 0, now)
-                })
-                .transpose();
-            Ok((c, answer))
-        })
-        .await
-    }
-
-    async fn ensure_lease(
+impl LeaseRows for PostgresDirectory {
+    async fn room(
         &self,
         room_id: &str,
-        node_id: &str,
-        ttl_ms: u64,
-    ) -> Result<StoredLease, LeaseError> {
+        op: RoomOp,
+    ) -> Result<(RoomDecision, Option<u64>), LeaseError> {
         let clock = self.clock_param()?;
         let sql = &self.inner.sql;
-        self.with_connection("ensure_owner", |c| async move {
-            let client = c.client();
-            // One round trip: the transaction and the room's lock. The key is a quoted
-            // literal: unquoted, i64::MIN would parse as the negation of a numeric.
-            let key = sql.lock_key(room_id);
-            client
-                .batch_execute(&format!(
-                    "BEGIN; SELECT pg_advisory_xact_lock('{key}'::bigint)"
-                ))
-                .await?;
-            match ensure_locked(client, sql, room_id, node_id, ttl_ms, clock).await {
-                Ok(answer) => {
-                    client.batch_execute("COMMIT").await?;
-                    Ok((c, Ok(answer)))
+        let what = match op {
+            RoomOp::Read => "read_lease",
+            RoomOp::Ensure { .. } => "ensure_owner",
+            RoomOp::Release { .. } => "release_owner",
+        };
+        let op = &op;
+        self.with_connection(what, |c| async move {
+            if matches!(op, RoomOp::Read) {
+                // One statement, no lock: a decision that writes nothing is answered.
+                let statement = c.client().prepare_cached(&sql.read).await?;
+                let row = c
+                    .client()
+                    .query_one(&statement, &[&room_id, &clock])
+                    .await?;
+                match lease_row(&row).and_then(|(now, row)| op.decide(row, now, STORE)) {
+                    Ok(decision) if decision.write == RoomWrite::Nothing => {
+                        return Ok((c, Ok((decision, None))));
+                    }
+                    Err(e) => return Ok((c, Err(e))),
+                    Ok(_) => {}
                 }
-                // A record this crate did not write: nothing is granted over it.
-                Err(Step::Lease(e)) => {
-                    client.batch_execute("ROLLBACK").await?;
-                    Ok((c, Err(e)))
-                }
-                // The checkout is dropped, closing the connection: the server rolls back.
-                Err(Step::Pg(e)) => Err(e.into()),
             }
-        })
-        .await
-    }
-
-    async fn release_lease(
-        &self,
-        room_id: &str,
-        node_id: &str,
-        lease_token: &str,
-    ) -> Result<bool, LeaseError> {
-        let sql = &self.inner.sql.release;
-        self.with_connection("release_owner", |c| async move {
-            let statement = c.client().prepare_cached(sql).await?;
-            let deleted = c
-                .client()
-                .execute(&statement, &[&room_id, &node_id, &lease_token])
-                .await?;
-            Ok((c, Ok(deleted > 0)))
-        })
-        .await
-    }
-
-    async fn write_node(
-        &self,
-        node_id: &str,
-        grpc_addr: &str,
-        ttl_ms: u64,
-    ) -> Result<StoredNode, LeaseError> {
-        let clock = self.clock_param()?;
-        let sql = &self.inner.sql.write_node;
-        let ttl = to_i64(ttl_ms);
-        self.with_connection("register_node", |c| async move {
-            let statement = c.client().prepare_cached(sql).await?;
-            c.client()
-                .execute(&statement, &[&node_id, &grpc_addr, &ttl, &clock])
-                .await?;
-            Ok((
-                c,
-                Ok(StoredNode {
-                    grpc_addr: grpc_addr.to_owned(),
-                    age_ms: 0,
-                    ttl_left_ms: ttl_ms,
-                }),
-            ))
-        })
-        .await
-    }
-
-    async fn read_node(&self, node_id: &str) -> Result<Option<StoredNode>, LeaseError> {
-        let clock = self.clock_param()?;
-        let sql = &self.inner.sql.read_node;
-        self.with_connection("lookup_node", |c| async move {
-            let statement = c.client().prepare_cached(sql).await?;
-            let row = c
-                .client()
-                .query_opt(&statement, &[&node_id, &clock])
-                .await?;
-            let answer = row
-                .map(|row| {
-                    let grpc_addr: String = get(&row, 0, "addr")?;
-                    let age: i64 = get(&row, 1, "updated_ms")?;
-                    let left: i64 = get(&row, 2, "expires_ms")?;
-                    Ok(StoredNode {
-                        grpc_addr,
-                        // A test clock set back makes the age negative: zero.
-                        age_ms: u64::try_from(age).unwrap_or(0),
-                        ttl_left_ms: whole(left, "registration time left")?,
-                    })
-                })
-                .transpose();
+            let step = room_locked(c.client(), sql, room_id, op, clock);
+            let answer = locked(c.client(), sql.lock_key(room_id), step).await?;
             Ok((c, answer))
         })
         .await
     }
 
-    async fn delete_node(&self, node_id: &str) -> Result<(), LeaseError> {
-        let sql = &self.inner.sql.delete_node;
-        self.with_connection("unregister_node", |c| async move {
-            let statement = c.client().prepare_cached(sql).await?;
-            c.client().execute(&statement, &[&node_id]).await?;
-            Ok((c, Ok(())))
+    async fn node(&self, node_id: &str, op: NodeOp) -> Result<NodeDecision, LeaseError> {
+        let clock = self.clock_param()?;
+        let sql = &self.inner.sql;
+        let what = match op {
+            NodeOp::Read => "lookup_node",
+            NodeOp::Write { .. } => "register_node",
+            NodeOp::Delete => "unregister_node",
+        };
+        let op = &op;
+        self.with_connection(what, |c| async move {
+            if matches!(op, NodeOp::Read) {
+                // One statement, no lock, unless the decision writes (an expired
+                // registration to delete): then the step again under the lock.
+                let statement = c.client().prepare_cached(&sql.read_node).await?;
+                let row = c
+                    .client()
+                    .query_one(&statement, &[&node_id, &clock])
+                    .await?;
+                match node_row(&row).map(|(now, row)| op.decide(row, now)) {
+                    Ok(decision) if decision.write == NodeWrite::Nothing => {
+                        return Ok((c, Ok(decision)));
+                    }
+                    Err(e) => return Ok((c, Err(e))),
+                    Ok(_) => {}
+                }
+            }
+            let step = node_locked(c.client(), sql, node_id, op, clock);
+            let answer = locked(c.client(), sql.node_lock_key(node_id), step).await?;
+            Ok((c, answer))
         })
         .await
     }
@@ -754,6 +774,7 @@ mod tests {
         assert_ne!(sql.lock_key("room-1"), sql.lock_key("room-2"));
         let other = LeaseStatements::for_prefix("lease").unwrap();
         assert_ne!(sql.lock_key("room-1"), other.lock_key("room-1"));
+        assert_ne!(sql.lock_key("room-1"), sql.node_lock_key("room-1"));
         // Pinned: a build that hashed otherwise would not exclude an older one.
         assert_eq!(sql.lock_key("room-1"), 0x0f87_82f4_dd17_fe0d);
     }
