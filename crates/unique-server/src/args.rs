@@ -40,8 +40,7 @@ pub(crate) struct Args {
     #[arg(long, env = "UNIQUE_FJALL_DIR", default_value = "./unique.fjall")]
     pub(crate) fjall_dir: PathBuf,
 
-    /// Commit durability of the SQLite store and of the SQLite lease file (beside --db or
-    /// --fjall-dir): `full` fsyncs every commit before answering; `normal` survives a process
+    /// Commit durability of the SQLite store and of its lease file (beside --db): `full` fsyncs every commit before answering; `normal` survives a process
     /// crash but an OS crash or power loss can lose the last acknowledged claims (see
     /// unique-store-sqlite). The fjall store always fsyncs before answering.
     #[arg(long, env = "UNIQUE_DB_SYNC", value_enum, default_value_t = DbSync::Full)]
@@ -62,9 +61,10 @@ pub(crate) struct Args {
     #[arg(long, env = "UNIQUE_NO_LEASES")]
     pub(crate) no_leases: bool,
 
-    /// SQLite file of the lease directory (with --store sqlite or fjall; created when
-    /// missing): a file of its own, by default beside --db (unique.db → unique-leases.db) or
-    /// beside --fjall-dir (unique.fjall → unique-leases.db).
+    /// SQLite file of the lease directory with --store sqlite (created when missing): a file
+    /// of its own, by default beside --db (unique.db → unique-leases.db). With --store fjall
+    /// the leases live in --fjall-dir, and this names an older build's lease file to import
+    /// at startup (by default unique-leases.db beside --fjall-dir, imported when present).
     #[arg(long, env = "UNIQUE_LEASE_DB", value_name = "PATH")]
     pub(crate) lease_db: Option<PathBuf>,
 
@@ -359,8 +359,8 @@ impl std::fmt::Debug for DatabaseUrl {
 pub(crate) enum StoreKind {
     /// Durable embedded SQLite file at --db (one machine).
     Sqlite,
-    /// Durable embedded fjall (an LSM tree) directory at --fjall-dir (one machine); its
-    /// lease directory is a SQLite file, --lease-db.
+    /// Durable embedded fjall (an LSM tree) directory at --fjall-dir (one machine), which
+    /// holds the lease directory too.
     Fjall,
     /// In process memory: fast, forgets every gen on restart (tests and demos only).
     Memory,

@@ -10,8 +10,9 @@ use crate::error::StartupError;
 use crate::stores::{OpenedStore, STARTUP_CHECK_TIMEOUT};
 
 /// The lease directory of `--store`'s store, served on the lease routes: the process's memory
-/// for the memory store, a file of its own beside the SQLite store's (opened here: a file
-/// that cannot be used stops startup), the PostgreSQL store's database (its own tables) and
+/// for the memory store, the fjall store's own directory (an older build's SQLite lease file
+/// beside it is imported first), a file of its own beside the SQLite store's (opened here: a
+/// file that cannot be used stops startup), the PostgreSQL store's database (its own tables) and
 /// a DynamoDB table of its own. With `--create-table` the SQL tables and the DynamoDB table
 /// are created when missing. When they cannot be checked the server starts all the same, its
 /// sessions unaffected, and says so: the lease routes answer 503 until the tables exist.
@@ -25,10 +26,12 @@ pub(crate) async fn open_leases(
             Ok(Arc::new(unique_lease::MemoryDirectory::new()))
         }
         OpenedStore::Sqlite(_) => sqlite_leases(args, || default_lease_db(&args.db)),
-        // unique.fjall → unique-leases.db: a SQLite file beside the directory.
-        OpenedStore::Fjall(_) => sqlite_leases(args, || {
-            default_lease_db(&args.fjall_dir.with_extension("db"))
-        }),
+        OpenedStore::Fjall(store) => {
+            let directory = store.directory();
+            import_old_lease_file(args, &directory).await?;
+            tracing::info!(dir = %args.fjall_dir.display(), "lease directory in the fjall store");
+            Ok(Arc::new(directory))
+        }
         OpenedStore::Postgres(store) => {
             let directory = unique_store_postgres::PostgresDirectory::builder(store)
                 .table_prefix(&args.database_lease_prefix)
@@ -99,6 +102,84 @@ fn sqlite_leases(
         })?;
     tracing::info!(lease_db = %path.display(), "sqlite lease directory open");
     Ok(Arc::new(directory))
+}
+
+/// Before fjall held leases, the default install kept them in a SQLite file beside the fjall
+/// directory (`unique.fjall` → `unique-leases.db`), or at `--lease-db`. Serving an empty
+/// directory over rooms that file says are held would grant them again with epochs from 1,
+/// under the fencing tokens holders already carry (D4). So a file found there is imported
+/// (every row, and the epoch counter, which ends above every epoch the file issued) and then
+/// renamed `<file>.imported`, so a later start does not bring back rows released since.
+/// A file that cannot be read or imported stops startup, naming it.
+async fn import_old_lease_file(
+    args: &Args,
+    directory: &unique_store_fjall::FjallDirectory,
+) -> Result<(), StartupError> {
+    let path = args
+        .lease_db
+        .clone()
+        .unwrap_or_else(|| default_lease_db(&args.fjall_dir.with_extension("db")));
+    if !path.exists() {
+        if args.lease_db.is_some() {
+            return Err(format!(
+                "--lease-db {} does not exist: with the fjall store, leases live in --fjall-dir \
+                 and --lease-db only names an older SQLite lease file to import",
+                path.display()
+            )
+            .into());
+        }
+        return Ok(());
+    }
+    let refused = |why: String| -> StartupError {
+        format!(
+            "found the SQLite lease file {} beside the fjall store, and could not import it \
+             ({why}); leases now live in --fjall-dir: fix the file and start again to import \
+             it, or move it away to start with an empty lease directory (its rooms' holders \
+             would then be fenced from epoch 1 again)",
+            path.display()
+        )
+        .into()
+    };
+    let dump = {
+        let path = path.clone();
+        tokio::task::spawn_blocking(move || {
+            unique_store_sqlite::SqliteDirectory::builder(&path)
+                .open()
+                .and_then(|old| old.export())
+        })
+        .await
+        .map_err(|e| refused(e.to_string()))?
+        .map_err(|e| refused(e.to_string()))?
+    };
+    let (rooms, nodes, last_epoch) = (dump.leases.len(), dump.nodes.len(), dump.last_epoch);
+    directory
+        .import(dump)
+        .await
+        .map_err(|e| refused(e.to_string()))?;
+    let imported = renamed(&path, ".imported");
+    for (from, to) in [("-wal", ".imported-wal"), ("-shm", ".imported-shm")] {
+        let sibling = renamed(&path, from);
+        if sibling.exists() {
+            std::fs::rename(&sibling, renamed(&path, to)).map_err(|e| refused(e.to_string()))?;
+        }
+    }
+    std::fs::rename(&path, &imported).map_err(|e| refused(e.to_string()))?;
+    tracing::warn!(
+        from = %path.display(),
+        renamed_to = %imported.display(),
+        rooms,
+        nodes,
+        last_epoch,
+        "imported the SQLite lease file into the fjall store"
+    );
+    Ok(())
+}
+
+/// `path` with `suffix` appended to its file name.
+fn renamed(path: &Path, suffix: &str) -> PathBuf {
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(suffix);
+    path.with_file_name(name)
 }
 
 /// The lease directory's file beside the session store's: `unique.db` → `unique-leases.db`.

@@ -3,6 +3,7 @@
 //! with 40–200 ms ttls through `unique-client-http`'s `HttpDirectory`, spread across the
 //! servers, and the checker must find no violation:
 //!
+//! - one server on the default store, fjall (its lease directory in `--fjall-dir` itself);
 //! - one server on the embedded SQLite store (its lease directory a file beside `--db`);
 //! - one server on the memory store;
 //! - three servers on one PostgreSQL database (one set of lease tables);
@@ -99,6 +100,17 @@ fn run_workload(name: &str, urls: &[String]) -> LeaseReport {
     let report = LeaseReport::new(name, &history);
     println!("{report}");
     report
+}
+
+#[test]
+fn lease_history_on_the_default_fjall_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut command = Command::new(BIN);
+    command
+        .args(["--listen", "127.0.0.1:0", "--fjall-dir"])
+        .arg(dir.path().join("unique.fjall"));
+    let (urls, _servers) = start_all(vec![command], dir.path());
+    run_workload("fjall, 1 server", &urls).assert_clean();
 }
 
 #[test]

@@ -1,6 +1,7 @@
 //! The lease routes of the real binary: on the default embedded store (fjall, whose lease
-//! directory is a SQLite file beside `--fjall-dir`) a grant, verify and release round trip
-//! over HTTP with a project-scoped token, epochs that survive a restart, and `--no-leases`;
+//! directory lives in `--fjall-dir` itself) a grant, verify and release round trip over HTTP
+//! with a project-scoped token, holdings and epochs that survive a restart, an older build's
+//! SQLite lease file imported (or refused, by name), and `--no-leases`;
 //! then a round trip on each other store (memory, and PostgreSQL and DynamoDB (dynalite)
 //! started by the test tooling, each with the lease tables `--create-table` made).
 
@@ -50,10 +51,6 @@ async fn ok(addr: &str, path: &str, body: &Value) -> Value {
 async fn ensure_verify_release_round_trip_on_the_default_store() {
     let dir = tempfile::tempdir().unwrap();
     let (addr, guard) = start(&mut server(dir.path()));
-    assert!(
-        dir.path().join("unique-leases.db").exists(),
-        "the lease directory's file is beside --fjall-dir"
-    );
 
     let ensure = json!({"project": "game", "room": "lobby", "node": "n1", "ttl_ms": 30_000});
     let granted = ok(&addr, "/v1/lease/ensure", &ensure).await;
@@ -139,16 +136,119 @@ async fn ensure_verify_release_round_trip_on_the_default_store() {
             .await
             .unwrap()
     );
-    let last_epoch = lease.epoch;
+    let kept = directory
+        .ensure_owner("kept", "n1", SystemTime::now(), Duration::from_mins(10))
+        .await
+        .unwrap();
     drop(guard);
+    assert_eq!(
+        files_in(dir.path()),
+        ["tokens.json", "unique.fjall"],
+        "one fjall directory holds sessions and leases alike"
+    );
 
-    // The lease file is durable: after a restart the next holding's epoch is higher still.
+    // The leases are durable: after a restart the held room is still held under the same
+    // token, and the next holding's epoch is higher than every earlier one.
     let (addr, _guard) = start(&mut server(dir.path()));
+    let held = ok(
+        &addr,
+        "/v1/lease/lookup",
+        &json!({"project": "game", "room": "kept"}),
+    )
+    .await;
+    assert_eq!(
+        (&held["lease"]["token"], &held["lease"]["epoch"]),
+        (&json!(kept.lease_token), &json!(kept.epoch)),
+        "{held}"
+    );
     let again = ok(&addr, "/v1/lease/ensure", &ensure).await;
     assert!(
-        again["epoch"].as_u64().unwrap() > last_epoch,
-        "epoch {} after a restart, {last_epoch} before",
-        again["epoch"]
+        again["epoch"].as_u64().unwrap() > kept.epoch,
+        "epoch {} after a restart, {} before",
+        again["epoch"],
+        kept.epoch
+    );
+}
+
+/// The names in `dir`, sorted.
+fn files_in(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+/// An older build kept the default store's leases in `unique-leases.db` beside the fjall
+/// directory. A server that finds one imports it before serving: the held room stays held
+/// under its token and epoch, the next epoch is above every epoch the file issued (D4), and
+/// the file is renamed so a later start cannot bring back rows released since. A file it
+/// cannot read stops startup, naming the file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_old_lease_file_beside_the_fjall_store_is_imported_or_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let old = dir.path().join("unique-leases.db");
+    let held = {
+        let directory = unique_store_sqlite::SqliteDirectory::open(&old).unwrap();
+        let ttl = Duration::from_mins(10);
+        for room in ["game#a", "game#b", "game#c", "game#d"] {
+            directory
+                .ensure_owner(room, "n0", SystemTime::now(), ttl)
+                .await
+                .unwrap();
+        }
+        directory
+            .ensure_owner("game#lobby", "n1", SystemTime::now(), ttl)
+            .await
+            .unwrap()
+    };
+    assert_eq!(held.epoch, 5);
+
+    let (addr, guard) = start(&mut server(dir.path()));
+    let lookup = ok(
+        &addr,
+        "/v1/lease/lookup",
+        &json!({"project": "game", "room": "lobby"}),
+    )
+    .await;
+    assert_eq!(
+        (
+            &lookup["lease"]["node"],
+            &lookup["lease"]["token"],
+            &lookup["lease"]["epoch"]
+        ),
+        (&json!("n1"), &json!(held.lease_token), &json!(5)),
+        "{lookup}"
+    );
+    let taken = json!({"project": "game", "room": "lobby", "node": "n2", "ttl_ms": 30_000});
+    assert_eq!(ok(&addr, "/v1/lease/ensure", &taken).await["node"], "n1");
+    let fresh = json!({"project": "game", "room": "new", "node": "n2", "ttl_ms": 30_000});
+    assert_eq!(ok(&addr, "/v1/lease/ensure", &fresh).await["epoch"], 6);
+    drop(guard);
+    assert!(!old.exists(), "the imported file is renamed");
+    assert!(dir.path().join("unique-leases.db.imported").exists());
+
+    // A second start finds nothing to import and keeps what it has.
+    let (addr, _guard) = start(&mut server(dir.path()));
+    assert_eq!(
+        ok(
+            &addr,
+            "/v1/lease/ensure",
+            &json!({"project": "game", "room": "x", "node": "n2", "ttl_ms": 30_000})
+        )
+        .await["epoch"],
+        7
+    );
+
+    let broken = tempfile::tempdir().unwrap();
+    std::fs::write(broken.path().join("unique-leases.db"), "not a database").unwrap();
+    let out = server(broken.path()).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("unique-leases.db") && stderr.contains("could not import"),
+        "{stderr}"
     );
 }
 

@@ -36,6 +36,10 @@ pub struct FjallStore {
     writer: Arc<Writer>,
     published: Published,
     health: Arc<Health>,
+    #[cfg_attr(
+        not(feature = "test-util"),
+        expect(dead_code, reason = "read only by the test-util fault hook")
+    )]
     faults: Arc<Faults>,
     path: PathBuf,
 }

@@ -28,6 +28,7 @@ use unique_lease::{Clock, LeaseDump, LeaseError, NodeDecision, NodeOp, RoomDecis
 use crate::decide::{Decide, Pending};
 use crate::lease_record::{LAST_EPOCH, encode_lease, encode_node};
 use crate::opened::{Health, Opened, Published, View, probe, publish};
+#[cfg(feature = "test-util")]
 use crate::record::Record;
 
 /// What a lease write answers: the decision and the epoch a grant drew.

@@ -1,0 +1,195 @@
+//! A full disk stops no store for good. The server's store directory sits on a small tmpfs
+//! of its own; a filler file takes the rest of its space, claims fill what is left and are
+//! answered 503 (fail closed) while `/readyz` says 503 too; once the filler is removed,
+//! claims and readiness recover in the same process, with no restart; a SIGKILL and a
+//! restart after that lose nothing that was acknowledged. On fjall (the default store) and
+//! on SQLite.
+//!
+//! Mounting a tmpfs needs root (as CI runs); without it the test fails and says so.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::{BIN, request, start};
+
+/// A tmpfs of `size` mounted on a fresh directory, unmounted when dropped.
+struct SmallDisk {
+    mount: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl SmallDisk {
+    fn new(size: &str) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let mount = dir.path().join("disk");
+        std::fs::create_dir(&mount).unwrap();
+        let out = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(&mount)
+            .output()
+            .expect("run mount");
+        assert!(
+            out.status.success(),
+            "this test mounts a small tmpfs, which needs root: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Self { mount, _dir: dir }
+    }
+
+    /// Writes a file that takes all the space left but `keep` bytes.
+    fn fill(&self, keep: u64) -> PathBuf {
+        let filler = self.mount.join("filler");
+        let stat = nix_free_bytes(&self.mount);
+        let size = stat.saturating_sub(keep);
+        std::fs::write(&filler, vec![0u8; usize::try_from(size).unwrap()]).unwrap();
+        filler
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.mount).status();
+    }
+}
+
+/// Free bytes of the filesystem holding `path`, as `df` reports them.
+fn nix_free_bytes(path: &Path) -> u64 {
+    let out = Command::new("df")
+        .args(["--output=avail", "-B1"])
+        .arg(path)
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .nth(1)
+        .and_then(|line| line.trim().parse().ok())
+        .expect("df prints the free bytes")
+}
+
+fn status(answer: &str) -> u16 {
+    answer
+        .get(9..12)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no status: {answer:?}"))
+}
+
+fn claim(addr: &str, uid: u64, claim_id: &str) -> String {
+    request(
+        addr,
+        "POST",
+        "/v1/claim",
+        &format!(
+            r#"{{"project":"disk","env":"prod","uid":{uid},"owner":{{"region":"eu","cluster":"c1","endpoint":"http://127.0.0.1:9/kick"}},"claim_id":"{claim_id}"}}"#
+        ),
+    )
+}
+
+/// The gen the answer acknowledged.
+fn acknowledged_gen(answer: &str) -> u64 {
+    let body = answer.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+    let json: serde_json::Value = serde_json::from_str(body).unwrap();
+    json["gen"].as_u64().unwrap()
+}
+
+fn current_gen(addr: &str, uid: u64) -> u64 {
+    let answer = request(
+        addr,
+        "POST",
+        "/v1/current",
+        &format!(r#"{{"project":"disk","env":"prod","uid":{uid}}}"#),
+    );
+    assert_eq!(status(&answer), 200, "{answer}");
+    acknowledged_gen(&answer)
+}
+
+fn ready(addr: &str) -> u16 {
+    status(&request(addr, "GET", "/readyz", ""))
+}
+
+/// `unready_while_full`: whether `/readyz` must answer 503 while writes fail. fjall's
+/// readiness reports its writer's health; SQLite's checks that its file reads (an open
+/// question, left in the issue's note).
+fn fills_then_recovers(store_args: &[&str], store_path: &str, unready_while_full: bool) {
+    let disk = SmallDisk::new("8m");
+    let server = |disk: &SmallDisk| {
+        let mut command = Command::new(BIN);
+        command
+            .args(["--listen", "127.0.0.1:0", "--no-leases"])
+            .args(store_args)
+            .arg(disk.mount.join(store_path))
+            .env("RUST_LOG", "error");
+        command
+    };
+    let (addr, guard) = start(&mut server(&disk));
+    let mut acknowledged: Vec<(u64, u64)> = Vec::new();
+    for uid in 1..=20 {
+        let answer = claim(&addr, uid, &format!("before-{uid}"));
+        assert_eq!(status(&answer), 200, "{answer}");
+        acknowledged.push((uid, acknowledged_gen(&answer)));
+    }
+    assert_eq!(ready(&addr), 200);
+
+    let filler = disk.fill(16 * 1024);
+    let mut refused = 0;
+    let mut uid = 1_000;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while refused < 5 {
+        assert!(Instant::now() < deadline, "the disk never filled up");
+        uid += 1;
+        let answer = claim(&addr, uid, &format!("full-{uid}"));
+        match status(&answer) {
+            200 => acknowledged.push((uid, acknowledged_gen(&answer))),
+            503 => refused += 1,
+            other => panic!("claim on a full disk answered {other}: {answer}"),
+        }
+    }
+    if unready_while_full {
+        assert_eq!(
+            ready(&addr),
+            503,
+            "readiness tells the truth while writes fail"
+        );
+    }
+
+    std::fs::remove_file(filler).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut recovered = 0;
+    while recovered < 50 {
+        assert!(
+            Instant::now() < deadline,
+            "claims did not recover after space returned ({recovered} of 50)"
+        );
+        uid += 1;
+        let answer = claim(&addr, uid, &format!("after-{uid}"));
+        if status(&answer) == 200 {
+            recovered += 1;
+            acknowledged.push((uid, acknowledged_gen(&answer)));
+        } else {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    assert_eq!(ready(&addr), 200);
+
+    // SIGKILL, restart: every acknowledged claim is there.
+    drop(guard);
+    let (addr, _guard) = start(&mut server(&disk));
+    for (uid, generation) in acknowledged {
+        assert!(
+            current_gen(&addr, uid) >= generation,
+            "uid {uid}: acknowledged gen {generation} lost"
+        );
+    }
+}
+
+#[test]
+fn fjall_recovers_from_a_full_disk_without_a_restart() {
+    fills_then_recovers(&["--fjall-dir"], "unique.fjall", true);
+}
+
+#[test]
+fn sqlite_recovers_from_a_full_disk_without_a_restart() {
+    fills_then_recovers(&["--store", "sqlite", "--db"], "unique.db", false);
+}
