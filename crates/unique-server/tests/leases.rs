@@ -141,15 +141,23 @@ async fn ensure_verify_release_round_trip_on_the_default_store() {
         .await
         .unwrap();
     drop(guard);
+    restart_keeps_leases(dir.path(), &kept).await;
+}
+
+/// After the server of `ensure_verify_release_round_trip_on_the_default_store` stopped: its
+/// directory holds one fjall directory, and a restart keeps `kept` held under its token, with
+/// the next holding's epoch higher than every earlier one.
+async fn restart_keeps_leases(dir: &Path, kept: &unique_lease::Lease) {
+    let ensure = json!({"project": "game", "room": "lobby", "node": "n1", "ttl_ms": 30_000});
     assert_eq!(
-        files_in(dir.path()),
+        files_in(dir),
         ["tokens.json", "unique.fjall"],
         "one fjall directory holds sessions and leases alike"
     );
 
     // The leases are durable: after a restart the held room is still held under the same
     // token, and the next holding's epoch is higher than every earlier one.
-    let (addr, _guard) = start(&mut server(dir.path()));
+    let (addr, _guard) = start(&mut server(dir));
     let held = ok(
         &addr,
         "/v1/lease/lookup",

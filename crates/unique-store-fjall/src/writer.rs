@@ -230,6 +230,10 @@ pub(crate) struct Faults {
 
 impl Faults {
     /// Whether this fsync is to fail.
+    #[cfg_attr(
+        not(feature = "test-util"),
+        expect(clippy::unused_self, reason = "only the test-util hook reads it")
+    )]
     fn fsync_fails(&self) -> bool {
         #[cfg(feature = "test-util")]
         {
