@@ -63,21 +63,9 @@ impl FjallDirectory {
     /// `Corrupt` when a row of `dump` is not one this crate writes (nothing is
     /// imported); `Unavailable` when the store cannot write.
     pub async fn import(&self, dump: LeaseDump) -> Result<(), LeaseError> {
-        self.ask(|answer| Write::Import { dump, answer }).await
-    }
-
-    async fn ask<T>(
-        &self,
-        make: impl FnOnce(oneshot::Sender<Result<T, LeaseError>>) -> Write,
-    ) -> Result<T, LeaseError> {
-        let (answer, answered) = oneshot::channel();
-        self.writer.send(make(answer));
-        answered.await.unwrap_or_else(|_| {
-            Err(LeaseError::unavailable_with(
-                "fjall store: the writer stopped before answering",
-                "no answer",
-            ))
-        })
+        self.writer
+            .ask(|answer| Write::Import { dump, answer })
+            .await
     }
 
     /// The row of `key` in the keyspace `which` picks, as the last durable snapshot holds it.
@@ -110,13 +98,14 @@ impl LeaseRows for FjallDirectory {
             return Ok((decision, None));
         }
         let clock = Arc::clone(&self.clock);
-        self.ask(|answer: oneshot::Sender<RoomAnswer>| Write::Room {
-            room: room_id.to_owned(),
-            op,
-            clock,
-            answer,
-        })
-        .await
+        self.writer
+            .ask(|answer: oneshot::Sender<RoomAnswer>| Write::Room {
+                room: room_id.to_owned(),
+                op,
+                clock,
+                answer,
+            })
+            .await
     }
 
     async fn node(&self, node_id: &str, op: NodeOp) -> Result<NodeDecision, LeaseError> {
@@ -130,12 +119,13 @@ impl LeaseRows for FjallDirectory {
             // it stands there (a registration written since stays).
         }
         let clock = Arc::clone(&self.clock);
-        self.ask(|answer| Write::Node {
-            node: node_id.to_owned(),
-            op,
-            clock,
-            answer,
-        })
-        .await
+        self.writer
+            .ask(|answer| Write::Node {
+                node: node_id.to_owned(),
+                op,
+                clock,
+                answer,
+            })
+            .await
     }
 }

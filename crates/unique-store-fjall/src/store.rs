@@ -4,7 +4,6 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 
 use fjall::{Keyspace, Readable, Snapshot};
-use tokio::sync::oneshot;
 use unique_core::{
     CasOutcome, CurrentView, Error, Fence, Key, Owner, OwnerState, Store, UserKey, UserSession,
     VacantClaim, VacantClaims, async_trait, encode_owner, listed_session,
@@ -158,22 +157,13 @@ impl FjallStore {
             claim_id: claim_id.map(str::to_owned),
             won: won.map(str::to_owned),
         };
-        self.ask(|answer| Write::Raw {
-            pk: key.to_string().into_bytes(),
-            record,
-            answer,
-        })
-        .await
-    }
-
-    /// Queues the write `make` builds around its answer's sender, and waits for the answer.
-    async fn ask<T>(
-        &self,
-        make: impl FnOnce(oneshot::Sender<Result<T, Error>>) -> Write,
-    ) -> Result<T, Error> {
-        let (answer, answered) = oneshot::channel();
-        self.writer.send(make(answer));
-        answered.await.unwrap_or_else(|_| Err(stopped()))
+        self.writer
+            .ask(|answer| Write::Raw {
+                pk: key.to_string().into_bytes(),
+                record,
+                answer,
+            })
+            .await
     }
 
     /// Makes the next `count` journal fsyncs fail, as a failing disk would: the hook behind
@@ -192,10 +182,6 @@ impl FjallStore {
             None => OwnerState::absent(),
         })
     }
-}
-
-fn stopped() -> Error {
-    Error::unavailable("fjall store: the writer stopped before answering")
 }
 
 #[async_trait]
@@ -219,14 +205,15 @@ impl Store for FjallStore {
         // Refusals before anything is queued (C4, C8).
         Fence::for_snapshot(snap)?;
         let owner = encode_owner(owner)?;
-        self.ask(|answer| Write::Claim {
-            pk: key.to_string().into_bytes(),
-            owner,
-            claim_id: claim_id.to_owned(),
-            snap: snap.clone(),
-            answer,
-        })
-        .await
+        self.writer
+            .ask(|answer| Write::Claim {
+                pk: key.to_string().into_bytes(),
+                owner,
+                claim_id: claim_id.to_owned(),
+                snap: snap.clone(),
+                answer,
+            })
+            .await
     }
 
     /// Write-first: the Arbiter's read of a vacant record is skipped, and the writer, which
@@ -243,13 +230,14 @@ impl Store for FjallStore {
     ) -> Result<VacantClaim, Error> {
         // Refused before anything is queued (C8).
         let owner = encode_owner(owner)?;
-        self.ask(|answer| Write::ClaimVacant {
-            pk: key.to_string().into_bytes(),
-            owner,
-            claim_id: claim_id.to_owned(),
-            answer,
-        })
-        .await
+        self.writer
+            .ask(|answer| Write::ClaimVacant {
+                pk: key.to_string().into_bytes(),
+                owner,
+                claim_id: claim_id.to_owned(),
+                answer,
+            })
+            .await
     }
 
     async fn current(&self, key: &Key) -> Result<CurrentView, Error> {
@@ -257,12 +245,13 @@ impl Store for FjallStore {
     }
 
     async fn release(&self, key: &Key, generation: i64) -> Result<bool, Error> {
-        self.ask(|answer| Write::Release {
-            pk: key.to_string().into_bytes(),
-            generation,
-            answer,
-        })
-        .await
+        self.writer
+            .ask(|answer| Write::Release {
+                pk: key.to_string().into_bytes(),
+                generation,
+                answer,
+            })
+            .await
     }
 
     async fn read_owners(&self, keys: &[Key]) -> Result<Vec<Result<OwnerState, Error>>, Error> {

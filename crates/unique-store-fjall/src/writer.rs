@@ -193,8 +193,23 @@ impl Writer {
         })
     }
 
+    /// Queues the write `make` builds around its answer's sender, and waits for the answer;
+    /// a writer that stops before answering is `Unavailable`.
+    pub(crate) async fn ask<T, E: StoreError>(
+        &self,
+        make: impl FnOnce(oneshot::Sender<Result<T, E>>) -> Write,
+    ) -> Result<T, E> {
+        let (answer, answered) = oneshot::channel();
+        self.send(make(answer));
+        answered.await.unwrap_or_else(|_| {
+            Err(E::from_store(Error::unavailable(
+                "fjall store: the writer stopped before answering",
+            )))
+        })
+    }
+
     /// Queues `write`; a writer that has stopped refuses it.
-    pub(crate) fn send(&self, write: Write) {
+    fn send(&self, write: Write) {
         match &self.sender {
             Some(sender) => {
                 if let Err(refused) = sender.send(write) {
