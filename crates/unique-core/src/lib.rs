@@ -12,6 +12,7 @@ mod store;
 mod sync;
 mod types;
 mod validate;
+mod write_health;
 
 pub use arbiter::{
     Arbiter, ArbiterBuilder, DEFAULT_CLAIM_TIMEOUT, DEFAULT_KICK_TIMEOUT,
@@ -32,6 +33,7 @@ pub use types::{
     LogoutInput, LogoutOutcome, Owner, OwnerState, StoredOwner, UserKey, UserSession,
 };
 pub use validate::{MAX_LOGOUT_REASON_CHARS, ValidationLimits};
+pub use write_health::{WRITE_PROBE_BYTES, WriteHealth, probe_writable};
 
 /// Re-exported so backends implement the traits with the same macro version.
 pub use async_trait::async_trait;

@@ -1,8 +1,7 @@
 //! The open database, what readers see of it, and how the writer tells whether it can write.
 
-use std::io::Write as _;
 use std::path::Path;
-use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::sync::{Arc, PoisonError, RwLock};
 
 use fjall::{Database, Keyspace, KeyspaceCreateOptions, Snapshot};
 use unique_core::Error;
@@ -86,43 +85,3 @@ pub(crate) fn publish(published: &Published, view: Option<Arc<View>>) {
     *published.write().unwrap_or_else(PoisonError::into_inner) = view;
 }
 
-/// Why writes fail now (`None`: they succeed), shared by the writer and the readiness check.
-#[derive(Debug, Default)]
-pub(crate) struct Health(Mutex<Option<String>>);
-
-impl Health {
-    pub(crate) fn set(&self, failing: Option<String>) {
-        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = failing;
-    }
-
-    /// `Unavailable` with the reason while writes fail.
-    pub(crate) fn check(&self) -> Result<(), Error> {
-        match &*self.0.lock().unwrap_or_else(PoisonError::into_inner) {
-            None => Ok(()),
-            Some(why) => Err(Error::unavailable(why.clone())),
-        }
-    }
-}
-
-/// The bytes [`probe`] writes: room for a few groups of claims in the journal.
-const PROBE_BYTES: usize = 256 * 1024;
-
-/// Whether the directory takes writes again: a file of [`PROBE_BYTES`] written, fsynced and
-/// removed. A full disk fails it until space returns.
-pub(crate) fn probe(path: &Path) -> std::io::Result<()> {
-    let file_path = path.join("write-probe");
-    let result = (|| {
-        let mut file = std::fs::File::create(&file_path)?;
-        file.write_all(&vec![0; PROBE_BYTES])?;
-        file.sync_all()
-    })();
-    // Removed whether or not it was written whole: a probe never keeps the space it took.
-    let removed = std::fs::remove_file(&file_path);
-    result.and(removed.or_else(|e| {
-        if e.kind() == std::io::ErrorKind::NotFound {
-            Ok(())
-        } else {
-            Err(e)
-        }
-    }))
-}

@@ -6,11 +6,11 @@ use std::sync::{Arc, RwLock};
 use fjall::{Keyspace, Readable, Snapshot};
 use unique_core::{
     CasOutcome, CurrentView, Error, Fence, Key, Owner, OwnerState, Store, UserKey, UserSession,
-    VacantClaim, VacantClaims, async_trait, encode_owner, listed_session,
+    VacantClaim, VacantClaims, WriteHealth, async_trait, encode_owner, listed_session,
 };
 
 use crate::lease::FjallDirectory;
-use crate::opened::{Health, Opened, Published, latest};
+use crate::opened::{Opened, Published, latest};
 use crate::record::Record;
 use crate::writer::{Faults, Start, Write, Writer, unavailable};
 
@@ -34,7 +34,7 @@ const DEFAULT_MAX_BATCH: usize = 256;
 pub struct FjallStore {
     writer: Arc<Writer>,
     published: Published,
-    health: Arc<Health>,
+    health: Arc<WriteHealth>,
     #[cfg_attr(
         not(feature = "test-util"),
         expect(dead_code, reason = "read only by the test-util fault hook")

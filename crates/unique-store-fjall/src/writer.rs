@@ -22,12 +22,14 @@ use std::time::{Duration, Instant};
 
 use fjall::PersistMode;
 use tokio::sync::oneshot;
-use unique_core::{CasOutcome, Error, OwnerState, VacantClaim};
-use unique_lease::{Clock, LeaseDump, LeaseError, NodeDecision, NodeOp, RoomDecision, RoomOp};
+use unique_core::{CasOutcome, Error, OwnerState, VacantClaim, WriteHealth, probe_writable};
+use unique_lease::{
+    Clock, LeaseDump, LeaseError, NodeDecision, NodeOp, RoomDecision, RoomOp, StepGuard,
+};
 
 use crate::decide::{Decide, Pending};
 use crate::lease_record::{LAST_EPOCH, encode_lease, encode_node};
-use crate::opened::{Health, Opened, Published, View, probe, publish};
+use crate::opened::{Opened, Published, View, publish};
 #[cfg(feature = "test-util")]
 use crate::record::Record;
 
@@ -65,11 +67,12 @@ pub(crate) enum Write {
         answer: oneshot::Sender<Result<(), Error>>,
     },
     /// A lease operation on one room, decided by the lease rules on `clock`'s reading
-    /// when the writer reaches it.
+    /// (through the directory's step guard, D11) when the writer reaches it.
     Room {
         room: String,
         op: RoomOp,
         clock: Arc<dyn Clock>,
+        steps: Arc<StepGuard>,
         answer: oneshot::Sender<RoomAnswer>,
     },
     /// An operation on one node registration.
@@ -163,7 +166,7 @@ pub(crate) struct Start {
     pub path: PathBuf,
     pub opened: Opened,
     pub published: Published,
-    pub health: Arc<Health>,
+    pub health: Arc<WriteHealth>,
     pub max_batch: usize,
     pub faults: Arc<Faults>,
 }
@@ -267,7 +270,7 @@ struct GroupCommit {
     /// The database; `None` from a failed write until it is opened again.
     opened: Option<Opened>,
     published: Published,
-    health: Arc<Health>,
+    health: Arc<WriteHealth>,
     max_batch: usize,
     /// Why writing stopped, once a commit or an fsync failed.
     failed: Option<String>,
@@ -345,7 +348,7 @@ impl GroupCommit {
     /// it drops the database and opens it again from the journal on disk, once the directory
     /// takes writes again. Readers keep the last durable snapshot until then.
     fn stop_writing(&mut self, why: String) {
-        self.health.set(Some(why.clone()));
+        self.health.failing(why.clone());
         self.failed = Some(why);
         self.last_attempt = None;
     }
@@ -361,11 +364,11 @@ impl GroupCommit {
             return;
         }
         self.last_attempt = Some(Instant::now());
-        if let Err(e) = probe(&self.path) {
-            self.health.set(Some(format!(
+        if let Err(e) = probe_writable(&self.path) {
+            self.health.failing(format!(
                 "fjall store: writes stopped ({}); the directory still refuses writes: {e}",
                 self.failed.as_deref().unwrap_or_default()
-            )));
+            ));
             return;
         }
         // Readers lose the old view, and with it the last handles of the old database, which
@@ -377,12 +380,12 @@ impl GroupCommit {
                 publish(&self.published, Some(opened.view()));
                 self.opened = Some(opened);
                 self.failed = None;
-                self.health.set(None);
+                self.health.healthy();
             }
-            Err(e) => self.health.set(Some(format!(
+            Err(e) => self.health.failing(format!(
                 "fjall store: reopening {} after a failed write failed: {e}",
                 self.path.display()
-            ))),
+            )),
         }
     }
 

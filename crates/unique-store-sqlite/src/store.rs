@@ -5,11 +5,11 @@ use std::sync::Arc;
 
 use unique_core::{
     CasOutcome, CurrentView, Error, Fence, Key, Owner, OwnerState, Store, UserKey, UserSession,
-    async_trait, encode_owner, listed_session,
+    async_trait, encode_owner, listed_session, probe_writable,
 };
 
 use crate::cache::RecordCache;
-use crate::error::map_sqlite;
+use crate::error::{map_sqlite, read_task_failed};
 use crate::exclusive::FileLock;
 use crate::options::{SqliteStoreBuilder, Synchronous};
 use crate::readers::Readers;
@@ -225,9 +225,26 @@ impl Store for SqliteStore {
         Ok(sessions)
     }
 
-    /// [`check`](SqliteStore::check): the read pool answers and the table is there,
-    /// without touching any key.
+    /// Whether the store can commit now: after a batch failed as a whole (a full disk),
+    /// a probe write in the file's directory (see [`unique_core::probe_writable`]) must pass
+    /// before it is ready again; then [`check`](SqliteStore::check): the read pool answers
+    /// and the table is there, without touching any key.
     async fn check_ready(&self) -> Result<(), Error> {
+        let health = self.writer.health();
+        if health.is_failing() {
+            let dir = match self.path.parent() {
+                Some(parent) if !parent.as_os_str().is_empty() => parent.to_owned(),
+                _ => PathBuf::from("."),
+            };
+            match tokio::task::spawn_blocking(move || probe_writable(&dir)).await {
+                Ok(Ok(())) => health.healthy(),
+                Ok(Err(e)) => health.failing(format!(
+                    "sqlite writes fail and the database's directory still refuses writes: {e}"
+                )),
+                Err(e) => return Err(read_task_failed(e)),
+            }
+        }
+        health.check()?;
         self.check().await
     }
 }

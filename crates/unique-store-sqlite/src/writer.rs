@@ -13,7 +13,7 @@ use std::thread::JoinHandle;
 
 use rusqlite::Connection;
 use tokio::sync::{mpsc, oneshot};
-use unique_core::Error;
+use unique_core::{Error, WriteHealth};
 
 use crate::cache::RecordCache;
 use crate::checkpoint::Checkpointer;
@@ -31,6 +31,8 @@ type Reply = oneshot::Sender<Result<Written, Error>>;
 pub(crate) struct Writer {
     queue: Option<mpsc::Sender<(Write, Reply)>>,
     thread: Option<JoinHandle<()>>,
+    /// Whether the last batch committed, for the store's readiness.
+    health: Arc<WriteHealth>,
     // Dropped after `thread` is joined: it stops when the writer's connection closes.
     checkpointer: Option<Checkpointer>,
 }
@@ -47,15 +49,23 @@ impl Writer {
     ) -> Result<Self, Error> {
         let checkpointer = Checkpointer::start(&mut conn, checkpoint_conn)?;
         let (queue, rx) = mpsc::channel(QUEUE_CAPACITY);
+        let health = Arc::new(WriteHealth::default());
+        let thread_health = Arc::clone(&health);
         let thread = std::thread::Builder::new()
             .name("unique-sqlite-writer".into())
-            .spawn(move || run(&conn, rx, max_batch, cache.as_deref()))
+            .spawn(move || run(&conn, rx, max_batch, cache.as_deref(), &thread_health))
             .map_err(|e| Error::unavailable_with("cannot start the sqlite writer thread", e))?;
         Ok(Self {
             queue: Some(queue),
             thread: Some(thread),
+            health,
             checkpointer: Some(checkpointer),
         })
+    }
+
+    /// Whether the last batch committed (see [`crate::SqliteStore::check_ready`]).
+    pub(crate) fn health(&self) -> &WriteHealth {
+        &self.health
     }
 
     /// Queues `write` and waits until its batch has committed.
@@ -88,6 +98,7 @@ fn run(
     mut rx: mpsc::Receiver<(Write, Reply)>,
     max_batch: usize,
     cache: Option<&RecordCache>,
+    health: &WriteHealth,
 ) {
     // Statements that cannot be prepared (they can, on a file `open_writer`
     // accepted) fail every write with the reason instead of stopping the thread.
@@ -118,10 +129,23 @@ fn run(
                 .map(|_| Err(map_shared("prepare of the write statements", e)))
                 .collect(),
         };
+        record_health(health, &results);
         for (reply, result) in replies.drain(..).zip(results) {
             let _ = reply.send(result);
         }
         writes.clear();
+    }
+}
+
+/// A batch none of whose writes committed failed as a whole (its `BEGIN` or `COMMIT` failed,
+/// or SQLite rolled it back: a full disk, an I/O error, a lock held past the busy timeout),
+/// so the store cannot commit now; one write committed (or lost its race) says it can. A
+/// batch of one write whose own statement failed reads as failing too, which costs one
+/// probe of the readiness check and nothing else.
+fn record_health(health: &WriteHealth, results: &[Result<Written, Error>]) {
+    match results.iter().find_map(|r| r.as_ref().err()) {
+        Some(e) if results.iter().all(Result::is_err) => health.failing(e.to_string()),
+        _ => health.healthy(),
     }
 }
 
