@@ -216,13 +216,7 @@ impl Call<'_> {
         telemetry::count(Refusal::Forbidden);
         if let Some(audit) = self.audit {
             let path = route.path();
-            audit.refused(
-                RefusalReason::Forbidden,
-                path,
-                None,
-                Some(grant),
-                self.request_id,
-            );
+            audit.refused(RefusalReason::Forbidden, path, Some(grant), self.request_id);
         }
         let message = format!(
             "token {:?} may not act on the leases of project {project:?} \

@@ -11,7 +11,8 @@ mod telemetry;
 
 pub use audit::{
     AUDIT_UNAVAILABLE, AUDIT_WRITE_ERRORS_TOTAL, AuditEvent, AuditFile, AuditRecord, AuditSink,
-    RefusalReason,
+    AuditSync, DEFAULT_AUDIT_KEEP, DEFAULT_AUDIT_MAX_BYTES, LOGGED_FAILURES_PER_INTERVAL,
+    MAX_REFUSAL_GROUPS, REFUSAL_INTERVAL, RefusalReason, Rotation,
 };
 pub use auth::{
     Grant, MIN_TOKEN_BYTES, Role, SharedTokens, Tokens, TokensDiff, TokensError, Unauthenticated,

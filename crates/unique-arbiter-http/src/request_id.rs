@@ -2,6 +2,7 @@
 
 use std::fmt;
 use std::hash::{BuildHasher, RandomState};
+use std::net::IpAddr;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -18,7 +19,17 @@ const MAX_GIVEN: usize = 64;
 /// ASCII, at most 64 bytes), else one made here. Made ids are a per-process random
 /// prefix and a counter, so ids of several servers do not collide in one log store,
 /// and making one costs no allocation until a log line prints it.
-pub(crate) enum RequestId {
+///
+/// It carries where the request came from too (the listener's [`PeerAddr`], when the service
+/// runs under `unique-listener`): the audit log's refusal tallies are kept per source.
+///
+/// [`PeerAddr`]: unique_listener::PeerAddr
+pub(crate) struct RequestId {
+    id: Id,
+    source: Option<IpAddr>,
+}
+
+enum Id {
     Given(HeaderValue),
     Made(u64),
 }
@@ -26,16 +37,28 @@ pub(crate) enum RequestId {
 impl RequestId {
     pub(crate) fn of(headers: &HeaderMap) -> Self {
         static NEXT: AtomicU64 = AtomicU64::new(1);
-        match headers.get(REQUEST_ID) {
+        let id = match headers.get(REQUEST_ID) {
             Some(given)
                 if !given.is_empty()
                     && given.len() <= MAX_GIVEN
                     && given.as_bytes().iter().all(u8::is_ascii_graphic) =>
             {
-                Self::Given(given.clone())
+                Id::Given(given.clone())
             }
-            _ => Self::Made(NEXT.fetch_add(1, Ordering::Relaxed)),
-        }
+            _ => Id::Made(NEXT.fetch_add(1, Ordering::Relaxed)),
+        };
+        Self { id, source: None }
+    }
+
+    /// The same id, for a request that came from `source`.
+    pub(crate) const fn from_source(mut self, source: Option<IpAddr>) -> Self {
+        self.source = source;
+        self
+    }
+
+    /// Where the request came from, when the server knows.
+    pub(crate) const fn source(&self) -> Option<IpAddr> {
+        self.source
     }
 
     /// The span every log event of the request is recorded in: the id, the
@@ -60,10 +83,10 @@ impl RequestId {
 impl fmt::Display for RequestId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         static PREFIX: OnceLock<u32> = OnceLock::new();
-        match self {
+        match &self.id {
             // Checked printable ASCII when it was taken.
-            Self::Given(value) => f.write_str(value.to_str().unwrap_or_default()),
-            Self::Made(n) => {
+            Id::Given(value) => f.write_str(value.to_str().unwrap_or_default()),
+            Id::Made(n) => {
                 let prefix = PREFIX.get_or_init(|| {
                     // Only the low 32 bits of a randomly keyed hash are kept.
                     #[allow(clippy::cast_possible_truncation)]

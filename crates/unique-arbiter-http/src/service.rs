@@ -21,6 +21,7 @@ use http_body_util::Full;
 use serde::Serialize;
 use tracing::Instrument;
 use unique_core::{Arbiter, ClaimInput, Error, Key, LogoutInput, Store, UserKey};
+use unique_listener::PeerAddr;
 use unique_wire::{
     BatchAnswer, BatchBody, BatchView, BodyError, CurrentAnswer, ErrorBody, ErrorCode, KeyBody,
     LogoutAnswer, LogoutBody, ReleaseAnswer, ReleaseBody, Route, SessionEntry, SessionsAnswer,
@@ -102,9 +103,13 @@ impl<S: Store> ArbiterService<S> {
         self
     }
 
-    /// Records every session event in `sink` before its answer is sent: first logins,
-    /// takeovers, replays and superseded retries of claims, releases, admin logouts, and
-    /// callers refused with 401 or 403 (reads and probes are not recorded). See
+    /// Records every session event in `sink`, and waits for [`AuditSink::sync`], before its
+    /// answer is sent: first logins, takeovers, replays and superseded retries of claims,
+    /// releases and admin logouts, one record each. Callers refused with 401 or 403 are
+    /// tallied per source address, reason, path and token, and each tally is one record
+    /// written every [`REFUSAL_INTERVAL`](crate::REFUSAL_INTERVAL) (by a task on the runtime
+    /// of the first refusal) and by [`flush_audit`](Self::flush_audit): a flood of refusals
+    /// costs a bounded number of lines. Reads and probes are not recorded. See
     /// [`AuditRecord`](crate::AuditRecord) for the line format.
     ///
     /// Fails closed: when `sink` cannot record a session event, the request is answered 503
@@ -113,13 +118,24 @@ impl<S: Store> ArbiterService<S> {
     /// caller hears of an event the log does not hold. A claimer retries with the same
     /// claim_id and is answered by the replay, which is recorded once the sink works again;
     /// a release retried with the same gen is `released` again. A refused caller is refused
-    /// whether or not its record is written. Failures are logged with the record and counted
-    /// in [`unique_audit_write_errors_total`](crate::AUDIT_WRITE_ERRORS_TOTAL) (handle
-    /// registered here: install a recorder first).
+    /// whether or not its record is written. Failures are counted in
+    /// [`unique_audit_write_errors_total`](crate::AUDIT_WRITE_ERRORS_TOTAL) (handle
+    /// registered here: install a recorder first) and logged with the record, at most
+    /// [`LOGGED_FAILURES_PER_INTERVAL`](crate::LOGGED_FAILURES_PER_INTERVAL) an interval and
+    /// one line saying how many more.
     #[must_use]
     pub fn with_audit(mut self, sink: impl AuditSink) -> Self {
         self.audit = Some(Auditor::new(sink));
         self
+    }
+
+    /// Writes the refusals tallied so far to the audit sink and waits for it to make them
+    /// durable (for a shutdown: call it once the server has stopped serving). Without an
+    /// audit sink, nothing.
+    pub async fn flush_audit(&self) {
+        if let Some(audit) = &self.audit {
+            audit.flush().await;
+        }
     }
 
     /// Serves the lease routes (`POST /v1/lease/ensure`, `/v1/lease/verify`,
@@ -160,7 +176,8 @@ impl<S: Store> ArbiterService<S> {
             Some(route) => route,
             None => return error(ErrorCode::NotFound, "no such path"),
         };
-        let request_id = RequestId::of(req.headers());
+        let source = req.extensions().get::<PeerAddr>().map(|peer| peer.ip());
+        let request_id = RequestId::of(req.headers()).from_source(source);
         // Authenticated before the body is read: a refused caller costs no more than this.
         // The request keeps the set in force now, even if it is replaced meanwhile.
         let tokens = self.tokens.as_ref().map(SharedTokens::get);
@@ -168,7 +185,7 @@ impl<S: Store> ArbiterService<S> {
             None => None,
             Some(Ok(grant)) => Some(grant),
             Some(Err(why)) => {
-                self.refused(why.into(), route, None, None, &request_id);
+                self.refused(why.into(), route, None, &request_id);
                 return unauthenticated(why);
             }
         };
@@ -253,7 +270,7 @@ impl<S: Store> ArbiterService<S> {
                         generation,
                         current_generation: current,
                     };
-                    self.audit(event, &input.key, grant, request_id)?;
+                    self.audit(event, &input.key, grant, request_id).await?;
                 }
                 return Err(e);
             }
@@ -263,7 +280,8 @@ impl<S: Store> ArbiterService<S> {
             &input.key,
             grant,
             request_id,
-        )?;
+        )
+        .await?;
         Ok(answer(StatusCode::OK, |out| {
             write_claim_answer(out, &outcome);
         }))
@@ -326,7 +344,7 @@ impl<S: Store> ArbiterService<S> {
             generation,
             released,
         };
-        self.audit(event, &key, grant, request_id)?;
+        self.audit(event, &key, grant, request_id).await?;
         Ok(json(StatusCode::OK, &ReleaseAnswer { released }))
     }
 
@@ -360,7 +378,7 @@ impl<S: Store> ArbiterService<S> {
         let input: LogoutInput = parse::<LogoutBody>(body)?.into();
         if let Some(refused) = lacks_role(grant, Role::Admin) {
             let reason = RefusalReason::MissingRole;
-            self.refused(reason, Route::Logout, Some(&input.key), grant, request_id);
+            self.refused(reason, Route::Logout, grant, request_id);
             return Ok(refused);
         }
         if let Some(refused) = self.scope(Route::Logout, grant, &input.key, request_id) {
@@ -373,15 +391,17 @@ impl<S: Store> ArbiterService<S> {
             &input.key,
             grant,
             request_id,
-        )?;
+        )
+        .await?;
         Ok(json(StatusCode::OK, &LogoutAnswer::from(outcome)))
     }
 
-    /// Records a session event in the audit log, when there is one, before its answer:
-    /// `Unavailable` (503) when it cannot be written, though the event took effect (see
-    /// [`with_audit`](Self::with_audit)). Without an audit log, one `Option` check.
+    /// Records a session event in the audit log, when there is one, and waits until it is
+    /// durable, before its answer: `Unavailable` (503) when it cannot be written, though the
+    /// event took effect (see [`with_audit`](Self::with_audit)). Without an audit log, one
+    /// `Option` check.
     #[inline]
-    fn audit(
+    async fn audit(
         &self,
         event: AuditEvent,
         key: &Key,
@@ -390,22 +410,22 @@ impl<S: Store> ArbiterService<S> {
     ) -> Result<(), Error> {
         match &self.audit {
             None => Ok(()),
-            Some(audit) => audit.session(event, key, grant, request_id),
+            Some(audit) => audit.session(event, key, grant, request_id).await,
         }
     }
 
-    /// Records a caller refused with 401 or 403 on `route`, when there is an audit log; a
-    /// record that cannot be written is logged, and the caller refused all the same.
+    /// Tallies a caller refused with 401 or 403 on `route`, when there is an audit log (one
+    /// record per source, reason, path and token each interval); the caller is refused
+    /// whether or not the record is written.
     fn refused(
         &self,
         reason: RefusalReason,
         route: Route,
-        key: Option<&Key>,
         grant: Option<&Grant>,
         request_id: &RequestId,
     ) {
         if let Some(audit) = &self.audit {
-            audit.refused(reason, route.path(), key, grant, request_id);
+            audit.refused(reason, route.path(), grant, request_id);
         }
     }
 
@@ -418,13 +438,7 @@ impl<S: Store> ArbiterService<S> {
         request_id: &RequestId,
     ) -> Option<Response<ResponseBody>> {
         let refused = forbidden(grant, key)?;
-        self.refused(
-            RefusalReason::Forbidden,
-            route,
-            Some(key),
-            grant,
-            request_id,
-        );
+        self.refused(RefusalReason::Forbidden, route, grant, request_id);
         Some(refused)
     }
 }

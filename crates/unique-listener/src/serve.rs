@@ -22,7 +22,7 @@ use crate::body::{BoxError, RequestBody};
 use crate::drain::{Drain, DrainWatcher, Graceful, ShutdownSignal};
 use crate::limit::{ConnectionGuard, ConnectionLimits};
 use crate::options::ServeOptions;
-use crate::service::Guarded;
+use crate::service::{Guarded, PeerAddr};
 use crate::telemetry::ServeMetrics;
 
 /// How long the loop pauses after an accept failure such as running out of descriptors, so it
@@ -207,6 +207,7 @@ pub(crate) async fn accept_loop<L, S, B>(
         let _ = stream.set_nodelay(true);
         tokio::spawn(connection(
             stream,
+            peer,
             guard,
             service.clone(),
             Arc::clone(&shared),
@@ -235,6 +236,7 @@ fn is_connection_error(error: &io::Error) -> bool {
 /// One connection, from the accept to its end; `_guard` holds its place under the caps.
 async fn connection<S, B>(
     stream: TcpStream,
+    peer: SocketAddr,
     _guard: ConnectionGuard,
     service: S,
     shared: Arc<Shared>,
@@ -246,12 +248,12 @@ async fn connection<S, B>(
     let accepted = Instant::now();
     let activity = Arc::new(Activity::new(accepted));
     let Some(acceptor) = &shared.tls else {
-        return http(stream, activity, service, &shared, watcher).await;
+        return http(stream, peer, activity, service, &shared, watcher).await;
     };
     // The handshake and the first head share the header timeout, counted from the accept.
     let deadline = accepted + shared.header_timeout;
     match tokio::time::timeout_at(deadline, acceptor.accept(stream)).await {
-        Ok(Ok(tls)) => http(tls, activity, service, &shared, watcher).await,
+        Ok(Ok(tls)) => http(tls, peer, activity, service, &shared, watcher).await,
         Ok(Err(error)) => tracing::debug!(%error, "tls handshake failed"),
         Err(_) => tracing::debug!("tls handshake timed out"),
     }
@@ -261,6 +263,7 @@ async fn connection<S, B>(
 /// an idle wait lasts too long.
 async fn http<I, S, B>(
     io: I,
+    peer: SocketAddr,
     activity: Arc<Activity>,
     service: S,
     shared: &Shared,
@@ -272,6 +275,7 @@ async fn http<I, S, B>(
 {
     let service = Guarded::new(
         service,
+        PeerAddr(peer),
         Arc::clone(&activity),
         shared.body_timeout,
         shared.in_flight.clone(),

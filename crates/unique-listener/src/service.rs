@@ -2,6 +2,7 @@
 //! timeout, and the 408 answer when it fires.
 
 use std::future::Future;
+use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, ready};
@@ -17,10 +18,23 @@ use crate::activity::Activity;
 use crate::body::RequestBody;
 use crate::telemetry::InFlight;
 
+/// The address a request's connection came from, in every request's extensions
+/// (`request.extensions().get::<PeerAddr>()`): the TCP peer, so a proxy's address behind one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct PeerAddr(pub SocketAddr);
+
+impl PeerAddr {
+    /// The peer's IP address.
+    pub const fn ip(self) -> IpAddr {
+        self.0.ip()
+    }
+}
+
 /// The user's service, on one connection.
 #[derive(Debug, Clone)]
 pub(crate) struct Guarded<S> {
     inner: S,
+    peer: PeerAddr,
     activity: Arc<Activity>,
     body_timeout: Duration,
     in_flight: Gauge,
@@ -29,12 +43,14 @@ pub(crate) struct Guarded<S> {
 impl<S> Guarded<S> {
     pub(crate) fn new(
         inner: S,
+        peer: PeerAddr,
         activity: Arc<Activity>,
         body_timeout: Duration,
         in_flight: Gauge,
     ) -> Self {
         Self {
             inner,
+            peer,
             activity,
             body_timeout,
             in_flight,
@@ -59,7 +75,8 @@ where
         self.activity.request_started();
         let deadline = Instant::now() + self.body_timeout;
         let activity = Arc::clone(&self.activity);
-        let request = request.map(|incoming| RequestBody::new(incoming, deadline, activity));
+        let mut request = request.map(|incoming| RequestBody::new(incoming, deadline, activity));
+        request.extensions_mut().insert(self.peer);
         GuardedFuture {
             in_flight: InFlight::start(&self.in_flight),
             inner: self.inner.call(request),

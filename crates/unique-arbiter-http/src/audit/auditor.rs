@@ -1,14 +1,18 @@
-//! The service's handle on its sink: session events fail closed, refused callers are refused
-//! all the same, and a record the sink does not take is logged and counted.
+//! The service's handle on its sink: session events fail closed (written and made durable
+//! before the answer), refused callers are refused all the same and tallied, and a record the
+//! sink does not take is counted and logged within the error log's budget.
 
 use std::io;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, OnceLock, Weak};
+use std::time::{Instant, SystemTime};
 
 use metrics::Counter;
 use unique_core::{Error, Key};
 
+use super::tally::{Budget, Group, Tally, Verdict};
 use super::{
-    AUDIT_UNAVAILABLE, AUDIT_WRITE_ERRORS_TOTAL, AuditEvent, AuditRecord, AuditSink, RefusalReason,
+    AUDIT_UNAVAILABLE, AUDIT_WRITE_ERRORS_TOTAL, AuditEvent, AuditRecord, AuditSink,
+    REFUSAL_INTERVAL, RefusalReason,
 };
 use crate::auth::Grant;
 use crate::request_id::RequestId;
@@ -16,23 +20,37 @@ use crate::request_id::RequestId;
 /// The service's handle on its sink.
 #[derive(Clone)]
 pub(crate) struct Auditor {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
     sink: Arc<dyn AuditSink>,
+    refusals: Tally,
+    budget: Budget,
+    /// Set once the task that writes the tallies every interval runs.
+    flusher: OnceLock<()>,
 }
 
 impl Auditor {
     pub(crate) fn new(sink: impl AuditSink) -> Self {
         write_errors();
         Self {
-            sink: Arc::new(sink),
+            inner: Arc::new(Inner {
+                sink: Arc::new(sink),
+                refusals: Tally::default(),
+                budget: Budget::new(Instant::now()),
+                flusher: OnceLock::new(),
+            }),
         }
     }
 
-    /// Records a session event (a claim's outcome, a release, an admin logout) before its
-    /// answer. Fails closed: a record that cannot be written is `Unavailable` (503
+    /// Records a session event (a claim's outcome, a release, an admin logout) and waits
+    /// until the sink says it is durable ([`AuditSink::sync`]), before its answer. Fails
+    /// closed: a record that cannot be written or made durable is `Unavailable` (503
     /// [`AUDIT_UNAVAILABLE`]) even though the event already took effect in the store, so no
     /// caller is told of a session event the log does not hold. The error log keeps the
-    /// record.
-    pub(crate) fn session(
+    /// record, within its budget.
+    pub(crate) async fn session(
         &self,
         event: AuditEvent,
         key: &Key,
@@ -41,42 +59,137 @@ impl Auditor {
     ) -> Result<(), Error> {
         let request_id = request_id.to_string();
         let record = AuditRecord::new(event, Some(key), grant.map(Grant::name), &request_id);
-        self.sink.record(&record).map_err(|error| {
-            failed(&record, &error, "answering 503: the event took effect");
+        let sink = &self.inner.sink;
+        let written = match sink.record(&record) {
+            Ok(()) => sink.sync().await,
+            Err(error) => Err(error),
+        };
+        written.map_err(|error| {
+            self.inner
+                .failed(&record, &error, "answering 503: the event took effect");
             Error::unavailable(AUDIT_UNAVAILABLE)
         })
     }
 
-    /// Records a refused caller. The caller is refused whether or not the record is written;
-    /// a failure is logged and counted.
+    /// Tallies a refused caller; the tallies are written every [`REFUSAL_INTERVAL`] and by
+    /// [`flush`](Self::flush). The caller is refused whether or not they are written.
     pub(crate) fn refused(
         &self,
         reason: RefusalReason,
         path: &'static str,
-        key: Option<&Key>,
         grant: Option<&Grant>,
         request_id: &RequestId,
     ) {
-        let request_id = request_id.to_string();
-        let event = AuditEvent::Refused { reason, path };
-        let record = AuditRecord::new(event, key, grant.map(Grant::name), &request_id);
-        if let Err(error) = self.sink.record(&record) {
-            failed(&record, &error, "the caller is refused all the same");
+        let group = Group {
+            source: request_id.source(),
+            reason,
+            path,
+            token: grant.map(|grant| grant.name().into()),
+        };
+        self.inner
+            .refusals
+            .add(group, SystemTime::now(), request_id);
+        self.inner.flusher.get_or_init(|| self.spawn_flusher());
+    }
+
+    /// Writes the refusals tallied so far and makes them durable.
+    pub(crate) async fn flush(&self) {
+        self.inner.write_refusals();
+        if let Err(error) = self.inner.sink.sync().await {
+            tracing::error!(%error, "audit log: the refusal records may not be durable");
         }
+        let left_out = self.inner.budget.close(Instant::now());
+        left_out_line(left_out);
+    }
+
+    /// Writes the tallies every interval while the service lives, on the runtime it runs in
+    /// (without one, they are written by [`flush`](Self::flush) and when the service is
+    /// dropped).
+    fn spawn_flusher(&self) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let weak: Weak<Inner> = Arc::downgrade(&self.inner);
+        runtime.spawn(async move {
+            loop {
+                tokio::time::sleep(REFUSAL_INTERVAL).await;
+                let Some(inner) = weak.upgrade() else { return };
+                Self { inner }.flush().await;
+            }
+        });
     }
 }
 
-/// Logs and counts a record the sink did not take, with the line it would have written.
-fn failed(record: &AuditRecord<'_>, error: &io::Error, then: &str) {
-    write_errors().increment(1);
-    let line = record.to_json_line();
-    tracing::error!(
-        event = record.event.name(),
-        request_id = record.request_id,
-        %error,
-        line = %String::from_utf8_lossy(line.trim_ascii_end()),
-        "audit log cannot be written; {then}"
-    );
+impl Inner {
+    /// Writes the interval's tallies, one record each; a failure is counted per record and
+    /// logged once.
+    fn write_refusals(&self) {
+        let now = SystemTime::now();
+        let mut lost = (0_u64, 0_u64);
+        let mut last_error = None;
+        for (group, count) in self.refusals.take() {
+            let event = AuditEvent::Refused {
+                reason: group.reason,
+                path: group.path,
+                source: group.source,
+                count: count.count,
+                first: count.first,
+                last: count.last,
+            };
+            let record =
+                AuditRecord::new(event, None, group.token.as_deref(), &count.request_id).at(now);
+            if let Err(error) = self.sink.record(&record) {
+                write_errors().increment(1);
+                lost = (lost.0 + 1, lost.1 + count.count);
+                last_error = Some(error);
+            }
+        }
+        if let Some(error) = last_error {
+            tracing::error!(
+                records = lost.0,
+                refusals = lost.1,
+                %error,
+                "audit log cannot be written: refusal records lost (the callers were refused)"
+            );
+        }
+    }
+
+    /// Counts a record the sink did not take and logs it with the line it would have
+    /// written, while the interval's budget lasts.
+    fn failed(&self, record: &AuditRecord<'_>, error: &io::Error, then: &str) {
+        write_errors().increment(1);
+        let Verdict::Log { left_out } = self.budget.spend(Instant::now()) else {
+            return;
+        };
+        left_out_line(left_out);
+        let line = record.to_json_line();
+        tracing::error!(
+            event = record.event.name(),
+            request_id = record.request_id,
+            %error,
+            line = %String::from_utf8_lossy(line.trim_ascii_end()),
+            "audit log cannot be written; {then}"
+        );
+    }
+}
+
+impl Drop for Inner {
+    /// The last tallies are not lost with the service (not made durable: no runtime to wait
+    /// on here; [`Auditor::flush`] does both).
+    fn drop(&mut self) {
+        self.write_refusals();
+    }
+}
+
+/// Says how many unwritten records an interval left out of the error log.
+fn left_out_line(left_out: u64) {
+    if left_out > 0 {
+        tracing::error!(
+            left_out,
+            "audit log cannot be written: {left_out} more unwritten records were not logged \
+             (unique_audit_write_errors_total counts them all)"
+        );
+    }
 }
 
 /// The handle, registered with the recorder in force when the first auditor is made.
@@ -243,7 +356,7 @@ mod tests {
         }
 
         #[tokio::test]
-        async fn refused_reads_are_recorded_with_their_path() {
+        async fn refused_reads_are_tallied_with_their_path() {
             let sink = Arc::new(Lines::default());
             let service = service(&sink);
             let batch = json!({"keys": [key(), {"project": "other", "env": "prod", "uid": 2}]});
@@ -251,6 +364,11 @@ mod tests {
             assert_eq!(status, StatusCode::FORBIDDEN);
             let (status, _) = call(&service, "/v1/current", Some("not-a-token"), &key()).await;
             assert_eq!(status, StatusCode::UNAUTHORIZED);
+            assert!(
+                sink.lines.lock().unwrap().is_empty(),
+                "tallied, not yet written"
+            );
+            service.flush_audit().await;
             let lines = sink.lines.lock().unwrap();
             assert_eq!(lines.len(), 2, "{lines:?}");
             let forbidden = &lines[0];
@@ -259,15 +377,17 @@ mod tests {
                     &forbidden["path"],
                     &forbidden["status"],
                     &forbidden["project"],
-                    &forbidden["uid"],
-                    &forbidden["token"]
+                    &forbidden["token"],
+                    &forbidden["count"],
+                    &forbidden["source"],
                 ),
                 (
                     &json!("/v1/current/batch"),
                     &json!(403),
-                    &json!("other"),
-                    &json!(2),
-                    &json!("game")
+                    &Value::Null,
+                    &json!("game"),
+                    &json!(1),
+                    &Value::Null
                 )
             );
             let unknown = &lines[1];
@@ -275,6 +395,71 @@ mod tests {
                 (&unknown["path"], &unknown["reason"], &unknown["token"]),
                 (&json!("/v1/current"), &json!("unknown"), &Value::Null)
             );
+        }
+
+        /// Refusals from two sources, with three reasons: one line per source, reason, path
+        /// and token, whose counts sum to the refusals sent.
+        #[tokio::test]
+        async fn refusals_are_tallied_per_source_and_the_counts_sum_to_the_refusals() {
+            let sink = Arc::new(Lines::default());
+            let service = service(&sink);
+            let sources = ["127.0.0.7", "::1"];
+            let mut sent = 0_u64;
+            for n in 0..300_u64 {
+                let source: std::net::IpAddr = sources[usize::from(n % 3 == 0)].parse().unwrap();
+                let (token, body) = match n % 4 {
+                    0 => (None, key()),
+                    1 => (Some("not-a-token"), key()),
+                    2 => (Some("Basic abc"), key()),
+                    _ => (
+                        Some(TOKEN),
+                        json!({"project": "other", "env": "prod", "uid": n}),
+                    ),
+                };
+                let mut request =
+                    Request::post("/v1/current").header("x-request-id", format!("refused-{n}"));
+                if let Some(token) = token {
+                    let value = if token.starts_with("Basic") {
+                        token.to_owned()
+                    } else {
+                        format!("Bearer {token}")
+                    };
+                    request = request.header("authorization", value);
+                }
+                let mut request = request
+                    .body(Full::new(Bytes::from(body.to_string())))
+                    .unwrap();
+                let peer = std::net::SocketAddr::new(source, 40_000);
+                request
+                    .extensions_mut()
+                    .insert(unique_listener::PeerAddr(peer));
+                let status = service.handle(request).await.status();
+                assert!(status == 401 || status == 403, "{status}");
+                sent += 1;
+            }
+            service.flush_audit().await;
+            let lines = sink.lines.lock().unwrap();
+            // 2 sources x (missing, unknown, malformed, forbidden).
+            assert_eq!(lines.len(), 8, "{lines:#?}");
+            let total: u64 = lines.iter().map(|l| l["count"].as_u64().unwrap()).sum();
+            assert_eq!(total, sent);
+            let mut groups: Vec<(String, String)> = lines
+                .iter()
+                .map(|l| {
+                    let text = |f: &str| l[f].as_str().unwrap().to_owned();
+                    (text("source"), text("reason"))
+                })
+                .collect();
+            groups.sort();
+            groups.dedup();
+            assert_eq!(groups.len(), 8, "one line per source and reason");
+            for line in lines.iter() {
+                assert!(
+                    line["first_ts"].as_str() <= line["last_ts"].as_str(),
+                    "{line}"
+                );
+                assert!(line["request_id"].as_str().unwrap().starts_with("refused-"));
+            }
         }
     }
 }

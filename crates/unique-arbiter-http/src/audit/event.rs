@@ -1,6 +1,9 @@
 //! What an audit record says happened: [`AuditEvent`], and [`RefusalReason`] for a refused
 //! caller.
 
+use std::net::IpAddr;
+use std::time::SystemTime;
+
 use unique_core::{ClaimOutcome, KickDetail, LogoutOutcome};
 
 /// What happened. Gens follow the wire's naming: `gen` is the session's, `prev_gen` the one it
@@ -59,12 +62,25 @@ pub enum AuditEvent {
         /// was released.
         kick_detail: Option<KickDetail>,
     },
-    /// A caller refused with 401 or 403: nothing was read or written.
+    /// Callers refused with 401 or 403, tallied: nothing was read or written. One record
+    /// stands for every refusal with the same source, reason, path and token in one interval
+    /// ([`REFUSAL_INTERVAL`](crate::REFUSAL_INTERVAL)), so a flood of refusals costs a
+    /// bounded number of lines.
     Refused {
         /// Why.
         reason: RefusalReason,
         /// The path asked for (`/v1/claim`, …).
         path: &'static str,
+        /// The address the requests came from; `None` when the server does not know it, or
+        /// for the sources past [`MAX_REFUSAL_GROUPS`](crate::MAX_REFUSAL_GROUPS) in the
+        /// interval.
+        source: Option<IpAddr>,
+        /// How many requests were refused.
+        count: u64,
+        /// When the first of them was refused.
+        first: SystemTime,
+        /// When the last of them was refused.
+        last: SystemTime,
     },
 }
 

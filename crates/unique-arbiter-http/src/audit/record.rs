@@ -56,18 +56,14 @@ impl<'a> AuditRecord<'a> {
     /// `prev_gen`, `token` and `request_id`, `null` where they do not apply; then the event's
     /// own fields: `kicked` and `kick_detail` (takeover), `current_gen` (superseded),
     /// `released` (release), `released`, `kicked` and `kick_detail` (admin-logout), and
-    /// `status`, `reason` and `path` (refused). Strings
+    /// `status`, `reason`, `path`, `source`, `count`, `first_ts` and `last_ts` (refused, a
+    /// tally of refusals whose `ts` is when it was written). Strings
     /// are escaped as JSON, so a line never holds a raw newline.
     pub fn write_json_line(&self, out: &mut Vec<u8>) {
         let (generation, prev_generation) = self.event.generations();
-        out.extend_from_slice(b"{\"ts\":\"");
-        // Digits, dashes, colons, a dot, `T` and `Z`: nothing to escape.
-        out.extend_from_slice(
-            humantime::format_rfc3339_millis(self.ts)
-                .to_string()
-                .as_bytes(),
-        );
-        out.extend_from_slice(b"\",\"event\":");
+        out.extend_from_slice(b"{\"ts\":");
+        write_ts(out, self.ts);
+        out.extend_from_slice(b",\"event\":");
         write_str(out, self.event.name());
         out.extend_from_slice(b",\"project\":");
         write_opt_str(out, self.key.map(|k| k.project.as_str()));
@@ -111,13 +107,36 @@ impl<'a> AuditRecord<'a> {
                 out.extend_from_slice(b",\"released\":");
                 write_bool(out, released);
             }
-            AuditEvent::Refused { reason, path } => {
+            AuditEvent::Refused {
+                reason,
+                path,
+                source,
+                count,
+                first,
+                last,
+            } => {
                 out.extend_from_slice(b",\"status\":");
                 write_opt_i64(out, Some(i64::from(reason.status())));
                 out.extend_from_slice(b",\"reason\":");
                 write_str(out, reason.as_str());
                 out.extend_from_slice(b",\"path\":");
                 write_str(out, path);
+                out.extend_from_slice(b",\"source\":");
+                match source {
+                    // Digits, dots, colons and hex: nothing to escape.
+                    Some(ip) => {
+                        out.push(b'"');
+                        out.extend_from_slice(ip.to_string().as_bytes());
+                        out.push(b'"');
+                    }
+                    None => out.extend_from_slice(b"null"),
+                }
+                out.extend_from_slice(b",\"count\":");
+                out.extend_from_slice(itoa::Buffer::new().format(count).as_bytes());
+                out.extend_from_slice(b",\"first_ts\":");
+                write_ts(out, first);
+                out.extend_from_slice(b",\"last_ts\":");
+                write_ts(out, last);
             }
             AuditEvent::FirstLogin { .. } | AuditEvent::Replay { .. } => {}
         }
@@ -130,6 +149,14 @@ impl<'a> AuditRecord<'a> {
         self.write_json_line(&mut out);
         out
     }
+}
+
+/// `"2026-05-01T12:34:56.789Z"`, quotes included: digits, dashes, colons, a dot, `T` and
+/// `Z`, nothing to escape.
+fn write_ts(out: &mut Vec<u8>, ts: SystemTime) {
+    out.push(b'"');
+    out.extend_from_slice(humantime::format_rfc3339_millis(ts).to_string().as_bytes());
+    out.push(b'"');
 }
 
 fn write_kick(out: &mut Vec<u8>, kicked: bool, kick_detail: Option<KickDetail>) {
@@ -298,38 +325,55 @@ mod tests {
                 r#","released":false,"kicked":false,"kick_detail":null"#,
             ),
             (
-                AuditEvent::Refused {
-                    reason: RefusalReason::Forbidden,
-                    path: "/v1/claim",
-                },
+                refused(RefusalReason::Forbidden, "/v1/claim", Some("127.0.0.9"), 1),
                 r#""refused""#,
                 r#""gen":null,"prev_gen":null"#,
-                r#","status":403,"reason":"forbidden","path":"/v1/claim""#,
+                concat!(
+                    r#","status":403,"reason":"forbidden","path":"/v1/claim","source":"127.0.0.9","#,
+                    r#""count":1,"first_ts":"2026-05-01T12:34:50.000Z","last_ts":"2026-05-01T12:34:56.000Z""#
+                ),
             ),
             (
-                AuditEvent::Refused {
-                    reason: RefusalReason::MissingRole,
-                    path: "/v1/logout",
-                },
+                refused(RefusalReason::MissingRole, "/v1/logout", Some("::1"), 7),
                 r#""refused""#,
                 r#""gen":null,"prev_gen":null"#,
-                r#","status":403,"reason":"missing-role","path":"/v1/logout""#,
+                concat!(
+                    r#","status":403,"reason":"missing-role","path":"/v1/logout","source":"::1","#,
+                    r#""count":7,"first_ts":"2026-05-01T12:34:50.000Z","last_ts":"2026-05-01T12:34:56.000Z""#
+                ),
             ),
         ]);
     }
 
+    /// A tally of `count` refusals from `source`, from 12:34:50 to 12:34:56.
+    fn refused(
+        reason: RefusalReason,
+        path: &'static str,
+        source: Option<&str>,
+        count: u64,
+    ) -> AuditEvent {
+        let at = |seconds| UNIX_EPOCH + Duration::from_secs(seconds);
+        AuditEvent::Refused {
+            reason,
+            path,
+            source: source.map(|ip| ip.parse().unwrap()),
+            count,
+            first: at(1_777_638_890),
+            last: at(1_777_638_896),
+        }
+    }
+
     #[test]
-    fn a_caller_refused_before_its_body_has_no_key_and_no_token() {
-        let event = AuditEvent::Refused {
-            reason: RefusalReason::Unknown,
-            path: "/v1/release",
-        };
+    fn a_tally_of_refusals_has_no_key_and_no_token_for_a_401() {
+        let event = refused(RefusalReason::Unknown, "/v1/release", None, 100_000);
         assert_eq!(
             line(&AuditRecord::new(event, None, None, "0a1b2c3d-9").at(when())),
             concat!(
                 r#"{"ts":"2026-05-01T12:34:56.789Z","event":"refused","project":null,"env":null,"#,
                 r#""uid":null,"slot":"","gen":null,"prev_gen":null,"token":null,"#,
-                r#""request_id":"0a1b2c3d-9","status":401,"reason":"unknown","path":"/v1/release"}"#,
+                r#""request_id":"0a1b2c3d-9","status":401,"reason":"unknown","path":"/v1/release","#,
+                r#""source":null,"count":100000,"first_ts":"2026-05-01T12:34:50.000Z","#,
+                r#""last_ts":"2026-05-01T12:34:56.000Z"}"#,
                 "\n"
             )
         );
@@ -348,10 +392,7 @@ mod tests {
         ];
         for text in odd {
             let key = Key::new(text, text, 1);
-            let event = AuditEvent::Refused {
-                reason: RefusalReason::Forbidden,
-                path: "/v1/current",
-            };
+            let event = refused(RefusalReason::Forbidden, "/v1/current", None, 1);
             let record = AuditRecord::new(event, Some(&key), Some(text), "r").at(when());
             let line = line(&record);
             let value: Value = serde_json::from_str(&line).expect("valid JSON");

@@ -1,0 +1,239 @@
+//! What keeps a flood of refused callers from costing a line each: refusals tallied per
+//! source, reason, path and token for an interval ([`Tally`]), and the error log's budget
+//! for records the sink did not take ([`Budget`]).
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant, SystemTime};
+
+use super::RefusalReason;
+
+/// How long refusals are tallied before their records are written (and at shutdown, see
+/// [`ArbiterService::flush_audit`](crate::ArbiterService::flush_audit)); the error log's
+/// budget for unwritten records is per interval too.
+pub const REFUSAL_INTERVAL: Duration = Duration::from_secs(10);
+
+/// Most tallies (distinct source, reason, path and token) kept in one interval. Refusals
+/// from further sources are tallied with the source unknown (`null`), so an interval writes
+/// at most this many refusal records plus one per reason, path and token.
+pub const MAX_REFUSAL_GROUPS: usize = 1024;
+
+/// Records of session events the sink did not take that the error log holds whole in one
+/// interval; past it they are counted, and one line at the interval's end says how many
+/// were left out.
+pub const LOGGED_FAILURES_PER_INTERVAL: u64 = 20;
+
+/// What one refusal record stands for.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) struct Group {
+    pub(crate) source: Option<IpAddr>,
+    pub(crate) reason: RefusalReason,
+    pub(crate) path: &'static str,
+    /// The caller's token name (a 403); bounded by the configured tokens.
+    pub(crate) token: Option<Box<str>>,
+}
+
+/// The refusals of one group so far in the interval.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Count {
+    pub(crate) count: u64,
+    pub(crate) first: SystemTime,
+    pub(crate) last: SystemTime,
+    /// The first refusal's request id, to find it in the request log.
+    pub(crate) request_id: String,
+}
+
+/// The refusals of the current interval.
+#[derive(Default)]
+pub(crate) struct Tally {
+    groups: Mutex<HashMap<Group, Count>>,
+}
+
+impl Tally {
+    /// Counts one refusal of `group` at `at`.
+    pub(crate) fn add(&self, mut group: Group, at: SystemTime, request_id: impl ToString) {
+        let mut groups = self.groups.lock().unwrap_or_else(PoisonError::into_inner);
+        if groups.len() >= MAX_REFUSAL_GROUPS && !groups.contains_key(&group) {
+            // Past the cap, new sources share one group per reason, path and token: an
+            // attacker with many addresses still costs a bounded number of lines.
+            group.source = None;
+        }
+        groups
+            .entry(group)
+            .and_modify(|count| {
+                count.count += 1;
+                count.last = count.last.max(at);
+            })
+            .or_insert_with(|| Count {
+                count: 1,
+                first: at,
+                last: at,
+                request_id: request_id.to_string(),
+            });
+    }
+
+    /// The interval's tallies, oldest first; the next interval starts empty.
+    pub(crate) fn take(&self) -> Vec<(Group, Count)> {
+        let groups =
+            std::mem::take(&mut *self.groups.lock().unwrap_or_else(PoisonError::into_inner));
+        let mut groups: Vec<_> = groups.into_iter().collect();
+        groups.sort_by(|a, b| (a.1.first, &a.1.request_id).cmp(&(b.1.first, &b.1.request_id)));
+        groups
+    }
+}
+
+/// The error log's budget: [`LOGGED_FAILURES_PER_INTERVAL`] records per interval.
+pub(crate) struct Budget {
+    state: Mutex<Spent>,
+}
+
+struct Spent {
+    since: Instant,
+    logged: u64,
+    left_out: u64,
+}
+
+/// Whether a failure may be logged whole.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Verdict {
+    /// Log it; `left_out` records of the interval that just ended were not logged (say so).
+    Log { left_out: u64 },
+    /// Count it only.
+    LeaveOut,
+}
+
+impl Budget {
+    pub(crate) fn new(now: Instant) -> Self {
+        Self {
+            state: Mutex::new(Spent {
+                since: now,
+                logged: 0,
+                left_out: 0,
+            }),
+        }
+    }
+
+    /// Spends one line at `now`, when the interval has one left.
+    pub(crate) fn spend(&self, now: Instant) -> Verdict {
+        let mut spent = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut ended = 0;
+        if now.saturating_duration_since(spent.since) >= REFUSAL_INTERVAL {
+            ended = std::mem::take(&mut spent.left_out);
+            spent.since = now;
+            spent.logged = 0;
+        }
+        if spent.logged < LOGGED_FAILURES_PER_INTERVAL {
+            spent.logged += 1;
+            Verdict::Log { left_out: ended }
+        } else {
+            spent.left_out += 1;
+            Verdict::LeaveOut
+        }
+    }
+
+    /// Ends the interval at `now` when it is over: how many records it left out.
+    pub(crate) fn close(&self, now: Instant) -> u64 {
+        let mut spent = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        if now.saturating_duration_since(spent.since) < REFUSAL_INTERVAL {
+            return 0;
+        }
+        spent.since = now;
+        spent.logged = 0;
+        std::mem::take(&mut spent.left_out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::Ipv4Addr;
+
+    use super::*;
+
+    fn group(source: u8, reason: RefusalReason) -> Group {
+        Group {
+            source: Some(IpAddr::V4(Ipv4Addr::new(127, 0, 0, source))),
+            reason,
+            path: "/v1/claim",
+            token: None,
+        }
+    }
+
+    #[test]
+    fn refusals_are_counted_per_group_with_their_first_and_last_time() {
+        let tally = Tally::default();
+        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000);
+        for n in 0..1000 {
+            tally.add(
+                group(1, RefusalReason::Unknown),
+                t0 + Duration::from_millis(n),
+                n,
+            );
+        }
+        tally.add(group(2, RefusalReason::Unknown), t0, "x");
+        tally.add(group(1, RefusalReason::Missing), t0, "y");
+        let taken = tally.take();
+        assert_eq!(taken.len(), 3, "{taken:?}");
+        let flood = taken
+            .iter()
+            .find(|(g, _)| *g == group(1, RefusalReason::Unknown))
+            .unwrap();
+        assert_eq!(
+            flood.1,
+            Count {
+                count: 1000,
+                first: t0,
+                last: t0 + Duration::from_millis(999),
+                request_id: "0".into()
+            }
+        );
+        assert!(tally.take().is_empty(), "the next interval starts empty");
+    }
+
+    #[test]
+    fn sources_past_the_cap_share_one_unknown_source() {
+        let tally = Tally::default();
+        let t0 = SystemTime::UNIX_EPOCH;
+        let sources = MAX_REFUSAL_GROUPS + 5000;
+        for n in 0..sources {
+            let ip = IpAddr::V6(std::net::Ipv6Addr::from(n as u128 + 1));
+            let group = Group {
+                source: Some(ip),
+                ..group(0, RefusalReason::Unknown)
+            };
+            tally.add(group, t0, n);
+        }
+        let taken = tally.take();
+        assert_eq!(taken.len(), MAX_REFUSAL_GROUPS + 1);
+        let total: u64 = taken.iter().map(|(_, c)| c.count).sum();
+        assert_eq!(total, sources as u64);
+        let unknown = taken.iter().find(|(g, _)| g.source.is_none()).unwrap();
+        assert_eq!(unknown.1.count, 5000);
+    }
+
+    #[test]
+    fn the_error_log_budget_is_per_interval_and_says_what_it_left_out() {
+        let t0 = Instant::now();
+        let budget = Budget::new(t0);
+        let verdicts: Vec<Verdict> = (0..100).map(|_| budget.spend(t0)).collect();
+        let logged = verdicts.iter().filter(|v| **v != Verdict::LeaveOut).count();
+        assert_eq!(logged as u64, LOGGED_FAILURES_PER_INTERVAL);
+        assert_eq!(budget.close(t0 + REFUSAL_INTERVAL / 2), 0, "not over yet");
+        // The next interval's first failure is logged and reports the interval before.
+        let next = t0 + REFUSAL_INTERVAL;
+        assert_eq!(
+            budget.spend(next),
+            Verdict::Log {
+                left_out: 100 - LOGGED_FAILURES_PER_INTERVAL
+            }
+        );
+        for _ in 0..50 {
+            budget.spend(next);
+        }
+        assert_eq!(
+            budget.close(next + REFUSAL_INTERVAL),
+            51 - LOGGED_FAILURES_PER_INTERVAL
+        );
+        assert_eq!(budget.close(next + REFUSAL_INTERVAL * 3), 0);
+    }
+}
