@@ -9,7 +9,7 @@ use crate::error::Error;
 use crate::fence::{CasOutcome, Fence, VacantClaim, VacantClaims};
 use crate::kicker::{KickOutcome, Kicker};
 use crate::observer::{NoopObserver, Observer, ShedReason};
-use crate::queue::ClaimQueue;
+use crate::queue::{ClaimQueue, Turn};
 use crate::store::{MAX_BATCH_KEYS, Store};
 use crate::types::{
     ClaimInput, ClaimOutcome, CurrentView, Key, KickDetail, KickPayload, KickReason, LogoutInput,
@@ -25,6 +25,11 @@ pub const DEFAULT_KICK_TIMEOUT: Duration = Duration::from_secs(3);
 pub const DEFAULT_MAX_QUEUED_CLAIMS: usize = 16;
 /// Default deadline of one claim, from its arrival (its wait in line included).
 pub const DEFAULT_CLAIM_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The slot of a user's own line in the claim queue, which claims for a new slot take
+/// while they count the user's sessions: a slot no claim can name (`#` is refused in a
+/// slot), so the user's line never meets a slot's.
+const USER_LINE_SLOT: &str = "#";
 
 /// Arbitrates logins so that each key has at most one online session.
 ///
@@ -62,6 +67,7 @@ struct Inner<S> {
     claim_timeout: Duration,
     limits: ValidationLimits,
     queue: ClaimQueue,
+    max_slots_per_user: Option<usize>,
 }
 
 impl<S> Clone for Arbiter<S> {
@@ -80,6 +86,7 @@ impl<S> std::fmt::Debug for Arbiter<S> {
             .field("kick_timeout", &self.inner.kick_timeout)
             .field("claim_timeout", &self.inner.claim_timeout)
             .field("limits", &self.inner.limits)
+            .field("max_slots_per_user", &self.inner.max_slots_per_user)
             .finish_non_exhaustive()
     }
 }
@@ -96,6 +103,7 @@ pub struct ArbiterBuilder<S> {
     claim_timeout: Duration,
     limits: ValidationLimits,
     max_queued_claims: usize,
+    max_slots_per_user: Option<usize>,
 }
 
 impl<S: Store> ArbiterBuilder<S> {
@@ -157,6 +165,23 @@ impl<S: Store> ArbiterBuilder<S> {
         self
     }
 
+    /// Most online sessions one user may hold across its slots (`docs/design.md#device-slots`).
+    /// A claim that would take a slot the user has no online session in, while the user
+    /// already holds `limit`, is refused with `TooManySlots`, nothing kicked or written; a
+    /// login in a slot that is online (a takeover, a replay) is never refused. Counting
+    /// costs one [`Store::list_sessions`] round trip, made only by a claim that would take
+    /// a vacant slot (on a store that writes first, C11, by every claim: it cannot know
+    /// the slot is vacant before its write). Claims for new slots of one user through one
+    /// arbiter count and write one at a time, so the limit is exact within a process;
+    /// across `k` processes a user can reach `limit - 1 + k`. Values below 1 clamp to 1.
+    /// Unset by default: a store written before [`Store::list_sessions`] cannot list, and
+    /// would then refuse every new slot.
+    #[must_use]
+    pub fn max_slots_per_user(mut self, limit: usize) -> Self {
+        self.max_slots_per_user = Some(limit.max(1));
+        self
+    }
+
     /// Builds the arbiter.
     pub fn build(self) -> Arbiter<S> {
         Arbiter {
@@ -169,6 +194,7 @@ impl<S: Store> ArbiterBuilder<S> {
                 claim_timeout: self.claim_timeout,
                 limits: self.limits,
                 queue: ClaimQueue::new(self.max_queued_claims),
+                max_slots_per_user: self.max_slots_per_user,
             }),
         }
     }
@@ -186,6 +212,7 @@ impl<S: Store> Arbiter<S> {
             claim_timeout: DEFAULT_CLAIM_TIMEOUT,
             limits: ValidationLimits::default(),
             max_queued_claims: DEFAULT_MAX_QUEUED_CLAIMS,
+            max_slots_per_user: None,
         }
     }
 
@@ -197,6 +224,12 @@ impl<S: Store> Arbiter<S> {
     /// The store this arbiter writes to.
     pub fn store(&self) -> &S {
         &self.inner.store
+    }
+
+    /// The most online sessions one user may hold, when limited
+    /// ([`ArbiterBuilder::max_slots_per_user`]).
+    pub fn max_slots_per_user(&self) -> Option<usize> {
+        self.inner.max_slots_per_user
     }
 
     /// The validation limits in force.
@@ -453,9 +486,22 @@ impl<S: Store> Arbiter<S> {
         let inner = &*self.inner;
         // A snapshot handed back by a lost race saves the next attempt's read.
         let mut carried: Option<OwnerState> = None;
+        let user_line = input.key.user().key(USER_LINE_SLOT);
+        let mut room = Room::Unchecked;
+        let write_first = inner.store.vacant_claims() != VacantClaims::Unsupported;
+        // A store that writes first would take a vacant slot before the claim knew it was
+        // one: with a slot limit, count first.
+        if write_first && let Some(limit) = inner.max_slots_per_user {
+            room = match self.count_slots(input, &user_line, limit, deadline).await {
+                Ok(room) => room,
+                Err(e) => return (Err(e), 1),
+            };
+        }
         // Write first where the store can (C11): a vacant key is claimed in one round
-        // trip, and an occupied one hands back its record instead of a read.
-        if inner.store.vacant_claims() != VacantClaims::Unsupported {
+        // trip, and an occupied one hands back its record instead of a read. Not when the
+        // count found the slot online or the user full: the read path decides those (a
+        // replay, a superseded retry, a takeover, or the refusal).
+        if write_first && matches!(room, Room::Unchecked | Room::Held(_)) {
             // A write: once sent it is waited for, like the CAS.
             if let Err(e) = self.before_deadline(deadline) {
                 return (Err(e), 1);
@@ -483,7 +529,10 @@ impl<S: Store> Arbiter<S> {
                     Err(_) => return (Err(self.deadline_passed()), attempt),
                 },
             };
-            match self.attempt(input, snap, deadline).await {
+            match self
+                .attempt(input, snap, deadline, (&user_line, &mut room))
+                .await
+            {
                 Ok(Attempt::Won(outcome)) => return (Ok(outcome), attempt),
                 Ok(Attempt::LostRace(current)) => carried = current,
                 Err(e) => return (Err(e), attempt),
@@ -498,11 +547,12 @@ impl<S: Store> Arbiter<S> {
 
     /// Steps 2–4 of one attempt. Takes the snapshot by value so the winning
     /// outcome moves the previous owner out instead of cloning it.
-    async fn attempt(
-        &self,
+    async fn attempt<'a>(
+        &'a self,
         input: &ClaimInput,
         snap: OwnerState,
         deadline: Deadline,
+        (user_line, room): (&'a Key, &mut Room<'a>),
     ) -> Result<Attempt, Error> {
         let current = snap.claim_id.as_deref() == Some(input.claim_id.as_str());
         if current && snap.owner.is_some() {
@@ -528,6 +578,17 @@ impl<S: Store> Arbiter<S> {
         // Refuse an exhausted gen before kicking: a session we cannot replace
         // must not be kicked.
         Fence::for_snapshot(&snap)?;
+        // A claim that takes a vacant slot must find the user with room for one more.
+        if !snap.holds_session()
+            && let Some(limit) = self.inner.max_slots_per_user
+        {
+            if matches!(room, Room::Unchecked | Room::Online) {
+                *room = self.count_slots(input, user_line, limit, deadline).await?;
+            }
+            if let Room::Full(limit) = room {
+                return Err(Error::TooManySlots { limit: *limit });
+            }
+        }
         let (kicked, kick_detail) = if snap.holds_session() {
             self.before_deadline(deadline)?;
             match self.kick_old_session(input, &snap, deadline).await {
@@ -556,6 +617,40 @@ impl<S: Store> Arbiter<S> {
                 replayed: false,
             }),
             CasOutcome::LostRace { current } => Attempt::LostRace(current),
+        })
+    }
+
+    /// Counts the user's online sessions for a claim that may take a new slot, in the
+    /// user's own line: claims for new slots of one user through this arbiter count and
+    /// write one at a time, so two of them cannot both find room for the last slot. The
+    /// turn is held in the answer until the claim ends.
+    async fn count_slots<'a>(
+        &'a self,
+        input: &ClaimInput,
+        user_line: &'a Key,
+        limit: usize,
+        deadline: Deadline,
+    ) -> Result<Room<'a>, Error> {
+        let inner = &*self.inner;
+        let turn = match until(deadline, inner.queue.enter(user_line)).await {
+            Ok(Ok(turn)) => turn,
+            Ok(Err(full)) => {
+                inner.observer.on_claim_shed(ShedReason::QueueFull);
+                return Err(full);
+            }
+            Err(_) => return Err(self.deadline_passed()),
+        };
+        // A listing writes nothing, so one cut short by the deadline is safe.
+        let sessions = match until(deadline, inner.store.list_sessions(&input.key.user())).await {
+            Ok(listed) => listed.map_err(store_fault)?,
+            Err(_) => return Err(self.deadline_passed()),
+        };
+        Ok(if sessions.iter().any(|s| s.slot == input.key.slot) {
+            Room::Online
+        } else if sessions.len() >= limit {
+            Room::Full(limit)
+        } else {
+            Room::Held(turn)
         })
     }
 
@@ -686,6 +781,19 @@ fn vacant_outcome(generation: i64) -> ClaimOutcome {
     }
 }
 
+/// What a claim learnt of its user's slots ([`ArbiterBuilder::max_slots_per_user`]).
+enum Room<'a> {
+    /// Not counted (no limit, or not yet needed).
+    Unchecked,
+    /// The slot was online when counted: not a new slot.
+    Online,
+    /// Room for one more slot, the user's line held until the claim ends (read by
+    /// nobody: holding it is the point).
+    Held(#[allow(dead_code)] Turn<'a>),
+    /// The user held this many online sessions, the limit, and not in this slot.
+    Full(usize),
+}
+
 /// How one attempt ended, when it did not fail.
 enum Attempt {
     /// The claim is decided (written or replayed).
@@ -701,9 +809,11 @@ enum Attempt {
 fn store_fault(e: Error) -> Error {
     match e {
         Error::Throttled | Error::Unavailable { .. } => e,
-        Error::InvalidParams(_) | Error::Superseded { .. } => {
-            Error::unavailable_with("store returned an unexpected error", e)
-        }
+        Error::InvalidParams(_)
+        | Error::Superseded { .. }
+        | Error::TooManySlots { .. }
+        | Error::Unauthenticated(_)
+        | Error::Forbidden(_) => Error::unavailable_with("store returned an unexpected error", e),
     }
 }
 

@@ -34,6 +34,25 @@ pub enum Error {
         /// The key's gen now.
         current: i64,
     },
+    /// The claim would take a slot the user has no online session in while the user
+    /// already holds `limit` online sessions, the most the Arbiter allows
+    /// ([`ArbiterBuilder::max_slots_per_user`](crate::ArbiterBuilder::max_slots_per_user)).
+    /// Nothing was kicked or written. Not worth retrying until one of the user's sessions
+    /// ends; a login in a slot that is already online is never refused this way.
+    #[error("too many slots: the user already has {limit} online sessions, the most allowed")]
+    TooManySlots {
+        /// The most online sessions one user may hold.
+        limit: usize,
+    },
+    /// A server refused the caller's credentials (HTTP 401: a missing, malformed or unknown
+    /// token). Only a client reports it; no retry fixes it.
+    #[error("unauthenticated: {0}")]
+    Unauthenticated(String),
+    /// A server refused the request because the caller's credentials do not cover it (HTTP
+    /// 403: a key outside the token's scope, a missing role). Only a client reports it; no
+    /// retry fixes it.
+    #[error("forbidden: {0}")]
+    Forbidden(String),
 }
 
 impl Error {
@@ -78,18 +97,32 @@ impl Error {
         matches!(self, Self::Superseded { .. })
     }
 
+    /// The user already holds the most online slots allowed.
+    pub fn is_too_many_slots(&self) -> bool {
+        matches!(self, Self::TooManySlots { .. })
+    }
+
+    /// A server refused the caller's credentials (401) or their scope (403).
+    pub fn is_refused_credentials(&self) -> bool {
+        matches!(self, Self::Unauthenticated(_) | Self::Forbidden(_))
+    }
+
     /// Worth retrying with the same claim_id after a backoff (`Throttled`, `Unavailable`).
     pub fn is_retryable(&self) -> bool {
         self.is_throttled() || self.is_unavailable()
     }
 
-    /// The stable wire code: `invalid_params`, `throttled`, `unavailable`, `superseded`.
+    /// The stable wire code: `invalid_params`, `throttled`, `unavailable`, `superseded`,
+    /// `too_many_slots`, `unauthenticated`, `forbidden`.
     pub fn code(&self) -> &'static str {
         match self {
             Self::InvalidParams(_) => "invalid_params",
             Self::Throttled => "throttled",
             Self::Unavailable { .. } => "unavailable",
             Self::Superseded { .. } => "superseded",
+            Self::TooManySlots { .. } => "too_many_slots",
+            Self::Unauthenticated(_) => "unauthenticated",
+            Self::Forbidden(_) => "forbidden",
         }
     }
 }
@@ -111,6 +144,9 @@ mod tests {
                 },
                 [false, false, false, false],
             ),
+            (Error::TooManySlots { limit: 16 }, [false; 4]),
+            (Error::Unauthenticated("x".into()), [false; 4]),
+            (Error::Forbidden("x".into()), [false; 4]),
         ];
         for (e, [inv, thr, una, retry]) in cases {
             assert_eq!(e.is_invalid_params(), inv, "{e}");
@@ -130,5 +166,13 @@ mod tests {
             "invalid params: uid must be >= 1"
         );
         assert_eq!(Error::unavailable("x").code(), "unavailable");
+        let full = Error::TooManySlots { limit: 16 };
+        assert_eq!(
+            full.to_string(),
+            "too many slots: the user already has 16 online sessions, the most allowed"
+        );
+        assert_eq!(full.code(), "too_many_slots");
+        assert!(full.is_too_many_slots() && !full.is_refused_credentials());
+        assert!(Error::Forbidden("x".into()).is_refused_credentials());
     }
 }

@@ -144,7 +144,9 @@ impl Shard {
     fn find(&self, key: &Key) -> Option<usize> {
         self.slots
             .iter()
-            .position(|(k, _)| k.uid == key.uid && k.project == key.project && k.env == key.env)
+            .position(|(k, _)| {
+                k.uid == key.uid && k.slot == key.slot && k.project == key.project && k.env == key.env
+            })
     }
 
     /// An owned copy of `key`, in a spare key's buffers when there is one.
@@ -156,6 +158,8 @@ impl Shard {
                 spare.env.clear();
                 spare.env.push_str(&key.env);
                 spare.uid = key.uid;
+                spare.slot.clear();
+                spare.slot.push_str(&key.slot);
                 spare
             }
             None => key.clone(),

@@ -37,6 +37,10 @@ pub enum ErrorCode {
     Internal,
     /// 501: the lease routes on a server whose store has no lease directory.
     NotImplemented,
+    /// 409: a claim for a slot the user has no online session in, while the user already
+    /// holds the most online sessions the server allows (`--max-slots-per-user`). Nothing
+    /// was kicked or written. Not worth retrying until one of the user's sessions ends.
+    TooManySlots,
 }
 
 impl ErrorCode {
@@ -55,6 +59,7 @@ impl ErrorCode {
             Self::Corrupt => "corrupt",
             Self::Internal => "internal",
             Self::NotImplemented => "not_implemented",
+            Self::TooManySlots => "too_many_slots",
         }
     }
 
@@ -69,7 +74,7 @@ impl ErrorCode {
             Self::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             Self::Unauthenticated => StatusCode::UNAUTHORIZED,
             Self::Forbidden => StatusCode::FORBIDDEN,
-            Self::Superseded => StatusCode::CONFLICT,
+            Self::Superseded | Self::TooManySlots => StatusCode::CONFLICT,
             Self::Corrupt | Self::Internal => StatusCode::INTERNAL_SERVER_ERROR,
             Self::NotImplemented => StatusCode::NOT_IMPLEMENTED,
         }
@@ -80,8 +85,12 @@ impl ErrorCode {
 pub const SUPERSEDED_MESSAGE: &str =
     "this claim_id won an earlier gen and no longer holds the key (replaced or logged out)";
 
+/// The `message` of a `too_many_slots` answer.
+pub const TOO_MANY_SLOTS_MESSAGE: &str =
+    "the user already holds the most online sessions allowed; end one before a login in a new slot";
+
 /// Every error answer: `{"error": code, "message": text}`; a `superseded` one adds
-/// `"gen"` and `"current_gen"`.
+/// `"gen"` and `"current_gen"`, a `too_many_slots` one `"limit"`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct ErrorBody<'a> {
     /// What kind of failure; also decides the status.
@@ -94,6 +103,9 @@ pub struct ErrorBody<'a> {
     /// `superseded` only: the key's gen now (`current_gen` on the wire); omitted otherwise.
     #[serde(rename = "current_gen", skip_serializing_if = "Option::is_none")]
     pub current_generation: Option<i64>,
+    /// `too_many_slots` only: the most online sessions one user may hold; omitted otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limit: Option<usize>,
 }
 
 impl<'a> ErrorBody<'a> {
@@ -104,6 +116,7 @@ impl<'a> ErrorBody<'a> {
             message,
             generation: None,
             current_generation: None,
+            limit: None,
         }
     }
 
@@ -114,12 +127,25 @@ impl<'a> ErrorBody<'a> {
             message: SUPERSEDED_MESSAGE,
             generation: Some(generation),
             current_generation: Some(current),
+            limit: None,
+        }
+    }
+
+    /// The 409 `too_many_slots` body: the user already holds `limit` online sessions.
+    pub const fn too_many_slots(limit: usize) -> Self {
+        Self {
+            error: ErrorCode::TooManySlots,
+            message: TOO_MANY_SLOTS_MESSAGE,
+            generation: None,
+            current_generation: None,
+            limit: Some(limit),
         }
     }
 
     /// The answer to a request the arbiter failed with `error`: `InvalidParams` → 400 with its
-    /// reason, `Throttled` → 429, `Superseded` → 409 with both gens, anything else → 503
-    /// (with its reason when it has one).
+    /// reason, `Throttled` → 429, `Superseded` → 409 with both gens, `TooManySlots` → 409
+    /// `too_many_slots`, `Unauthenticated` → 401 and `Forbidden` → 403 with their reasons,
+    /// anything else → 503 (with its reason when it has one).
     pub fn from_error(error: &'a Error) -> Self {
         match error {
             Error::InvalidParams(reason) => Self::new(ErrorCode::InvalidParams, reason),
@@ -129,6 +155,9 @@ impl<'a> ErrorBody<'a> {
                 generation,
                 current,
             } => Self::superseded(*generation, *current),
+            Error::TooManySlots { limit } => Self::too_many_slots(*limit),
+            Error::Unauthenticated(reason) => Self::new(ErrorCode::Unauthenticated, reason),
+            Error::Forbidden(reason) => Self::new(ErrorCode::Forbidden, reason),
             _ => Self::new(ErrorCode::Unavailable, "unavailable"),
         }
     }
@@ -191,11 +220,29 @@ pub fn superseded_generations(body: &[u8]) -> Option<(i64, i64)> {
     }
 }
 
+/// The `limit` of a 409 `too_many_slots` answer: `None` unless `body` is a JSON object whose
+/// `error` is `too_many_slots` and whose `limit` is a non-negative integer. Read leniently
+/// otherwise: any other field is ignored.
+pub fn too_many_slots_limit(body: &[u8]) -> Option<usize> {
+    #[derive(Deserialize)]
+    struct Lenient {
+        #[serde(default)]
+        error: Option<String>,
+        #[serde(default)]
+        limit: Option<usize>,
+    }
+    let read = serde_json::from_slice::<Lenient>(body).ok()?;
+    if read.error.as_deref() != Some(ErrorCode::TooManySlots.as_str()) {
+        return None;
+    }
+    read.limit
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    const CODES: [ErrorCode; 12] = [
+    const CODES: [ErrorCode; 13] = [
         ErrorCode::InvalidParams,
         ErrorCode::Throttled,
         ErrorCode::Unavailable,
@@ -208,6 +255,7 @@ mod tests {
         ErrorCode::Corrupt,
         ErrorCode::Internal,
         ErrorCode::NotImplemented,
+        ErrorCode::TooManySlots,
     ];
 
     #[test]
@@ -229,7 +277,7 @@ mod tests {
         let statuses: Vec<u16> = CODES.iter().map(|c| c.status().as_u16()).collect();
         assert_eq!(
             statuses,
-            [400, 429, 503, 404, 405, 413, 401, 403, 409, 500, 500, 501]
+            [400, 429, 503, 404, 405, 413, 401, 403, 409, 500, 500, 501, 409]
         );
     }
 
@@ -257,7 +305,19 @@ mod tests {
             ErrorBody::from_error(&superseded),
             ErrorBody::superseded(1, 2)
         );
-        for e in [&invalid, &Error::Throttled, &down, &superseded] {
+        let full = Error::TooManySlots { limit: 16 };
+        assert_eq!(ErrorBody::from_error(&full), ErrorBody::too_many_slots(16));
+        assert_eq!(
+            serde_json::to_string(&ErrorBody::too_many_slots(16)).unwrap(),
+            format!(r#"{{"error":"too_many_slots","message":"{TOO_MANY_SLOTS_MESSAGE}","limit":16}}"#)
+        );
+        assert_eq!(too_many_slots_limit(br#"{"error":"too_many_slots","limit":16}"#), Some(16));
+        for none in [&b"{}"[..], br#"{"error":"superseded","limit":16}"#, br#"{"error":"too_many_slots"}"#] {
+            assert_eq!(too_many_slots_limit(none), None);
+        }
+        let refused = Error::Forbidden("key out of scope".into());
+        assert_eq!(ErrorBody::from_error(&refused).status().as_u16(), 403);
+        for e in [&invalid, &Error::Throttled, &down, &superseded, &full, &refused] {
             assert_eq!(ErrorBody::from_error(e).error.as_str(), e.code());
         }
     }

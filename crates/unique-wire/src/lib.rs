@@ -38,7 +38,8 @@ pub use body::{
     ReleaseBody, SessionsAnswer, UserBody,
 };
 pub use error::{
-    ErrorBody, ErrorCode, SUPERSEDED_MESSAGE, error_code, error_message, superseded_generations,
+    ErrorBody, ErrorCode, SUPERSEDED_MESSAGE, TOO_MANY_SLOTS_MESSAGE, error_code, error_message,
+    superseded_generations, too_many_slots_limit,
 };
 pub use kick::{KickBody, decode_kick, encode_kick};
 pub use lease::{
