@@ -326,6 +326,10 @@ mod tests {
         fn now(&self) -> SystemTime {
             self.at + self.start.elapsed()
         }
+
+        fn monotonic(&self) -> Duration {
+            self.start.elapsed()
+        }
     }
 
     fn clock() -> Arc<TokioClock> {

@@ -7,6 +7,7 @@ mod memory;
 #[cfg(feature = "redis")]
 mod redis;
 mod rules;
+mod step;
 pub mod time;
 mod types;
 mod validate;
@@ -24,6 +25,7 @@ pub use rules::{
     Grant, LeaseDump, LeaseRow, LeaseRows, NodeDecision, NodeOp, NodeRow, NodeWrite, RoomDecision,
     RoomOp, RoomOutcome, RoomWrite,
 };
+pub use step::{Expectation, ForwardStep, STEP_TOLERANCE_MS, StepGuard, StoreNow};
 pub use time::{
     Clock, DEFAULT_TTL, MAX_TIME_MILLIS, MAX_TTL, ManualClock, SystemClock, clock_millis,
 };

@@ -9,14 +9,16 @@ use crate::error::LeaseError;
 use crate::rules::{
     LeaseRow, LeaseRows, NodeDecision, NodeOp, NodeRow, NodeWrite, RoomDecision, RoomOp, RoomWrite,
 };
-use crate::time::{Clock, SystemClock, to_millis};
+use crate::step::{StepGuard, StoreNow};
+use crate::time::{Clock, SystemClock};
 
 /// A [`Directory`](crate::Directory) and [`NodeRegistry`](crate::NodeRegistry) in
 /// process memory, safe to share between tasks (`Arc<MemoryDirectory>`). One mutex
 /// serialises every operation, which makes each one atomic and linearizable (D8).
 /// Expiry is judged on the directory's [`Clock`] (the system clock unless a test
 /// injects a [`ManualClock`](crate::ManualClock)): every caller in the process
-/// shares it, so their `now` arguments never matter (D10).
+/// shares it, so their `now` arguments never matter (D10). A [`StepGuard`] beside the
+/// clock keeps leases safe across steps of it (D11).
 ///
 /// Expired leases stay until they are replaced or released (there is no background
 /// sweep), so a long-lived process with many short-lived rooms should prefer a
@@ -27,6 +29,7 @@ use crate::time::{Clock, SystemClock, to_millis};
 pub struct MemoryDirectory {
     state: Mutex<State>,
     clock: Arc<dyn Clock>,
+    steps: StepGuard,
 }
 
 #[derive(Debug, Default)]
@@ -54,6 +57,7 @@ impl MemoryDirectory {
         Self {
             state: Mutex::new(State::default()),
             clock,
+            steps: StepGuard::new(),
         }
     }
 
@@ -63,8 +67,9 @@ impl MemoryDirectory {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn now_ms(&self) -> Result<u64, LeaseError> {
-        to_millis(self.clock.now(), "clock")
+    /// The clock, read under the state's lock through the step guard (D11).
+    fn now(&self) -> Result<StoreNow, LeaseError> {
+        self.steps.read(&*self.clock)
     }
 
     /// Test-only: makes the room's lease expired, as if its ttl had run out. A room
@@ -85,8 +90,8 @@ impl LeaseRows for MemoryDirectory {
         op: RoomOp,
     ) -> Result<(RoomDecision, Option<u64>), LeaseError> {
         let mut state = self.state();
-        let now_ms = self.now_ms()?;
-        let decision = op.decide(state.leases.get(room_id).cloned(), now_ms, "memory")?;
+        let now = self.now()?;
+        let decision = op.decide(state.leases.get(room_id).cloned(), now, "memory")?;
         let mut epoch = None;
         match &decision.write {
             RoomWrite::Nothing => {}
@@ -99,9 +104,10 @@ impl LeaseRows for MemoryDirectory {
                 state.leases.insert(room_id.to_owned(), grant.row(next));
                 epoch = Some(next);
             }
-            RoomWrite::Extend { expires_ms } => {
+            RoomWrite::Extend { expires_ms, ttl_ms } => {
                 if let Some(row) = state.leases.get_mut(room_id) {
                     row.expires_ms = *expires_ms;
+                    row.ttl_ms = *ttl_ms;
                 }
             }
             RoomWrite::Delete => {
@@ -113,7 +119,7 @@ impl LeaseRows for MemoryDirectory {
 
     async fn node(&self, node_id: &str, op: NodeOp) -> Result<NodeDecision, LeaseError> {
         let mut state = self.state();
-        let now_ms = self.now_ms()?;
+        let now_ms = self.now()?.ms;
         let decision = op.decide(state.nodes.get(node_id).cloned(), now_ms);
         match &decision.write {
             NodeWrite::Nothing => {}

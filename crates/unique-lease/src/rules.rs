@@ -13,6 +13,7 @@ use async_trait::async_trait;
 
 use crate::directory::{LeaseBackend, StoredLease, StoredNode, new_lease_token};
 use crate::error::LeaseError;
+use crate::step::{STEP_TOLERANCE_MS, StoreNow};
 
 /// A room's row as a row-atomic backend stores it: times are whole milliseconds on the
 /// store's clock.
@@ -24,23 +25,51 @@ pub struct LeaseRow {
     pub lease_token: String,
     /// The holding's epoch (D4).
     pub epoch: u64,
-    /// The instant the holding expires; at and after it the room is free (D1).
+    /// The instant the holding expires; at and after it the room is free (D1), unless a
+    /// step of the store's clock says otherwise (D11).
     pub expires_ms: u64,
+    /// The ttl the holding was granted or last extended with (D11): it was written at
+    /// `expires_ms - ttl_ms` on the store's clock. `None` for a row an older build wrote,
+    /// which is judged on `expires_ms` alone.
+    pub ttl_ms: Option<u64>,
 }
 
 impl LeaseRow {
-    /// Whether the holding is in force at `now_ms` (the expiry instant itself is not).
-    pub fn in_force(&self, now_ms: u64) -> bool {
-        now_ms < self.expires_ms
+    /// The store reading the row was last written at, when its ttl is known.
+    pub fn written_ms(&self) -> Option<u64> {
+        self.ttl_ms.map(|ttl| self.expires_ms.saturating_sub(ttl))
     }
 
-    /// What the backend reports of this row at `now_ms`.
-    pub fn report(&self, now_ms: u64) -> StoredLease {
+    /// How long the holding is still in force at `now`, in ms; zero once it has expired
+    /// (the expiry instant itself is expired). D11: never more than the granted ttl (a row
+    /// that claims more was written before the store's clock went back), and a row written
+    /// before a forward step the directory saw stays in force until its ttl has passed on
+    /// the monotonic clock since that step.
+    pub fn left(&self, now: &StoreNow) -> u64 {
+        let by_clock = self.expires_ms.saturating_sub(now.ms);
+        let Some(ttl) = self.ttl_ms else {
+            return by_clock;
+        };
+        let written = self.expires_ms.saturating_sub(ttl);
+        let held_by_step = now
+            .step
+            .filter(|step| written.saturating_add(STEP_TOLERANCE_MS) < step.wall_ms)
+            .map_or(0, |step| ttl.saturating_sub(step.elapsed_ms));
+        by_clock.min(ttl).max(held_by_step)
+    }
+
+    /// Whether the holding is in force at `now` (see [`left`](Self::left)).
+    pub fn in_force(&self, now: &StoreNow) -> bool {
+        self.left(now) > 0
+    }
+
+    /// What the backend reports of this row at `now`.
+    pub fn report(&self, now: &StoreNow) -> StoredLease {
         StoredLease {
             node_id: self.node_id.clone(),
             lease_token: self.lease_token.clone(),
             epoch: self.epoch,
-            ttl_left_ms: self.expires_ms.saturating_sub(now_ms),
+            ttl_left_ms: self.left(now),
         }
     }
 
@@ -115,10 +144,15 @@ pub enum RoomWrite {
     /// A new holding: the backend takes the next epoch from its counter (D4) and stores
     /// [`Grant::row`] in place of whatever row there was.
     Grant(Grant),
-    /// The same holding, its expiry moved to `expires_ms` (D2: never earlier).
+    /// The same holding (token and epoch kept) with a new expiry and ttl: a renewal
+    /// (D2: never earlier), or the row moved to the store clock's current frame after a
+    /// step (D11: the same real-time promise, so earlier on the clock after a step back,
+    /// later after a step forward).
     Extend {
         /// The new expiry.
         expires_ms: u64,
+        /// The ttl to store with it ([`LeaseRow::ttl_ms`]).
+        ttl_ms: Option<u64>,
     },
     /// Delete the row (D6).
     Delete,
@@ -133,6 +167,8 @@ pub struct Grant {
     pub lease_token: String,
     /// When it expires.
     pub expires_ms: u64,
+    /// The ttl granted.
+    pub ttl_ms: u64,
 }
 
 impl Grant {
@@ -143,6 +179,7 @@ impl Grant {
             lease_token: self.lease_token.clone(),
             epoch,
             expires_ms: self.expires_ms,
+            ttl_ms: Some(self.ttl_ms),
         }
     }
 }
@@ -153,7 +190,7 @@ pub struct RoomDecision {
     /// What the backend writes, in the same atomic step as its read.
     pub write: RoomWrite,
     answer: RoomAnswer,
-    now_ms: u64,
+    now: StoreNow,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -164,7 +201,8 @@ enum RoomAnswer {
 }
 
 impl RoomOp {
-    /// Decides the operation on the row as read at `now_ms` on the store's clock.
+    /// Decides the operation on the row as read at `now` on the store's clock (with the
+    /// last forward step the directory saw, D11).
     ///
     /// # Errors
     ///
@@ -172,35 +210,39 @@ impl RoomOp {
     pub fn decide(
         &self,
         row: Option<LeaseRow>,
-        now_ms: u64,
+        now: StoreNow,
         store: &str,
     ) -> Result<RoomDecision, LeaseError> {
         if let Some(row) = &row {
             row.check(store)?;
         }
-        let decided = |write, answer| RoomDecision {
-            write,
-            answer,
-            now_ms,
-        };
+        let decided = |write, answer| RoomDecision { write, answer, now };
         Ok(match self {
             Self::Read => decided(RoomWrite::Nothing, RoomAnswer::Row(row)),
             Self::Ensure { node_id, ttl_ms } => {
-                let wanted = now_ms.saturating_add(*ttl_ms);
+                let wanted = now.ms.saturating_add(*ttl_ms);
                 match row {
-                    Some(mut held) if held.in_force(now_ms) => {
-                        if held.node_id != *node_id || wanted <= held.expires_ms {
-                            // D3: another node's lease, unchanged; or D2 with nothing to
-                            // extend (a renewal never shortens).
-                            decided(RoomWrite::Nothing, RoomAnswer::Row(Some(held)))
-                        } else {
+                    Some(mut held) if held.in_force(&now) => {
+                        // The expiry in the store clock's current frame: the stored one
+                        // unless a step moved the frame (D11).
+                        let kept = now.ms.saturating_add(held.left(&now));
+                        if held.node_id == *node_id && wanted > kept {
                             // D2: same token and epoch, a later expiry.
                             held.expires_ms = wanted;
-                            decided(
-                                RoomWrite::Extend { expires_ms: wanted },
-                                RoomAnswer::Row(Some(held)),
-                            )
+                            held.ttl_ms = Some(*ttl_ms);
+                        } else if kept != held.expires_ms {
+                            // D11: the row moved to the current frame, the same promise.
+                            held.expires_ms = kept;
+                        } else {
+                            // D3: another node's lease, unchanged; or D2 with nothing to
+                            // extend (a renewal never shortens).
+                            return Ok(decided(RoomWrite::Nothing, RoomAnswer::Row(Some(held))));
                         }
+                        let write = RoomWrite::Extend {
+                            expires_ms: held.expires_ms,
+                            ttl_ms: held.ttl_ms,
+                        };
+                        decided(write, RoomAnswer::Row(Some(held)))
                     }
                     // D1: free, expired, or expired under this very node (its old token
                     // is dead too).
@@ -209,6 +251,7 @@ impl RoomOp {
                             node_id: node_id.clone(),
                             lease_token: new_lease_token(),
                             expires_ms: wanted,
+                            ttl_ms: *ttl_ms,
                         }),
                         RoomAnswer::Row(None),
                     ),
@@ -240,9 +283,9 @@ impl RoomDecision {
         match (self.write, self.answer) {
             (RoomWrite::Grant(grant), _) => {
                 let epoch = granted_epoch.unwrap_or_default();
-                RoomOutcome::Lease(Some(grant.row(epoch).report(self.now_ms)))
+                RoomOutcome::Lease(Some(grant.row(epoch).report(&self.now)))
             }
-            (_, RoomAnswer::Row(row)) => RoomOutcome::Lease(row.map(|r| r.report(self.now_ms))),
+            (_, RoomAnswer::Row(row)) => RoomOutcome::Lease(row.map(|r| r.report(&self.now))),
             (_, RoomAnswer::Released(released)) => RoomOutcome::Released(released),
         }
     }
@@ -341,7 +384,8 @@ impl NodeOp {
 #[async_trait]
 pub trait LeaseRows: Send + Sync + 'static {
     /// In one atomic step for `room_id` (D8): read its row and the store's clock (whole ms,
-    /// read once the row cannot change under the step), call [`RoomOp::decide`], and
+    /// read once the row cannot change under the step, through the directory's
+    /// [`StepGuard`](crate::StepGuard) so that forward steps are seen, D11), call [`RoomOp::decide`], and
     /// apply [`RoomDecision::write`]: for a grant, draw the next epoch from a counter that
     /// only grows (D4) and store [`Grant::row`] with it. Returns the decision with the
     /// epoch drawn (`None` when nothing was granted).
@@ -487,7 +531,12 @@ mod tests {
             lease_token: token.into(),
             epoch,
             expires_ms,
+            ttl_ms: None,
         }
+    }
+
+    fn at(ms: u64) -> StoreNow {
+        StoreNow::at(ms)
     }
 
     fn ensure(node: &str, ttl_ms: u64) -> RoomOp {
@@ -504,7 +553,7 @@ mod tests {
             Some(row("a", "t", 3, 1_000)),
             Some(row("b", "t", 3, 999)),
         ] {
-            let d = ensure("b", 500).decide(before, 1_000, "test").unwrap();
+            let d = ensure("b", 500).decide(before, at(1_000), "test").unwrap();
             let RoomWrite::Grant(grant) = &d.write else {
                 panic!("not a grant: {d:?}")
             };
@@ -521,24 +570,30 @@ mod tests {
     fn a_holder_renews_without_shortening_and_others_are_refused() {
         let held = row("a", "t", 3, 2_000);
         let d = ensure("a", 5_000)
-            .decide(Some(held.clone()), 1_000, "t")
+            .decide(Some(held.clone()), at(1_000), "t")
             .unwrap();
-        assert_eq!(d.write, RoomWrite::Extend { expires_ms: 6_000 });
+        assert_eq!(
+            d.write,
+            RoomWrite::Extend {
+                expires_ms: 6_000,
+                ttl_ms: Some(5_000)
+            }
+        );
         let d = ensure("a", 500)
-            .decide(Some(held.clone()), 1_000, "t")
+            .decide(Some(held.clone()), at(1_000), "t")
             .unwrap();
         assert_eq!(d.write, RoomWrite::Nothing);
         assert_eq!(
             d.outcome(None),
-            RoomOutcome::Lease(Some(held.report(1_000)))
+            RoomOutcome::Lease(Some(held.report(&at(1_000))))
         );
         let d = ensure("b", 5_000)
-            .decide(Some(held.clone()), 1_000, "t")
+            .decide(Some(held.clone()), at(1_000), "t")
             .unwrap();
         assert_eq!(d.write, RoomWrite::Nothing);
         assert_eq!(
             d.outcome(None),
-            RoomOutcome::Lease(Some(held.report(1_000)))
+            RoomOutcome::Lease(Some(held.report(&at(1_000))))
         );
     }
 
@@ -552,19 +607,116 @@ mod tests {
         // Expired or not, the caller's own holding is deleted.
         for now in [1_000, 5_000] {
             let d = release("a", "t")
-                .decide(Some(held.clone()), now, "t")
+                .decide(Some(held.clone()), at(now), "t")
                 .unwrap();
             assert_eq!(d.write, RoomWrite::Delete);
             assert_eq!(d.outcome(None), RoomOutcome::Released(true));
         }
         for (node, token) in [("a", "old"), ("b", "t")] {
             let d = release(node, token)
-                .decide(Some(held.clone()), 1_000, "t")
+                .decide(Some(held.clone()), at(1_000), "t")
                 .unwrap();
             assert_eq!(d.write, RoomWrite::Nothing);
         }
-        let d = release("a", "t").decide(None, 1_000, "t").unwrap();
+        let d = release("a", "t").decide(None, at(1_000), "t").unwrap();
         assert_eq!(d.outcome(None), RoomOutcome::Released(false));
+    }
+
+    fn granted(node: &str, ttl_ms: u64, now: StoreNow) -> LeaseRow {
+        let d = ensure(node, ttl_ms).decide(None, now, "t").unwrap();
+        let RoomWrite::Grant(grant) = d.write else {
+            panic!("not a grant: {d:?}")
+        };
+        grant.row(1)
+    }
+
+    fn lease(d: RoomDecision) -> StoredLease {
+        let RoomOutcome::Lease(Some(lease)) = d.outcome(Some(2)) else {
+            panic!("no lease")
+        };
+        lease
+    }
+
+    #[test]
+    fn after_a_step_back_a_row_keeps_at_most_its_ttl_and_moves_to_the_new_frame() {
+        // Granted 1 500 ms at 200 000, then the clock went back two minutes.
+        let held = granted("a", 1_500, at(200_000));
+        let now = at(80_500);
+        assert_eq!(held.left(&now), 1_500, "never more than the ttl granted");
+        let d = ensure("b", 9_000).decide(Some(held.clone()), now, "t").unwrap();
+        assert_eq!(
+            d.write,
+            RoomWrite::Extend {
+                expires_ms: 82_000,
+                ttl_ms: Some(1_500)
+            },
+            "moved to the new frame, the same promise"
+        );
+        let report = lease(d);
+        assert_eq!((report.node_id.as_str(), report.ttl_left_ms), ("a", 1_500));
+        // Once moved, the ttl runs out on the new frame and the room is free.
+        let moved = LeaseRow {
+            expires_ms: 82_000,
+            ..held.clone()
+        };
+        let d = ensure("b", 9_000).decide(Some(moved), at(82_000), "t").unwrap();
+        assert!(matches!(d.write, RoomWrite::Grant(_)));
+        // The holder renewing after the step keeps token and epoch.
+        let d = ensure("a", 1_000).decide(Some(held), now, "t").unwrap();
+        assert_eq!(lease(d).ttl_left_ms, 1_500);
+    }
+
+    #[test]
+    fn after_a_forward_step_a_row_written_before_it_is_held_for_its_ttl() {
+        // Granted 10 s at 100 000; 200 ms later the clock jumped 120 s ahead.
+        let held = granted("a", 10_000, at(100_000));
+        let step = |elapsed_ms| StoreNow {
+            ms: 220_200 + elapsed_ms,
+            step: Some(crate::step::ForwardStep {
+                wall_ms: 220_200,
+                elapsed_ms,
+            }),
+        };
+        assert_eq!(held.left(&at(220_200)), 0, "expired on the clock alone");
+        assert_eq!(held.left(&step(0)), 10_000);
+        let d = ensure("b", 10_000)
+            .decide(Some(held.clone()), step(0), "t")
+            .unwrap();
+        assert_eq!(
+            d.write,
+            RoomWrite::Extend {
+                expires_ms: 230_200,
+                ttl_ms: Some(10_000)
+            }
+        );
+        assert_eq!(lease(d).node_id, "a", "D3: held elsewhere");
+        // The holder renews within the hold: same token and epoch (D2).
+        let d = ensure("a", 10_000)
+            .decide(Some(held.clone()), step(4_000), "t")
+            .unwrap();
+        assert_eq!(
+            d.write,
+            RoomWrite::Extend {
+                expires_ms: 234_200,
+                ttl_ms: Some(10_000)
+            }
+        );
+        assert_eq!(lease(d).lease_token, held.lease_token);
+        // The hold ends a ttl after the step; a row written after the step has none.
+        let d = ensure("b", 10_000)
+            .decide(Some(held), step(10_000), "t")
+            .unwrap();
+        assert!(matches!(d.write, RoomWrite::Grant(_)));
+        let after = granted("a", 1_000, at(221_000));
+        assert_eq!(after.left(&step(2_000)), 0);
+    }
+
+    #[test]
+    fn rows_an_older_build_wrote_are_judged_on_their_expiry_alone() {
+        let old = row("a", "t", 3, 200_000);
+        assert_eq!(old.left(&at(80_000)), 120_000);
+        let d = ensure("b", 5).decide(Some(old), at(80_000), "t").unwrap();
+        assert_eq!(d.write, RoomWrite::Nothing);
     }
 
     #[test]
@@ -572,7 +724,7 @@ mod tests {
         for bad in [row("", "t", 1, 9), row("a", "", 1, 9), row("a", "t", 0, 9)] {
             for op in [RoomOp::Read, ensure("a", 5)] {
                 assert!(matches!(
-                    op.decide(Some(bad.clone()), 1, "test"),
+                    op.decide(Some(bad.clone()), at(1), "test"),
                     Err(LeaseError::Corrupt(_))
                 ));
             }

@@ -6,8 +6,8 @@
 //! (a positive ttl never becomes zero). Because stored expiries are whole
 //! milliseconds, truncating `now` never changes whether `now < expires_at`.
 
-use std::sync::{Mutex, PoisonError};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::sync::{LazyLock, Mutex, PoisonError};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::error::LeaseError;
 
@@ -22,11 +22,16 @@ pub const MAX_TTL: Duration = Duration::from_hours(10 * 365 * 24);
 /// Redis's Lua.
 pub const MAX_TIME_MILLIS: u64 = 1 << 52;
 
-/// A source of wall-clock time, for the parts of the API that have no `now`
-/// parameter (node registrations).
+/// A store's clock: its wall-clock time, which judges expiry (D10), and a monotonic
+/// reading beside it, which a step of the wall clock does not move (D11: the directory
+/// notices a forward step by comparing the two).
 pub trait Clock: Send + Sync + 'static {
-    /// The current time.
+    /// The current wall-clock time.
     fn now(&self) -> SystemTime;
+
+    /// Time since an arbitrary fixed origin on a clock that never goes back and that
+    /// steps of the wall clock leave alone (the system's: [`Instant`]).
+    fn monotonic(&self) -> Duration;
 }
 
 impl std::fmt::Debug for dyn Clock {
@@ -39,41 +44,72 @@ impl std::fmt::Debug for dyn Clock {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct SystemClock;
 
+/// The origin of [`SystemClock::monotonic`]: the first reading in the process.
+static ORIGIN: LazyLock<Instant> = LazyLock::new(Instant::now);
+
 impl Clock for SystemClock {
     fn now(&self) -> SystemTime {
         SystemTime::now()
     }
+
+    fn monotonic(&self) -> Duration {
+        ORIGIN.elapsed()
+    }
 }
 
-/// A clock that moves only when told to: for tests and simulations.
+/// A clock that moves only when told to: for tests and simulations. [`advance`](Self::advance)
+/// lets time pass (wall and monotonic together); [`step_forward`](Self::step_forward),
+/// [`step_back`](Self::step_back) and [`set`](Self::set) move the wall clock alone, as an
+/// operator or a bad NTP server steps a host's clock.
 #[derive(Debug)]
 pub struct ManualClock {
-    now: Mutex<SystemTime>,
+    now: Mutex<(SystemTime, Duration)>,
 }
 
 impl ManualClock {
-    /// A clock standing at `start`.
+    /// A clock standing at `start` (its monotonic reading at zero).
     pub fn new(start: SystemTime) -> Self {
         Self {
-            now: Mutex::new(start),
+            now: Mutex::new((start, Duration::ZERO)),
         }
     }
 
-    /// Moves the clock forward by `by`.
-    pub fn advance(&self, by: Duration) {
-        let mut now = self.now.lock().unwrap_or_else(PoisonError::into_inner);
-        *now += by;
+    fn with<T>(&self, f: impl FnOnce(&mut (SystemTime, Duration)) -> T) -> T {
+        f(&mut self.now.lock().unwrap_or_else(PoisonError::into_inner))
     }
 
-    /// Sets the clock to `to` (which may be earlier than now).
+    /// Lets `by` pass: the wall clock and the monotonic clock both move forward by `by`.
+    pub fn advance(&self, by: Duration) {
+        self.with(|(wall, mono)| {
+            *wall += by;
+            *mono += by;
+        });
+    }
+
+    /// Steps the wall clock forward by `by`; no time passes (the monotonic clock stays).
+    pub fn step_forward(&self, by: Duration) {
+        self.with(|(wall, _)| *wall += by);
+    }
+
+    /// Steps the wall clock back by `by`; no time passes (the monotonic clock stays).
+    pub fn step_back(&self, by: Duration) {
+        self.with(|(wall, _)| *wall -= by);
+    }
+
+    /// Sets the wall clock to `to` (which may be earlier than now): a step, the
+    /// monotonic clock stays.
     pub fn set(&self, to: SystemTime) {
-        *self.now.lock().unwrap_or_else(PoisonError::into_inner) = to;
+        self.with(|(wall, _)| *wall = to);
     }
 }
 
 impl Clock for ManualClock {
     fn now(&self) -> SystemTime {
-        *self.now.lock().unwrap_or_else(PoisonError::into_inner)
+        self.with(|(wall, _)| *wall)
+    }
+
+    fn monotonic(&self) -> Duration {
+        self.with(|(_, mono)| *mono)
     }
 }
 
@@ -169,7 +205,12 @@ mod tests {
         assert_eq!(clock.now(), UNIX_EPOCH);
         clock.advance(Duration::from_secs(2));
         assert_eq!(clock.now(), UNIX_EPOCH + Duration::from_secs(2));
+        assert_eq!(clock.monotonic(), Duration::from_secs(2));
         clock.set(UNIX_EPOCH + Duration::from_secs(1));
         assert_eq!(clock.now(), UNIX_EPOCH + Duration::from_secs(1));
+        clock.step_forward(Duration::from_secs(60));
+        clock.step_back(Duration::from_secs(30));
+        assert_eq!(clock.now(), UNIX_EPOCH + Duration::from_secs(31));
+        assert_eq!(clock.monotonic(), Duration::from_secs(2), "steps pass no time");
     }
 }

@@ -8,7 +8,7 @@ use fjall::Keyspace;
 use unique_core::{CasOutcome, Error, Fence, OwnerState, VacantClaim};
 use unique_lease::{
     Clock, LeaseDump, LeaseError, LeaseRow, NodeDecision, NodeOp, NodeRow, NodeWrite, RoomOp,
-    RoomWrite, clock_millis,
+    RoomWrite, StepGuard, clock_millis,
 };
 
 use crate::lease_record::{LAST_EPOCH, decode_epoch, decode_lease, decode_node};
@@ -121,8 +121,9 @@ impl Decide<'_> {
                 room,
                 op,
                 clock,
+                steps,
                 answer,
-            } => decided(answer, self.decide_room(room, &op, &*clock, pending)),
+            } => decided(answer, self.decide_room(room, &op, &*clock, &steps, pending)),
             Write::Node {
                 node,
                 op,
@@ -140,11 +141,11 @@ impl Decide<'_> {
         room: String,
         op: &RoomOp,
         clock: &dyn Clock,
+        steps: &StepGuard,
         pending: &mut Pending,
     ) -> RoomAnswer {
         let row = self.lease_row(&room, pending)?;
-        let now_ms = clock_millis(clock)?;
-        let decision = op.decide(row.clone(), now_ms, "fjall")?;
+        let decision = op.decide(row.clone(), steps.read(clock)?, "fjall")?;
         let mut epoch = None;
         match &decision.write {
             RoomWrite::Nothing => {}
@@ -157,9 +158,10 @@ impl Decide<'_> {
                 pending.leases.insert(room, Some(grant.row(next)));
                 epoch = Some(next);
             }
-            RoomWrite::Extend { expires_ms } => {
+            RoomWrite::Extend { expires_ms, ttl_ms } => {
                 if let Some(mut row) = row {
                     row.expires_ms = *expires_ms;
+                    row.ttl_ms = *ttl_ms;
                     pending.leases.insert(room, Some(row));
                 }
             }

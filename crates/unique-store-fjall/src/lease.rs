@@ -7,7 +7,7 @@ use fjall::{Keyspace, Readable};
 use tokio::sync::oneshot;
 use unique_lease::{
     Clock, LeaseDump, LeaseError, LeaseRows, NodeDecision, NodeOp, NodeWrite, RoomDecision, RoomOp,
-    async_trait, clock_millis,
+    StepGuard, async_trait, clock_millis,
 };
 
 use crate::lease_record::{decode_lease, decode_node};
@@ -29,12 +29,14 @@ use crate::writer::{RoomAnswer, StoreError, Write, Writer, unavailable};
 ///
 /// **The process's clock judges** (D10): expiry is decided on the directory's [`Clock`]
 /// (the system clock unless a test injects another). One process holds a fjall directory
-/// at a time, so there is one clock.
+/// at a time, so there is one clock; a [`StepGuard`] beside it keeps leases safe across
+/// steps of it (D11).
 #[derive(Clone)]
 pub struct FjallDirectory {
     writer: Arc<Writer>,
     published: Published,
     clock: Arc<dyn Clock>,
+    steps: Arc<StepGuard>,
 }
 
 impl std::fmt::Debug for FjallDirectory {
@@ -49,6 +51,7 @@ impl FjallDirectory {
             writer,
             published,
             clock,
+            steps: Arc::new(StepGuard::new()),
         }
     }
 
@@ -94,15 +97,17 @@ impl LeaseRows for FjallDirectory {
         if op == RoomOp::Read {
             // A read writes nothing: the durable snapshot and the clock read after it.
             let row = self.read(|k| &k.leases, room_id, decode_lease)?;
-            let decision = op.decide(row, clock_millis(&*self.clock)?, "fjall")?;
+            let decision = op.decide(row, self.steps.read(&*self.clock)?, "fjall")?;
             return Ok((decision, None));
         }
         let clock = Arc::clone(&self.clock);
+        let steps = Arc::clone(&self.steps);
         self.writer
             .ask(|answer: oneshot::Sender<RoomAnswer>| Write::Room {
                 room: room_id.to_owned(),
                 op,
                 clock,
+                steps,
                 answer,
             })
             .await

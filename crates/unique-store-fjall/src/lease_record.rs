@@ -1,34 +1,46 @@
 //! Lease rows, node rows and the epoch counter as bytes in their keyspaces.
 //!
-//! A lease row is a format byte (1), `epoch` and `expires_ms` as 8 bytes little-endian
-//! each, then the node id and the token, each a length (2 bytes little-endian) and its
-//! UTF-8 bytes. A node row is the format byte, `updated_ms` and `expires_ms`, then the
-//! address the same way. The epoch counter is 8 bytes little-endian. A value this module
+//! A lease row is a format byte (2), `epoch`, `expires_ms` and `ttl_ms` (0 when unknown)
+//! as 8 bytes little-endian each, then the node id and the token, each a length (2 bytes
+//! little-endian) and its UTF-8 bytes. Format 1 (older builds) is the same without
+//! `ttl_ms`, and still reads (its ttl unknown, D11). A node row is format byte 1,
+//! `updated_ms` and `expires_ms`, then the address the same way. The epoch counter is 8 bytes little-endian. A value this module
 //! did not write fails to decode as [`LeaseError::Corrupt`]: no lease is granted over it.
 
 use unique_lease::{LeaseError, LeaseRow, NodeRow};
 
-/// The first byte of every row this version writes.
+/// The first byte of every node row, and of lease rows older builds wrote.
 const FORMAT: u8 = 1;
+
+/// The first byte of every lease row this version writes (with its ttl).
+const LEASE_FORMAT: u8 = 2;
 
 /// The key of the epoch counter in the meta keyspace.
 pub(crate) const LAST_EPOCH: &[u8] = b"last_epoch";
 
 pub(crate) fn encode_lease(row: &LeaseRow) -> Vec<u8> {
-    let mut out = Vec::with_capacity(21 + row.node_id.len() + row.lease_token.len());
-    out.push(FORMAT);
+    let mut out = Vec::with_capacity(29 + row.node_id.len() + row.lease_token.len());
+    out.push(LEASE_FORMAT);
     out.extend_from_slice(&row.epoch.to_le_bytes());
     out.extend_from_slice(&row.expires_ms.to_le_bytes());
+    out.extend_from_slice(&row.ttl_ms.unwrap_or(0).to_le_bytes());
     put_text(&mut out, &row.node_id);
     put_text(&mut out, &row.lease_token);
     out
 }
 
 pub(crate) fn decode_lease(bytes: &[u8]) -> Result<LeaseRow, LeaseError> {
-    let mut reader = Reader::new(bytes)?;
+    let (format, mut reader) = Reader::versioned(bytes)?;
+    let epoch = reader.u64()?;
+    let expires_ms = reader.u64()?;
+    let ttl_ms = match format {
+        FORMAT => None,
+        _ => Some(reader.u64()?).filter(|ttl| *ttl > 0),
+    };
     let row = LeaseRow {
-        epoch: reader.u64()?,
-        expires_ms: reader.u64()?,
+        epoch,
+        expires_ms,
+        ttl_ms,
         node_id: reader.text()?,
         lease_token: reader.text()?,
     };
@@ -88,6 +100,16 @@ impl<'a> Reader<'a> {
         }
     }
 
+    /// A lease row's reader and its format byte (1 or 2).
+    fn versioned(bytes: &'a [u8]) -> Result<(u8, Self), LeaseError> {
+        match bytes.split_first() {
+            Some((&format, rest)) if format == FORMAT || format == LEASE_FORMAT => {
+                Ok((format, Self { rest }))
+            }
+            _ => Err(corrupt("a row")),
+        }
+    }
+
     fn take(&mut self, n: usize) -> Result<&'a [u8], LeaseError> {
         if self.rest.len() < n {
             return Err(corrupt("a row"));
@@ -131,16 +153,27 @@ mod tests {
             lease_token: "token".into(),
             epoch: u64::MAX - 1,
             expires_ms: 1 << 51,
+            ttl_ms: Some(30_000),
         };
         let bytes = encode_lease(&lease);
         assert_eq!(decode_lease(&bytes).unwrap(), lease);
+        // A row an older build wrote (format 1, no ttl) still reads, its ttl unknown.
+        let mut old = vec![1];
+        old.extend_from_slice(&bytes[1..17]);
+        old.extend_from_slice(&bytes[25..]);
+        let unknown = LeaseRow {
+            ttl_ms: None,
+            ..lease.clone()
+        };
+        assert_eq!(decode_lease(&old).unwrap(), unknown);
+        assert_eq!(decode_lease(&encode_lease(&unknown)).unwrap(), unknown);
         let node = NodeRow {
             grpc_addr: "127.0.0.1:9".into(),
             updated_ms: 5,
             expires_ms: 9,
         };
         assert_eq!(decode_node(&encode_node(&node)).unwrap(), node);
-        for bad in [&b""[..], b"\x02", &bytes[..bytes.len() - 1], b"\x01\x00"] {
+        for bad in [&b""[..], b"\x03", &bytes[..bytes.len() - 1], b"\x01\x00"] {
             assert!(decode_lease(bad).unwrap_err().is_corrupt());
         }
         let mut longer = bytes.clone();

@@ -75,6 +75,7 @@ async fn leases_survive_a_reopen_and_imports_keep_epochs_ordered() {
                 lease_token: "t".into(),
                 epoch: 41,
                 expires_ms: 0,
+                ttl_ms: None,
             },
         )],
         nodes: Vec::new(),

@@ -9,7 +9,7 @@ use tokio_postgres::Row;
 use tokio_postgres::error::SqlState;
 use unique_lease::{
     Clock, LeaseError, LeaseRow, LeaseRows, NodeDecision, NodeOp, NodeRow, NodeWrite, RoomDecision,
-    RoomOp, RoomWrite, async_trait, clock_millis,
+    RoomOp, RoomWrite, StepGuard, StoreNow, SystemClock, async_trait, clock_millis,
 };
 
 use crate::error::Failure;
@@ -81,6 +81,21 @@ struct Inner {
     sql: LeaseStatements,
     /// `None`: the database's clock judges (production). `Some`: a test clock does.
     clock: Option<Arc<dyn Clock>>,
+    steps: Steps,
+}
+
+/// Forward steps of the database server's clock (D11), noticed against this process's
+/// monotonic clock (the test clock's, when one judges).
+struct Steps {
+    guard: StepGuard,
+    monotonic: Arc<dyn Clock>,
+}
+
+impl Steps {
+    /// The server's reading `now_ms`, observed just after its answer arrived.
+    fn observe(&self, now_ms: u64) -> StoreNow {
+        self.guard.observe(now_ms, self.monotonic.monotonic())
+    }
 }
 
 impl fmt::Debug for PostgresDirectory {
@@ -138,6 +153,10 @@ impl PostgresDirectoryBuilder {
             inner: Arc::new(Inner {
                 sql: LeaseStatements::for_prefix(&self.prefix)?,
                 store: self.store,
+                steps: Steps {
+                    guard: StepGuard::new(),
+                    monotonic: self.clock.clone().unwrap_or_else(|| Arc::new(SystemClock)),
+                },
                 clock: self.clock,
             }),
         })
@@ -247,6 +266,20 @@ impl PostgresDirectory {
             if verdict.is_err() {
                 return Ok((c, verdict));
             }
+            // A leases table an older build created lacks `ttl_ms` (D11): add it, or say how.
+            let has_ttl: bool = c
+                .client()
+                .query_one(HAS_TTL, &[&sql.leases])
+                .await?
+                .get(0);
+            if !has_ttl && let Err(e) = c.client().batch_execute(&sql.add_ttl).await {
+                let why = unavailable(format!(
+                    "postgres lease table {} lacks the ttl_ms column this version needs, and \
+                     adding it failed ({e}): run as the table's owner: {}",
+                    sql.leases, sql.add_ttl
+                ));
+                return Ok((c, Err(why)));
+            }
             for statement in sql.all() {
                 c.client().prepare_cached(statement).await?;
             }
@@ -286,15 +319,17 @@ struct LeaseStatements {
     leases: String,
     nodes: String,
     epoch: String,
-    /// `$1` room, `$2` clock → one row `now, node, token, epoch, expires_ms` (the room's
+    /// `$1` room, `$2` clock → one row `now, node, token, epoch, expires_ms, ttl_ms` (the room's
     /// columns NULL when it has no lease).
     read: String,
     /// As `read`, the row locked.
     lock_read: String,
-    /// `$1` room, `$2` node, `$3` token, `$4` expiry → the epoch drawn.
+    /// `$1` room, `$2` node, `$3` token, `$4` expiry, `$5` ttl → the epoch drawn.
     grant: String,
-    /// `$1` room, `$2` expiry.
+    /// `$1` room, `$2` expiry, `$3` ttl.
     extend: String,
+    /// Adds `ttl_ms` (D11) to a leases table an older build created.
+    add_ttl: String,
     /// `$1` room.
     delete: String,
     /// `$1` node, `$2` clock → one row `now, addr, updated_ms, expires_ms` (the node's
@@ -343,20 +378,24 @@ impl LeaseStatements {
         // The quoted name holds no `'` (only letters, digits, `_`, `-`, `.` and `"`).
         let nextval = format!("nextval('{epoch}'::regclass)");
         Ok(Self {
-            read: with_now(&leases, "room", "node, token, epoch, expires_ms", ""),
+            read: with_now(&leases, "room", "node, token, epoch, expires_ms, ttl_ms", ""),
             lock_read: with_now(
                 &leases,
                 "room",
-                "node, token, epoch, expires_ms",
+                "node, token, epoch, expires_ms, ttl_ms",
                 " FOR UPDATE",
             ),
             grant: format!(
-                "INSERT INTO {leases} AS l (room, node, token, epoch, expires_ms) \
-                 VALUES ($1, $2, $3, {nextval}, $4::bigint) \
+                "INSERT INTO {leases} AS l (room, node, token, epoch, expires_ms, ttl_ms) \
+                 VALUES ($1, $2, $3, {nextval}, $4::bigint, $5::bigint) \
                  ON CONFLICT (room) DO UPDATE SET node = excluded.node, token = excluded.token, \
-                 epoch = excluded.epoch, expires_ms = excluded.expires_ms RETURNING l.epoch"
+                 epoch = excluded.epoch, expires_ms = excluded.expires_ms, \
+                 ttl_ms = excluded.ttl_ms RETURNING l.epoch"
             ),
-            extend: format!("UPDATE {leases} SET expires_ms = $2::bigint WHERE room = $1"),
+            extend: format!(
+                "UPDATE {leases} SET expires_ms = $2::bigint, ttl_ms = $3::bigint WHERE room = $1"
+            ),
+            add_ttl: format!("ALTER TABLE {leases} ADD COLUMN IF NOT EXISTS ttl_ms bigint"),
             delete: format!("DELETE FROM {leases} WHERE room = $1"),
             read_node: with_now(&nodes, "node", "addr, updated_ms, expires_ms", ""),
             lock_read_node: with_now(
@@ -375,7 +414,8 @@ impl LeaseStatements {
             create: format!(
                 "CREATE TABLE IF NOT EXISTS {leases} (room text PRIMARY KEY, \
                  node text NOT NULL, token text NOT NULL, epoch bigint NOT NULL, \
-                 expires_ms bigint NOT NULL); \
+                 expires_ms bigint NOT NULL, ttl_ms bigint); \
+                 ALTER TABLE {leases} ADD COLUMN IF NOT EXISTS ttl_ms bigint; \
                  CREATE SEQUENCE IF NOT EXISTS {epoch} AS bigint MINVALUE 1 START 1 CACHE 1 \
                  NO CYCLE; \
                  CREATE TABLE IF NOT EXISTS {nodes} (node text PRIMARY KEY, \
@@ -430,6 +470,10 @@ const INSPECT: &str = "SELECT to_regclass($1) IS NOT NULL, to_regclass($2) IS NO
      s.seqrelid IS NOT NULL, COALESCE(s.seqcache, 1), COALESCE(s.seqcycle, false), \
      pg_is_in_recovery() \
      FROM (SELECT 1) one LEFT JOIN pg_sequence s ON s.seqrelid = to_regclass($3)";
+
+/// Whether the leases table (`$1`) has the `ttl_ms` column.
+const HAS_TTL: &str = "SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass($1) \
+     AND attname = 'ttl_ms' AND NOT attisdropped)";
 
 /// What [`INSPECT`] found.
 #[allow(clippy::struct_excessive_bools)] // one field per independent fact of the row
@@ -535,6 +579,10 @@ fn lease_row(row: &Row) -> Result<(u64, Option<LeaseRow>), LeaseError> {
         lease_token: get(row, 2, "token")?,
         epoch: whole(get(row, 3, "epoch")?, "epoch")?,
         expires_ms: whole(get(row, 4, "expires_ms")?, "expires_ms")?,
+        // NULL in a row an older build wrote: unknown (D11).
+        ttl_ms: get::<Option<i64>>(row, 5, "ttl_ms")?
+            .map(|ttl| whole(ttl, "ttl_ms"))
+            .transpose()?,
     };
     Ok((now, Some(lease)))
 }
@@ -609,29 +657,30 @@ async fn room_locked(
     sql: &LeaseStatements,
     room_id: &str,
     op: &RoomOp,
-    clock: Option<i64>,
+    (clock, steps): (Option<i64>, &Steps),
 ) -> Result<(RoomDecision, Option<u64>), Step> {
     let statement = client.prepare_cached(&sql.lock_read).await?;
     let (now, row) = lease_row(&client.query_one(&statement, &[&room_id, &clock]).await?)?;
-    let decision = op.decide(row, now, STORE)?;
+    let decision = op.decide(row, steps.observe(now), STORE)?;
     let epoch = match &decision.write {
         RoomWrite::Nothing => None,
         RoomWrite::Grant(grant) => {
             // D4: the epoch comes from the sequence, in the statement that writes the row.
             let statement = client.prepare_cached(&sql.grant).await?;
-            let expires = to_i64(grant.expires_ms);
+            let (expires, ttl) = (to_i64(grant.expires_ms), to_i64(grant.ttl_ms));
             let row = client
                 .query_one(
                     &statement,
-                    &[&room_id, &grant.node_id, &grant.lease_token, &expires],
+                    &[&room_id, &grant.node_id, &grant.lease_token, &expires, &ttl],
                 )
                 .await?;
             Some(whole(get(&row, 0, "epoch")?, "epoch")?)
         }
-        RoomWrite::Extend { expires_ms } => {
+        RoomWrite::Extend { expires_ms, ttl_ms } => {
             let statement = client.prepare_cached(&sql.extend).await?;
+            let ttl = ttl_ms.map(to_i64);
             client
-                .execute(&statement, &[&room_id, &to_i64(*expires_ms)])
+                .execute(&statement, &[&room_id, &to_i64(*expires_ms), &ttl])
                 .await?;
             None
         }
@@ -681,6 +730,7 @@ impl LeaseRows for PostgresDirectory {
     ) -> Result<(RoomDecision, Option<u64>), LeaseError> {
         let clock = self.clock_param()?;
         let sql = &self.inner.sql;
+        let steps = &self.inner.steps;
         let what = match op {
             RoomOp::Read => "read_lease",
             RoomOp::Ensure { .. } => "ensure_owner",
@@ -695,7 +745,9 @@ impl LeaseRows for PostgresDirectory {
                     .client()
                     .query_one(&statement, &[&room_id, &clock])
                     .await?;
-                match lease_row(&row).and_then(|(now, row)| op.decide(row, now, STORE)) {
+                let decided = lease_row(&row)
+                    .and_then(|(now, row)| op.decide(row, steps.observe(now), STORE));
+                match decided {
                     Ok(decision) if decision.write == RoomWrite::Nothing => {
                         return Ok((c, Ok((decision, None))));
                     }
@@ -703,7 +755,7 @@ impl LeaseRows for PostgresDirectory {
                     Ok(_) => {}
                 }
             }
-            let step = room_locked(c.client(), sql, room_id, op, clock);
+            let step = room_locked(c.client(), sql, room_id, op, (clock, steps));
             let answer = locked(c.client(), sql.lock_key(room_id), step).await?;
             Ok((c, answer))
         })

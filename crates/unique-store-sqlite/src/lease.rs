@@ -10,7 +10,7 @@ use rusqlite::{
 };
 use unique_lease::{
     Clock, LeaseDump, LeaseError, LeaseRow, LeaseRows, NodeDecision, NodeOp, NodeRow, NodeWrite,
-    RoomDecision, RoomOp, RoomWrite, SystemClock, async_trait, clock_millis,
+    RoomDecision, RoomOp, RoomWrite, StepGuard, SystemClock, async_trait,
 };
 
 use crate::error::map_sqlite;
@@ -22,7 +22,12 @@ use crate::schema::check_path;
 const LEASE_APPLICATION_ID: i32 = 0x7571_6c73;
 
 /// The lease schema version this build writes and understands (`PRAGMA user_version`).
-const LEASE_SCHEMA_VERSION: i32 = 1;
+/// Version 2 added `leases.ttl_ms` (D11); a version 1 file is migrated when opened.
+const LEASE_SCHEMA_VERSION: i32 = 2;
+
+/// Migrates a version 1 file: its rows keep a NULL ttl (unknown, judged on their expiry
+/// alone until they are next written).
+const MIGRATE_1_TO_2: &str = "ALTER TABLE leases ADD COLUMN ttl_ms INTEGER";
 
 /// The tables of a new file. The epoch counter is one row that only ever grows.
 const CREATE_TABLES: &str = "
@@ -31,7 +36,8 @@ CREATE TABLE leases (
     node       TEXT NOT NULL,
     token      TEXT NOT NULL,
     epoch      INTEGER NOT NULL,
-    expires_ms INTEGER NOT NULL
+    expires_ms INTEGER NOT NULL,
+    ttl_ms     INTEGER
 ) WITHOUT ROWID;
 CREATE TABLE lease_epoch (
     id   INTEGER PRIMARY KEY CHECK (id = 1),
@@ -46,13 +52,13 @@ CREATE TABLE nodes (
 ) WITHOUT ROWID;
 ";
 
-const READ: &str = "SELECT node, token, epoch, expires_ms FROM leases WHERE room = ?1";
+const READ: &str = "SELECT node, token, epoch, expires_ms, ttl_ms FROM leases WHERE room = ?1";
 const NEXT_EPOCH: &str = "UPDATE lease_epoch SET last = last + 1 WHERE id = 1 RETURNING last";
-const GRANT: &str = "INSERT INTO leases (room, node, token, epoch, expires_ms) \
-     VALUES (?1, ?2, ?3, ?4, ?5) \
+const GRANT: &str = "INSERT INTO leases (room, node, token, epoch, expires_ms, ttl_ms) \
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6) \
      ON CONFLICT (room) DO UPDATE SET node = excluded.node, token = excluded.token, \
-     epoch = excluded.epoch, expires_ms = excluded.expires_ms";
-const EXTEND: &str = "UPDATE leases SET expires_ms = ?2 WHERE room = ?1";
+     epoch = excluded.epoch, expires_ms = excluded.expires_ms, ttl_ms = excluded.ttl_ms";
+const EXTEND: &str = "UPDATE leases SET expires_ms = ?2, ttl_ms = ?3 WHERE room = ?1";
 const DELETE: &str = "DELETE FROM leases WHERE room = ?1";
 const READ_NODE: &str = "SELECT addr, updated_ms, expires_ms FROM nodes WHERE node = ?1";
 const PUT_NODE: &str = "INSERT INTO nodes (node, addr, updated_ms, expires_ms) \
@@ -61,7 +67,8 @@ const PUT_NODE: &str = "INSERT INTO nodes (node, addr, updated_ms, expires_ms) \
      updated_ms = excluded.updated_ms, expires_ms = excluded.expires_ms";
 const DELETE_NODE: &str = "DELETE FROM nodes WHERE node = ?1";
 const LAST_EPOCH: &str = "SELECT last FROM lease_epoch WHERE id = 1";
-const ALL_LEASES: &str = "SELECT room, node, token, epoch, expires_ms FROM leases ORDER BY room";
+const ALL_LEASES: &str =
+    "SELECT room, node, token, epoch, expires_ms, ttl_ms FROM leases ORDER BY room";
 const ALL_NODES: &str = "SELECT node, addr, updated_ms, expires_ms FROM nodes ORDER BY node";
 
 /// The name [`RoomOp::decide`] gives a corrupt record.
@@ -116,6 +123,9 @@ pub struct SqliteDirectory {
 struct Inner {
     conn: Mutex<Connection>,
     clock: Arc<dyn Clock>,
+    /// Forward steps of the clock (D11), per directory: each process sharing the file
+    /// notices a step itself.
+    steps: StepGuard,
     path: PathBuf,
 }
 
@@ -213,6 +223,7 @@ impl SqliteDirectoryBuilder {
             inner: Arc::new(Inner {
                 conn: Mutex::new(conn),
                 clock: self.clock,
+                steps: StepGuard::new(),
                 path: self.path,
             }),
         })
@@ -232,6 +243,11 @@ fn ensure_tables(conn: &Connection, path: &Path) -> Result<(), LeaseError> {
             .pragma_query_value(None, "user_version", |row| row.get(0))
             .map_err(failed)?;
         if app_id == LEASE_APPLICATION_ID {
+            if version == 1 {
+                conn.execute_batch(MIGRATE_1_TO_2).map_err(failed)?;
+                conn.pragma_update(None, "user_version", LEASE_SCHEMA_VERSION)
+                    .map_err(failed)?;
+            }
             if version > LEASE_SCHEMA_VERSION {
                 return Err(refused(
                     path,
@@ -341,15 +357,31 @@ impl SqliteDirectory {
     async fn run<T, F>(&self, what: &'static str, step: F) -> Result<T, LeaseError>
     where
         T: Send + 'static,
-        F: FnOnce(&mut Connection, &dyn Clock) -> Result<T, Failure> + Send + 'static,
+        F: FnOnce(&mut Connection, &Timing<'_>) -> Result<T, Failure> + Send + 'static,
     {
         let inner = Arc::clone(&self.inner);
         tokio::task::spawn_blocking(move || {
             let mut conn = inner.conn.lock().unwrap_or_else(PoisonError::into_inner);
-            step(&mut conn, &*inner.clock).map_err(|failure| failure.into_error(what))
+            let timing = Timing {
+                clock: &*inner.clock,
+                steps: &inner.steps,
+            };
+            step(&mut conn, &timing).map_err(|failure| failure.into_error(what))
         })
         .await
         .map_err(|e| LeaseError::unavailable_with("sqlite lease task did not complete", e))?
+    }
+}
+
+/// The directory's clock and its step guard, read together (D11).
+struct Timing<'a> {
+    clock: &'a dyn Clock,
+    steps: &'a StepGuard,
+}
+
+impl Timing<'_> {
+    fn now(&self) -> Result<unique_lease::StoreNow, LeaseError> {
+        self.steps.read(self.clock)
     }
 }
 
@@ -458,13 +490,19 @@ fn whole(row: &rusqlite::Row<'_>, idx: usize) -> rusqlite::Result<u64> {
     u64::try_from(value).map_err(|_| rusqlite::Error::IntegralValueOutOfRange(idx, value))
 }
 
-/// Columns `first..first + 4` of a lease row: `node, token, epoch, expires_ms`.
+/// Columns `first..first + 5` of a lease row: `node, token, epoch, expires_ms, ttl_ms`
+/// (NULL in a row an older build wrote).
 fn lease_row(row: &rusqlite::Row<'_>, first: usize) -> rusqlite::Result<LeaseRow> {
+    let ttl: Option<i64> = row.get(first + 4)?;
+    let ttl_ms = ttl
+        .map(|t| u64::try_from(t).map_err(|_| rusqlite::Error::IntegralValueOutOfRange(first + 4, t)))
+        .transpose()?;
     Ok(LeaseRow {
         node_id: row.get(first)?,
         lease_token: row.get(first + 1)?,
         epoch: whole(row, first + 2)?,
         expires_ms: whole(row, first + 3)?,
+        ttl_ms,
     })
 }
 
@@ -481,7 +519,7 @@ fn node_row(row: &rusqlite::Row<'_>, first: usize) -> rusqlite::Result<NodeRow> 
 /// decided write with the epoch drawn for a grant.
 fn room_step(
     tx: &Transaction<'_>,
-    clock: &dyn Clock,
+    timing: &Timing<'_>,
     room_id: &str,
     op: &RoomOp,
     write: bool,
@@ -490,7 +528,7 @@ fn room_step(
         .prepare_cached(READ)?
         .query_row([room_id], |r| lease_row(r, 0))
         .optional()?;
-    let decision = op.decide(row, clock_millis(clock)?, STORE)?;
+    let decision = op.decide(row, timing.now()?, STORE)?;
     let epoch = match &decision.write {
         RoomWrite::Nothing => None,
         _ if !write => return Ok(None),
@@ -509,13 +547,17 @@ fn room_step(
                 row.node_id,
                 row.lease_token,
                 to_i64(row.epoch),
-                to_i64(row.expires_ms)
+                to_i64(row.expires_ms),
+                row.ttl_ms.map(to_i64)
             ])?;
             Some(epoch)
         }
-        RoomWrite::Extend { expires_ms } => {
-            tx.prepare_cached(EXTEND)?
-                .execute(params![room_id, to_i64(*expires_ms)])?;
+        RoomWrite::Extend { expires_ms, ttl_ms } => {
+            tx.prepare_cached(EXTEND)?.execute(params![
+                room_id,
+                to_i64(*expires_ms),
+                ttl_ms.map(to_i64)
+            ])?;
             None
         }
         RoomWrite::Delete => {
@@ -529,7 +571,7 @@ fn room_step(
 /// The registration's step in `tx`, as [`room_step`].
 fn node_step(
     tx: &Transaction<'_>,
-    clock: &dyn Clock,
+    timing: &Timing<'_>,
     node_id: &str,
     op: &NodeOp,
     write: bool,
@@ -538,7 +580,7 @@ fn node_step(
         .prepare_cached(READ_NODE)?
         .query_row([node_id], |r| node_row(r, 0))
         .optional()?;
-    let decision = op.decide(row, clock_millis(clock)?);
+    let decision = op.decide(row, timing.now()?.ms);
     match &decision.write {
         NodeWrite::Nothing => {}
         _ if !write => return Ok(None),
@@ -570,10 +612,10 @@ impl LeaseRows for SqliteDirectory {
             RoomOp::Release { .. } => "release_owner",
         };
         let room_id = room_id.to_owned();
-        self.run(what, move |conn, clock| {
+        self.run(what, move |conn, timing| {
             let read = matches!(op, RoomOp::Read);
             atomically(conn, read, |tx, write| {
-                room_step(tx, clock, &room_id, &op, write)
+                room_step(tx, timing, &room_id, &op, write)
             })
         })
         .await
@@ -586,10 +628,10 @@ impl LeaseRows for SqliteDirectory {
             NodeOp::Delete => "unregister_node",
         };
         let node_id = node_id.to_owned();
-        self.run(what, move |conn, clock| {
+        self.run(what, move |conn, timing| {
             let read = matches!(op, NodeOp::Read);
             atomically(conn, read, |tx, write| {
-                node_step(tx, clock, &node_id, &op, write)
+                node_step(tx, timing, &node_id, &op, write)
             })
         })
         .await

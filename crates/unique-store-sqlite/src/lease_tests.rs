@@ -91,7 +91,7 @@ async fn foreign_files_and_records_are_refused() {
     let d = directory(&lease_file, &clock);
     let raw = Connection::open(&lease_file).unwrap();
     raw.execute(
-        "INSERT INTO leases VALUES ('room', 'a', 'tok', 'seven', 0)",
+        "INSERT INTO leases VALUES ('room', 'a', 'tok', 'seven', 0, NULL)",
         [],
     )
     .unwrap();
@@ -145,6 +145,7 @@ async fn export_reads_the_counter_every_lease_and_every_registration() {
                     lease_token: expired.lease_token,
                     epoch: 2,
                     expires_ms: start + 1_000,
+                    ttl_ms: Some(1_000),
                 }
             ),
             (
@@ -154,6 +155,7 @@ async fn export_reads_the_counter_every_lease_and_every_registration() {
                     lease_token: held.lease_token,
                     epoch: 3,
                     expires_ms: start + 30_000,
+                    ttl_ms: Some(30_000),
                 }
             ),
         ]
@@ -179,4 +181,45 @@ async fn export_reads_the_counter_every_lease_and_every_registration() {
     raw.execute("UPDATE leases SET epoch = -4 WHERE room = 'old'", [])
         .unwrap();
     assert!(d.export().unwrap_err().is_corrupt());
+}
+
+/// A version 1 file (no `ttl_ms`) opens migrated: its row keeps its holding, judged on its
+/// expiry alone (ttl unknown), and the next write stores the ttl (D11).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_version_1_file_is_migrated_and_its_rows_still_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("l.db");
+    let old = Connection::open(&path).unwrap();
+    old.execute_batch(
+        "CREATE TABLE leases (room TEXT PRIMARY KEY NOT NULL, node TEXT NOT NULL, \
+         token TEXT NOT NULL, epoch INTEGER NOT NULL, expires_ms INTEGER NOT NULL) WITHOUT ROWID;
+         CREATE TABLE lease_epoch (id INTEGER PRIMARY KEY CHECK (id = 1), last INTEGER NOT NULL);
+         INSERT INTO lease_epoch (id, last) VALUES (1, 7);
+         CREATE TABLE nodes (node TEXT PRIMARY KEY NOT NULL, addr TEXT NOT NULL, \
+         updated_ms INTEGER NOT NULL, expires_ms INTEGER NOT NULL) WITHOUT ROWID;
+         INSERT INTO leases VALUES ('room', 'a', 'tok', 7, 1060000);
+         PRAGMA application_id = 1970367603;
+         PRAGMA user_version = 1;",
+    )
+    .unwrap();
+    drop(old);
+    let clock = Arc::new(ManualClock::new(at(1_000)));
+    let d = directory(&path, &clock);
+    let held = d.lookup("room").await.unwrap().expect("the old row");
+    assert_eq!((held.epoch, held.ttl_left), (7, Duration::from_secs(60)));
+    let renewed = d.ensure_owner("room", "a", at(0), TTL).await.unwrap();
+    assert_eq!(renewed.lease_token, "tok");
+    let raw = Connection::open(&path).unwrap();
+    let version: i32 = raw
+        .pragma_query_value(None, "user_version", |r| r.get(0))
+        .unwrap();
+    assert_eq!(version, 2);
+    let granted = d.ensure_owner("other", "b", at(0), TTL).await.unwrap();
+    assert_eq!(granted.epoch, 8);
+    let ttl: Option<i64> = raw
+        .query_row("SELECT ttl_ms FROM leases WHERE room = 'other'", [], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    assert_eq!(ttl, Some(30_000));
 }
