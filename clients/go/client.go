@@ -1,0 +1,260 @@
+package unique
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// The session routes of the wire contract (docs/design.md, "Wire contract").
+const (
+	routeClaim        = "/v1/claim"
+	routeCurrent      = "/v1/current"
+	routeCurrentBatch = "/v1/current/batch"
+	routeRelease      = "/v1/release"
+	routeLogout       = "/v1/logout"
+	routeSessions     = "/v1/sessions"
+)
+
+// MaxBatchKeys is the most keys one CurrentBatch call may read.
+const MaxBatchKeys = 100
+
+// maxAnswerBytes bounds what is read of one answer (a full session listing is well under it).
+const maxAnswerBytes = 4 << 20
+
+// Key names one session: a user (project, env, uid) and a device slot ("" is the default).
+type Key struct {
+	Project string `json:"project"`
+	Env     string `json:"env"`
+	UID     int64  `json:"uid"`
+	Slot    string `json:"slot,omitempty"`
+}
+
+func (k Key) String() string {
+	if k.Slot == "" {
+		return fmt.Sprintf("%s#%s#%d", k.Project, k.Env, k.UID)
+	}
+	return fmt.Sprintf("%s#%s#%d#%s", k.Project, k.Env, k.UID, k.Slot)
+}
+
+// Owner is where a session lives: its node's kick endpoint (required) and, optionally, the
+// node's region and cluster.
+type Owner struct {
+	Region   string `json:"region"`
+	Cluster  string `json:"cluster"`
+	Endpoint string `json:"endpoint"`
+}
+
+// ClaimResult is a claim's 200 answer.
+type ClaimResult struct {
+	// Gen is the session's fencing gen.
+	Gen int64 `json:"gen"`
+	// PrevGen and PrevOwner name the session it replaced, when HasPrev.
+	PrevGen   int64  `json:"prev_gen"`
+	HasPrev   bool   `json:"has_prev"`
+	PrevOwner *Owner `json:"prev_owner"`
+	// Kicked is true when the previous session's node confirmed the kick; KickDetail says
+	// how the kick ended otherwise ("timeout", "connect-error", "non-2xx",
+	// "self-replace-skipped", ...), or is nil when no kick was needed.
+	Kicked     bool    `json:"kicked"`
+	KickDetail *string `json:"kick_detail"`
+	// Replayed is true when this claim_id had already won this gen: nothing was kicked or
+	// written again (I4).
+	Replayed bool `json:"replayed"`
+}
+
+// View is what the store holds for a key: its gen, the owner of its session (nil for a
+// tombstone) and whether there is a record at all.
+type View struct {
+	Gen    int64  `json:"gen"`
+	Owner  *Owner `json:"owner"`
+	Exists bool   `json:"exists"`
+}
+
+// ViewResult is one key's answer in a batch: its View, or the error that key alone met.
+type ViewResult struct {
+	View View
+	Err  error
+}
+
+// SessionEntry is one online session of a user.
+type SessionEntry struct {
+	Slot  string `json:"slot"`
+	Gen   int64  `json:"gen"`
+	Owner Owner  `json:"owner"`
+}
+
+// LogoutResult is an admin logout's answer.
+type LogoutResult struct {
+	Released   bool    `json:"released"`
+	Gen        int64   `json:"gen"`
+	Kicked     bool    `json:"kicked"`
+	KickDetail *string `json:"kick_detail"`
+}
+
+// Client speaks the wire contract to one unique-server. It is safe for concurrent use.
+type Client struct {
+	base  string
+	token string
+	http  *http.Client
+}
+
+// ClientOption configures a Client.
+type ClientOption func(*Client)
+
+// WithToken sends "Authorization: Bearer <token>" with every /v1 request.
+func WithToken(token string) ClientOption { return func(c *Client) { c.token = token } }
+
+// WithHTTPClient uses hc instead of a client with a 10 s timeout.
+func WithHTTPClient(hc *http.Client) ClientOption { return func(c *Client) { c.http = hc } }
+
+// NewClient returns a client of the server at baseURL (e.g. "http://127.0.0.1:7420").
+// It fails when baseURL is not an http or https URL.
+func NewClient(baseURL string, options ...ClientOption) (*Client, error) {
+	if !strings.HasPrefix(baseURL, "http://") && !strings.HasPrefix(baseURL, "https://") {
+		return nil, fmt.Errorf("unique: base URL %q is not an http(s) URL", baseURL)
+	}
+	c := &Client{base: strings.TrimRight(baseURL, "/"), http: &http.Client{Timeout: 10 * time.Second}}
+	for _, option := range options {
+		option(c)
+	}
+	return c, nil
+}
+
+// Claim sends one claim attempt: key for owner under claimID. Most callers want a Claimer
+// (retries) or a Node (a session). Errors: *Error; ErrSuperseded carries Gen and CurrentGen.
+func (c *Client) Claim(ctx context.Context, key Key, owner Owner, claimID string) (ClaimResult, error) {
+	body := struct {
+		Key
+		Owner   Owner  `json:"owner"`
+		ClaimID string `json:"claim_id"`
+	}{key, owner, claimID}
+	var answer ClaimResult
+	err := c.call(ctx, routeClaim, body, &answer)
+	return answer, err
+}
+
+// Current reads key's record.
+func (c *Client) Current(ctx context.Context, key Key) (View, error) {
+	var answer View
+	err := c.call(ctx, routeCurrent, key, &answer)
+	return answer, err
+}
+
+// CurrentBatch reads up to MaxBatchKeys records in one request; the answer holds one
+// ViewResult per key, in order. A key the server could not read alone has its Err set.
+func (c *Client) CurrentBatch(ctx context.Context, keys []Key) ([]ViewResult, error) {
+	if len(keys) > MaxBatchKeys {
+		return nil, &Error{Kind: ErrInvalidParams, Route: routeCurrentBatch,
+			Message: fmt.Sprintf("%d keys, at most %d", len(keys), MaxBatchKeys)}
+	}
+	var answer struct {
+		Views []json.RawMessage `json:"views"`
+	}
+	if err := c.call(ctx, routeCurrentBatch, struct {
+		Keys []Key `json:"keys"`
+	}{keys}, &answer); err != nil {
+		return nil, err
+	}
+	if len(answer.Views) != len(keys) {
+		return nil, &Error{Kind: ErrUnavailable, Route: routeCurrentBatch,
+			Message: fmt.Sprintf("%d views for %d keys", len(answer.Views), len(keys))}
+	}
+	results := make([]ViewResult, len(keys))
+	for i, raw := range answer.Views {
+		var probe struct {
+			Error *string `json:"error"`
+		}
+		if err := json.Unmarshal(raw, &probe); err == nil && probe.Error != nil {
+			results[i].Err = answerError(routeCurrentBatch, http.StatusOK, raw)
+			continue
+		}
+		if err := json.Unmarshal(raw, &results[i].View); err != nil {
+			results[i].Err = &Error{Kind: ErrUnavailable, Route: routeCurrentBatch, Message: "unreadable view: " + err.Error()}
+		}
+	}
+	return results, nil
+}
+
+// Release tombstones the session at gen (a clean logout, C5). It answers false when gen no
+// longer holds the key; repeating it at the same gen answers true again.
+func (c *Client) Release(ctx context.Context, key Key, gen int64) (bool, error) {
+	var answer struct {
+		Released bool `json:"released"`
+	}
+	err := c.call(ctx, routeRelease, struct {
+		Key
+		Gen int64 `json:"gen"`
+	}{key, gen}, &answer)
+	return answer.Released, err
+}
+
+// Sessions lists a user's online sessions, sorted by slot (the default slot first).
+func (c *Client) Sessions(ctx context.Context, project, env string, uid int64) ([]SessionEntry, error) {
+	var answer struct {
+		Sessions []SessionEntry `json:"sessions"`
+	}
+	err := c.call(ctx, routeSessions, struct {
+		Project string `json:"project"`
+		Env     string `json:"env"`
+		UID     int64  `json:"uid"`
+	}{project, env, uid}, &answer)
+	return answer.Sessions, err
+}
+
+// Logout ends key's current session wherever it is online (an admin logout: with tokens,
+// the token needs the admin role). reason, when not empty, reaches the node as the kick's
+// message.
+func (c *Client) Logout(ctx context.Context, key Key, reason string) (LogoutResult, error) {
+	var answer LogoutResult
+	err := c.call(ctx, routeLogout, struct {
+		Key
+		Reason string `json:"reason,omitempty"`
+	}{key, reason}, &answer)
+	return answer, err
+}
+
+// call POSTs request as JSON to route and decodes a 200 answer into answer.
+func (c *Client) call(ctx context.Context, route string, request, answer interface{}) error {
+	payload, err := json.Marshal(request)
+	if err != nil {
+		return &Error{Kind: ErrInvalidParams, Route: route, Message: err.Error(), Cause: err}
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+route, bytes.NewReader(payload))
+	if err != nil {
+		return &Error{Kind: ErrInvalidParams, Route: route, Message: err.Error(), Cause: err}
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return transportError(route, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswerBytes))
+	if err != nil {
+		return transportError(route, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return answerError(route, resp.StatusCode, body)
+	}
+	if err := json.Unmarshal(body, answer); err != nil {
+		return transportError(route, fmt.Errorf("unreadable answer: %w", err))
+	}
+	return nil
+}
+
+// errorsAs is errors.As for *Error.
+func asError(err error) (*Error, bool) {
+	var e *Error
+	ok := errors.As(err, &e)
+	return e, ok
+}

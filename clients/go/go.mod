@@ -1,0 +1,3 @@
+module github.com/unique-sessions/unique-go
+
+go 1.19
