@@ -224,11 +224,24 @@ pub(crate) struct Args {
     pub(crate) auth_tokens: Option<PathBuf>,
 
     /// Append one JSON line per session event (first login, takeover, replay, superseded,
-    /// release, admin logout, refused caller) to this file, created owner-only when missing,
-    /// before the answer is sent; reopened on SIGHUP (for logrotate). When a line cannot be
-    /// written, claims, releases and logouts are answered 503. Not fsynced.
+    /// release, admin logout) to this file, fsynced before the answer (concurrent answers
+    /// share one fsync), and one line per source address, reason and path of refused
+    /// callers every 10 s with their count. Created owner-only when missing; a symbolic link
+    /// or anything but a regular file is refused. Rotated by size (--audit-log-max-bytes),
+    /// reopened on SIGHUP. When a line cannot be written, claims, releases and logouts are
+    /// answered 503.
     #[arg(long, env = "UNIQUE_AUDIT_LOG", value_name = "PATH")]
     pub(crate) audit_log: Option<PathBuf>,
+
+    /// Rotate the audit log before it grows past this many bytes: PATH becomes PATH.1,
+    /// PATH.1 PATH.2 and so on (see --audit-log-keep). 0: never rotate here (an external
+    /// rotator renames the file and sends SIGHUP).
+    #[arg(long, env = "UNIQUE_AUDIT_LOG_MAX_BYTES", value_name = "BYTES", default_value_t = unique_arbiter_http::DEFAULT_AUDIT_MAX_BYTES, requires = "audit_log")]
+    pub(crate) audit_log_max_bytes: u64,
+
+    /// Rotated audit logs kept (PATH.1 newest to PATH.N); the oldest beyond is deleted.
+    #[arg(long, env = "UNIQUE_AUDIT_LOG_KEEP", value_name = "N", default_value_t = unique_arbiter_http::DEFAULT_AUDIT_KEEP, value_parser = clap::value_parser!(u32).range(1..=1000), requires = "audit_log")]
+    pub(crate) audit_log_keep: u32,
 
     /// Serve /v1/* without authentication on a non-loopback address. Only for networks
     /// where every host that can reach the server is trusted (see SECURITY.md).

@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use clap::Parser;
 use metrics_exporter_prometheus::PrometheusHandle;
-use unique_arbiter_http::{AuditFile, SharedTokens};
+use unique_arbiter_http::{AuditFile, Rotation, SharedTokens};
 
 use crate::args::Args;
 use crate::error::StartupError;
@@ -98,13 +98,23 @@ async fn run(args: Args, metrics: Option<PrometheusHandle>) -> Result<(), Startu
         .audit_log
         .as_deref()
         .map(|path| {
-            AuditFile::open(path)
+            let rotation = Rotation {
+                max_bytes: args.audit_log_max_bytes,
+                keep: args.audit_log_keep,
+            };
+            AuditFile::with_rotation(path, rotation)
                 .map_err(|e| format!("cannot open the audit log {}: {e}", path.display()))
         })
         .transpose()?
         .map(Arc::new);
     if let Some(audit) = &audit {
-        tracing::info!(path = %audit.path().display(), "audit log open");
+        let rotation = audit.rotation();
+        tracing::info!(
+            path = %audit.path().display(),
+            max_bytes = rotation.max_bytes,
+            keep = rotation.keep,
+            "audit log open"
+        );
     }
     for warning in warnings {
         tracing::warn!("{warning}");

@@ -112,8 +112,11 @@ async fn run_on<S: Store>(
         exposition::spawn_upkeep(handle.clone());
     }
     tokio::spawn(reloads);
+    // Kept to write the refusals tallied since the last interval once serving stopped.
+    let audited = service.clone();
     let service = exposition::MetricsRoute::new(service, metrics);
     unique_listener::serve(listener, service, options, shutdown).await;
+    audited.flush_audit().await;
     tracing::info!("stopped");
     Ok(())
 }

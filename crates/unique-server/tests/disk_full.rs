@@ -9,65 +9,10 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{BIN, request, start};
-
-/// A tmpfs of `size` mounted on a fresh directory, unmounted when dropped.
-struct SmallDisk {
-    mount: PathBuf,
-    _dir: tempfile::TempDir,
-}
-
-impl SmallDisk {
-    fn new(size: &str) -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let mount = dir.path().join("disk");
-        std::fs::create_dir(&mount).unwrap();
-        let out = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
-            .arg(&mount)
-            .output()
-            .expect("run mount");
-        assert!(
-            out.status.success(),
-            "this test mounts a small tmpfs, which needs root: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        Self { mount, _dir: dir }
-    }
-
-    /// Writes a file that takes all the space left but `keep` bytes.
-    fn fill(&self, keep: u64) -> PathBuf {
-        let filler = self.mount.join("filler");
-        let stat = nix_free_bytes(&self.mount);
-        let size = stat.saturating_sub(keep);
-        std::fs::write(&filler, vec![0u8; usize::try_from(size).unwrap()]).unwrap();
-        filler
-    }
-}
-
-impl Drop for SmallDisk {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg("-l").arg(&self.mount).status();
-    }
-}
-
-/// Free bytes of the filesystem holding `path`, as `df` reports them.
-fn nix_free_bytes(path: &Path) -> u64 {
-    let out = Command::new("df")
-        .args(["--output=avail", "-B1"])
-        .arg(path)
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .nth(1)
-        .and_then(|line| line.trim().parse().ok())
-        .expect("df prints the free bytes")
-}
+use common::{BIN, SmallDisk, request, start};
 
 fn status(answer: &str) -> u16 {
     answer
