@@ -165,10 +165,11 @@ func (r *KickReceiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 }
 
 func reply(w http.ResponseWriter, status int, code, message string) {
-	body, _ := json.Marshal(map[string]string{"error": code, "message": message})
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	_, _ = w.Write(body)
+	encoder := json.NewEncoder(w)
+	encoder.SetEscapeHTML(false) // "uid must be >= 1" reads as written
+	_ = encoder.Encode(map[string]string{"error": code, "message": message})
 }
 
 // DecodeKick reads a kick payload as the Rust receiver does: project, env, uid and gen are

@@ -153,10 +153,19 @@ type testNode struct {
 }
 
 func (s *server) node(t testing.TB, options NodeOptions) *testNode {
+	return s.nodeOver(t, s.client(t, adminToken), options)
+}
+
+// nodeWith is a node reaching the server through client.
+func (s *server) nodeWith(t testing.TB, client *Client) *testNode {
+	return s.nodeOver(t, client, NodeOptions{})
+}
+
+func (s *server) nodeOver(t testing.TB, client *Client, options NodeOptions) *testNode {
 	mux := &lateHandler{}
 	receiver := httptest.NewServer(mux)
 	t.Cleanup(receiver.Close)
-	node, err := NewNode(s.client(t, adminToken), Owner{Region: "test", Endpoint: receiver.URL + "/kick"}, options)
+	node, err := NewNode(client, Owner{Region: "test", Endpoint: receiver.URL + "/kick"}, options)
 	if err != nil {
 		t.Fatal(err)
 	}
