@@ -187,4 +187,3 @@ func TestNodeCheckPassesTheGoReceiver(t *testing.T) {
 		t.Fatalf("unique-node-check failed: %v", err)
 	}
 }
-
