@@ -66,6 +66,14 @@ commands:
             sessions (`--no-pin`: unpinned only; `--keys 10000`: the old key set alone; flags
             after `bench` go to unique-bench); then the batched heartbeat measure (HTTP
             requests and store round trips for 10,000 sessions)
+  soak      --minutes N [options]
+            the release unique-server on its default store (fjall, on a small tmpfs: needs
+            root), with caller tokens, under steady mixed load for N minutes (logins,
+            takeovers, logouts, leases, node registrations, requests with bad tokens),
+            through a full disk and a SIGKILL with a restart on the same directory; one row
+            per minute (claims/s, p99, RSS, fds, bytes on disk, errors by kind) and a
+            verdict; fails when an acknowledged write was lost or the server did not recover
+            (`--help` after `soak` lists the options; not part of `ci`)
 ";
 
 fn main() -> ExitCode {
@@ -104,6 +112,7 @@ fn main() -> ExitCode {
         "smoke" => smoke(&mut run),
         "chaos" => chaos(&mut run),
         "bench" => bench(&mut run, &args[1..]),
+        "soak" => soak(&mut run, &args[1..]),
         "-h" | "--help" | "help" => {
             print!("{USAGE}");
             return ExitCode::SUCCESS;
@@ -540,6 +549,22 @@ fn bench(run: &mut Run, extra: &[String]) {
             "heartbeats",
         ]),
     );
+}
+
+/// The soak (`unique-bench`'s `soak` binary, its arguments passed through): it builds the
+/// release server itself, as the bench does.
+fn soak(run: &mut Run, extra: &[String]) {
+    let mut cmd = cargo(&[
+        "run",
+        "--release",
+        "-p",
+        "unique-bench",
+        "--bin",
+        "soak",
+        "--",
+    ]);
+    cmd.args(extra);
+    run.step("soak", cmd);
 }
 
 /// A path under the system's temporary directory for one run of `package`'s `target`, named by

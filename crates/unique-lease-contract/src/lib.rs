@@ -94,6 +94,16 @@ impl Subject {
         self.clock.advance(by);
     }
 
+    /// Steps the store's wall clock forward by `by`: no time passes (D11).
+    pub fn step_forward(&self, by: Duration) {
+        self.clock.step_forward(by);
+    }
+
+    /// Steps the store's wall clock back by `by`: no time passes (D11).
+    pub fn step_back(&self, by: Duration) {
+        self.clock.step_back(by);
+    }
+
     /// Keeps `guard` alive as long as the subject.
     #[must_use]
     pub fn keep_alive(mut self, guard: Arc<dyn Any + Send + Sync>) -> Self {
@@ -188,6 +198,9 @@ macro_rules! __unique_lease_cases {
             // D10
             callers_clocks_never_decide_expiry,
             a_caller_clock_far_ahead_cannot_pin_a_room,
+            // D11
+            a_forward_step_never_hands_a_held_room_to_another_node,
+            a_backward_step_never_stretches_a_lease_past_its_ttl,
             rooms_are_independent,
             invalid_lease_inputs_are_rejected_before_storage,
             ids_at_the_length_limit_work,

@@ -1,4 +1,4 @@
-//! Single-caller cases of the `Directory` contract (D1–D7, D9, D10).
+//! Single-caller cases of the `Directory` contract (D1–D7, D9–D11).
 //!
 //! Time passes only on the store's clock ([`Subject::pass`]); callers pass
 //! [`Subject::now`] unless a case says their clocks disagree.
@@ -7,6 +7,7 @@ mod expiry;
 mod grant;
 mod inputs;
 mod release;
+mod steps;
 mod verify;
 
 use std::time::Duration;
@@ -15,6 +16,7 @@ pub use self::expiry::*;
 pub use self::grant::*;
 pub use self::inputs::*;
 pub use self::release::*;
+pub use self::steps::*;
 pub use self::verify::*;
 use crate::{Subject, stored};
 use unique_lease::Lease;

@@ -12,7 +12,8 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
 use crate::directory::{LeaseBackend, StoredLease, StoredNode, new_lease_token};
 use crate::error::LeaseError;
-use crate::time::{Clock, MAX_TTL, to_millis};
+use crate::step::{STEP_TOLERANCE_MS, StepGuard};
+use crate::time::{Clock, MAX_TTL, SystemClock, to_millis};
 use crate::validate;
 
 /// Default key prefix. The braces are a Redis Cluster hash tag: every key of one
@@ -29,7 +30,8 @@ pub const DEFAULT_GC_GRACE: Duration = Duration::from_mins(1);
 ///
 /// # Storage
 ///
-/// - `<prefix>:lease:<room_id>`: a hash `{node, token, epoch, exp}` (`exp` in Unix
+/// - `<prefix>:lease:<room_id>`: a hash `{node, token, epoch, exp, ttl}` (`ttl` the ttl
+///   granted, D11; absent in a hash an older build wrote), (`exp` in Unix
 ///   milliseconds on **Redis's clock**: every script reads `TIME`, so the callers'
 ///   clocks never decide who holds a room, D10). The key also carries a Redis TTL of
 ///   `exp - now + gc_grace`, purely as garbage collection, so rooms nobody serves any
@@ -56,6 +58,10 @@ pub struct RedisDirectory {
     gc_grace_ms: u64,
     /// `None`: Redis's `TIME` judges (production). `Some`: a test clock does.
     clock: Option<Arc<dyn Clock>>,
+    /// Forward steps of Redis's clock (D11), seen against `monotonic` (the test clock's
+    /// when one judges, else this process's).
+    steps: Arc<StepGuard>,
+    monotonic: Arc<dyn Clock>,
 }
 
 impl std::fmt::Debug for RedisDirectory {
@@ -111,6 +117,8 @@ impl RedisDirectory {
             prefix: DEFAULT_KEY_PREFIX.into(),
             gc_grace_ms: duration_millis(DEFAULT_GC_GRACE),
             clock: None,
+            steps: Arc::new(StepGuard::new()),
+            monotonic: Arc::new(SystemClock),
         }
     }
 
@@ -143,6 +151,27 @@ impl RedisDirectory {
             None => Ok("-1".to_owned()),
             Some(clock) => Ok(to_millis(clock.now(), "clock")?.to_string()),
         }
+    }
+
+    /// The monotonic reading of a lease script's call and its four step arguments
+    /// (see `scripts::STEPS`).
+    fn step_args(&self) -> (std::time::Duration, [String; 4]) {
+        let mono = self.monotonic.monotonic();
+        let seen = self.steps.expect(mono);
+        let signed = |v: Option<u64>| v.map_or_else(|| "-1".to_owned(), |v| v.to_string());
+        let args = [
+            signed(seen.expected_ms),
+            STEP_TOLERANCE_MS.to_string(),
+            signed(seen.step.map(|s| s.wall_ms)),
+            signed(seen.step.map(|s| s.elapsed_ms)),
+        ];
+        (mono, args)
+    }
+
+    /// Records the clock reading a lease script returned, taken at `mono`.
+    fn observed(&self, now: &str, mono: std::time::Duration) -> Result<(), LeaseError> {
+        self.steps.observe(parse_number(now, "clock reading")?, mono);
+        Ok(())
     }
 }
 
@@ -182,7 +211,9 @@ impl RedisDirectoryBuilder {
             conn: self.conn,
             prefix: self.prefix.into(),
             gc_grace_ms: duration_millis(self.gc_grace),
+            monotonic: self.clock.clone().unwrap_or_else(|| Arc::new(SystemClock)),
             clock: self.clock,
+            steps: Arc::new(StepGuard::new()),
         })
     }
 }
@@ -202,10 +233,13 @@ fn corrupt(op: &str) -> LeaseError {
     ))
 }
 
-/// A lease a script reported as `{status, node, token, epoch, left}`.
+/// A lease script's answer: `{status, node, token, epoch, left, now}`.
+type Answer = (i64, String, String, String, String, String);
+
+/// A lease a script reported as `{status, node, token, epoch, left, now}`.
 fn reported(
     op: &str,
-    (status, node_id, lease_token, epoch, left): (i64, String, String, String, String),
+    (status, node_id, lease_token, epoch, left, _now): Answer,
 ) -> Result<Option<StoredLease>, LeaseError> {
     match status {
         0 if op == "read_lease" => Ok(None),
@@ -225,12 +259,15 @@ fn reported(
 #[async_trait]
 impl LeaseBackend for RedisDirectory {
     async fn read_lease(&self, room_id: &str) -> Result<Option<StoredLease>, LeaseError> {
-        let answer = scripts::READ
+        let (mono, steps) = self.step_args();
+        let answer: Answer = scripts::READ
             .key(self.lease_key(room_id))
             .arg(self.clock_arg()?)
+            .arg(&steps)
             .invoke_async(&mut self.conn.clone())
             .await
             .map_err(|e| error::map("read_lease", e))?;
+        self.observed(&answer.5, mono)?;
         reported("read_lease", answer)
     }
 
@@ -240,7 +277,8 @@ impl LeaseBackend for RedisDirectory {
         node_id: &str,
         ttl_ms: u64,
     ) -> Result<StoredLease, LeaseError> {
-        let answer = scripts::ENSURE
+        let (mono, steps) = self.step_args();
+        let answer: Answer = scripts::ENSURE
             .key(self.lease_key(room_id))
             .key(self.epoch_key())
             .arg(node_id)
@@ -248,9 +286,11 @@ impl LeaseBackend for RedisDirectory {
             .arg(new_lease_token())
             .arg(self.gc_grace_ms.to_string())
             .arg(self.clock_arg()?)
+            .arg(&steps)
             .invoke_async(&mut self.conn.clone())
             .await
             .map_err(|e| error::map("ensure_owner", e))?;
+        self.observed(&answer.5, mono)?;
         reported("ensure_owner", answer)?.ok_or_else(|| corrupt("ensure_owner"))
     }
 

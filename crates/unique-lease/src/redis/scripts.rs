@@ -29,23 +29,55 @@ fn script(body: &str) -> Script {
     Script::new(&format!("{NOW}{body}"))
 }
 
+/// Lua: the D11 rules of `unique_lease::rules` on Redis's clock. `steps(i)` reads the
+/// four arguments from `ARGV[i]`: the reading the caller's monotonic clock predicts (`-1`
+/// none), the tolerance, and the last forward step's reading and monotonic ms since it
+/// (`-1` none); a reading beyond the prediction by more than the tolerance is a step
+/// seen now. `left(exp, ttl)` is what a row has left at `now` (`ttl` nil for a row an
+/// older build wrote: its expiry alone).
+const STEPS: &str = r"
+local now, tol, step_wall, step_elapsed
+local function steps(i, clock)
+  now = clock_ms(clock)
+  local expected = tonumber(ARGV[i])
+  tol, step_wall, step_elapsed = tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3])
+  if expected >= 0 and now > expected + tol then
+    step_wall, step_elapsed = now, 0
+  end
+end
+local function left(exp, ttl)
+  local by_clock = exp - now
+  if by_clock < 0 then by_clock = 0 end
+  if not ttl then return by_clock end
+  local l = math.min(by_clock, ttl)
+  if step_wall >= 0 and exp - ttl + tol < step_wall and ttl - step_elapsed > l then
+    l = ttl - step_elapsed
+  end
+  return l
+end
+";
+
+fn stepped(body: &str) -> Script {
+    Script::new(&format!("{NOW}{STEPS}{body}"))
+}
+
 /// `read_lease`.
 ///
-/// KEYS: lease hash. ARGV: clock.
-/// Returns `{status, node, token, epoch, left}`: status `0` no lease, `1` found
-/// (`left` in ms, zero once expired), `-1` corrupt.
+/// KEYS: lease hash. ARGV: clock, then the four step arguments.
+/// Returns `{status, node, token, epoch, left, now}`: status `0` no lease, `1` found
+/// (`left` in ms, zero once expired), `-1` corrupt; `now` the clock's reading.
 pub(super) static READ: LazyLock<Script> = LazyLock::new(|| {
-    script(
+    stepped(
         r"
+steps(2, ARGV[1])
+local t = string.format('%d', now)
 local kind = redis.call('TYPE', KEYS[1]).ok
-if kind == 'none' then return {0, '', '', '', '0'} end
-if kind ~= 'hash' then return {-1, '', '', '', '0'} end
-local cur = redis.call('HMGET', KEYS[1], 'node', 'token', 'epoch', 'exp')
+if kind == 'none' then return {0, '', '', '', '0', t} end
+if kind ~= 'hash' then return {-1, '', '', '', '0', t} end
+local cur = redis.call('HMGET', KEYS[1], 'node', 'token', 'epoch', 'exp', 'ttl')
 local exp = tonumber(cur[4])
-if not (cur[1] and cur[2] and cur[3] and exp) then return {-1, '', '', '', '0'} end
-local left = exp - clock_ms(ARGV[1])
-if left < 0 then left = 0 end
-return {1, cur[1], cur[2], cur[3], string.format('%d', left)}
+if not (cur[1] and cur[2] and cur[3] and exp) then return {-1, '', '', '', '0', t} end
+return {1, cur[1], cur[2], cur[3], string.format('%d', left(exp, tonumber(cur[5]))), t}
 ",
     )
 });
@@ -53,46 +85,55 @@ return {1, cur[1], cur[2], cur[3], string.format('%d', left)}
 /// `ensure_lease`.
 ///
 /// KEYS: lease hash, epoch counter.
-/// ARGV: node, ttl (ms), new token, gc grace (ms), clock.
-/// Returns `{status, node, token, epoch, left}` with status `0` held by another node
-/// (nothing written), `1` renewed, `2` granted, `-1` corrupt record (nothing written).
+/// ARGV: node, ttl (ms), new token, gc grace (ms), clock, then the four step arguments.
+/// Returns `{status, node, token, epoch, left, now}` with status `0` held by another node,
+/// `1` renewed, `2` granted, `-1` corrupt record (nothing written); `now` the clock's
+/// reading. A row in force whose expiry a step moved is rewritten in the clock's current
+/// frame, token and epoch kept (D11).
 pub(super) static ENSURE: LazyLock<Script> = LazyLock::new(|| {
-    script(
+    stepped(
         r"
+steps(6, ARGV[5])
+local t = string.format('%d', now)
 local kind = redis.call('TYPE', KEYS[1]).ok
 if kind ~= 'none' and kind ~= 'hash' then
-  return {-1, '', '', '', '0'}
+  return {-1, '', '', '', '0', t}
 end
 local node, ttl, grace = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[4])
-local now = clock_ms(ARGV[5])
 local want = now + ttl
-local cur = redis.call('HMGET', KEYS[1], 'node', 'token', 'epoch', 'exp')
+local cur = redis.call('HMGET', KEYS[1], 'node', 'token', 'epoch', 'exp', 'ttl')
 if cur[1] or cur[2] or cur[3] or cur[4] then
   local exp = tonumber(cur[4])
   if not (cur[1] and cur[2] and cur[3] and exp) then
-    return {-1, '', '', '', '0'}
+    return {-1, '', '', '', '0', t}
   end
-  if now < exp then
-    if cur[1] ~= node then
-      return {0, cur[1], cur[2], cur[3], string.format('%d', exp - now)}
+  local l = left(exp, tonumber(cur[5]))
+  if l > 0 then
+    local status, keep = 0, now + l
+    if cur[1] == node then
+      status = 1
+      -- Renewal: same token and epoch; extend, never shorten.
+      if want > keep then
+        keep = want
+        redis.call('HSET', KEYS[1], 'ttl', ARGV[2])
+      end
     end
-    -- Renewal: same token and epoch; extend, never shorten.
-    local keep = exp
-    if want > exp then
-      keep = want
+    if keep ~= exp then
       redis.call('HSET', KEYS[1], 'exp', string.format('%d', keep))
     end
-    redis.call('PEXPIRE', KEYS[1], string.format('%d', keep - now + grace))
-    return {1, cur[1], cur[2], cur[3], string.format('%d', keep - now)}
+    if status == 1 or keep ~= exp then
+      redis.call('PEXPIRE', KEYS[1], string.format('%d', keep - now + grace))
+    end
+    return {status, cur[1], cur[2], cur[3], string.format('%d', keep - now), t}
   end
 end
 -- No lease, or an expired one: a new holding. The counter key has no TTL, so an
 -- epoch is never issued twice, whatever happened to the lease key.
 local epoch = string.format('%d', redis.call('INCR', KEYS[2]))
 redis.call('HSET', KEYS[1], 'node', node, 'token', ARGV[3], 'epoch', epoch,
-  'exp', string.format('%d', want))
+  'exp', string.format('%d', want), 'ttl', ARGV[2])
 redis.call('PEXPIRE', KEYS[1], string.format('%d', ttl + grace))
-return {2, node, ARGV[3], epoch, ARGV[2]}
+return {2, node, ARGV[3], epoch, ARGV[2], t}
 ",
     )
 });

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use unique_lease::Clock;
 
@@ -13,7 +13,7 @@ use unique_lease::Clock;
 pub(super) enum Ticker {
     /// Production: [`Instant`] since the directory was built.
     Monotonic(Instant),
-    /// A test clock's readings since the Unix epoch.
+    /// A test clock's monotonic readings (steps of its wall clock leave them alone).
     Test(Arc<dyn Clock>),
 }
 
@@ -21,7 +21,7 @@ impl Ticker {
     pub(super) fn now(&self) -> Duration {
         match self {
             Self::Monotonic(origin) => origin.elapsed(),
-            Self::Test(clock) => clock.now().duration_since(UNIX_EPOCH).unwrap_or_default(),
+            Self::Test(clock) => clock.monotonic(),
         }
     }
 }
