@@ -20,7 +20,9 @@ use http_body::Body;
 use http_body_util::Full;
 use serde::Serialize;
 use tracing::Instrument;
-use unique_core::{Arbiter, ClaimInput, Error, Key, LogoutInput, Store, UserKey};
+use unique_core::{
+    Arbiter, ClaimInput, DEFAULT_SESSIONS_PAGE, Error, Key, LogoutInput, Store, UserKey,
+};
 use unique_listener::PeerAddr;
 use unique_wire::{
     BatchAnswer, BatchBody, BatchView, BodyError, CurrentAnswer, ErrorBody, ErrorCode, KeyBody,
@@ -356,15 +358,31 @@ impl<S: Store> ArbiterService<S> {
         grant: Option<&Grant>,
         request_id: &RequestId,
     ) -> Result<Response<ResponseBody>, Error> {
-        let user: UserKey = parse::<UserBody>(body)?.into();
+        let mut request = parse::<UserBody>(body)?;
+        let (limit, after) = (request.limit, request.after.take());
+        let user = UserKey::from(request);
         let key = user.key("");
         if let Some(refused) = self.scope(Route::Sessions, grant, &key, request_id) {
             return Ok(refused);
         }
+        // A limit past usize is past the page's maximum too.
+        let limit = limit.map_or(DEFAULT_SESSIONS_PAGE, |l| {
+            usize::try_from(l).unwrap_or(usize::MAX)
+        });
         let span = request_id.span("sessions", &key);
-        let sessions = self.arbiter.sessions(&user).instrument(span).await?;
-        let sessions = sessions.into_iter().map(SessionEntry::from).collect();
-        Ok(json(StatusCode::OK, &SessionsAnswer { sessions }))
+        let page = self
+            .arbiter
+            .sessions_page(&user, after.as_deref(), limit)
+            .instrument(span)
+            .await?;
+        let sessions = page.sessions.into_iter().map(SessionEntry::from).collect();
+        Ok(json(
+            StatusCode::OK,
+            &SessionsAnswer {
+                sessions,
+                next: page.next,
+            },
+        ))
     }
 
     /// An admin logout: the token must hold the admin role and cover the key (both 403

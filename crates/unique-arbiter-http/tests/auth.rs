@@ -13,7 +13,7 @@ use tokio::net::{TcpListener, TcpStream};
 use unique_arbiter_http::{ArbiterService, Grant, Tokens, serve};
 use unique_client::Transport;
 use unique_client_http::HttpTransport;
-use unique_core::{Arbiter, ClaimInput, Key, Owner};
+use unique_core::{Arbiter, ClaimInput, Error, Key, Owner};
 mod common;
 
 use common::CountingStore;
@@ -209,14 +209,17 @@ async fn the_http_transport_sends_its_token() {
 
     let anonymous = HttpTransport::new(&base).unwrap();
     let e = anonymous.claim(&input).await.unwrap_err();
-    assert!(e.is_invalid_params(), "a missing token fails at once: {e}");
+    assert!(
+        matches!(e, Error::Unauthenticated(_)) && !e.is_retryable(),
+        "a missing token fails at once: {e}"
+    );
     let outside = ClaimInput {
         key: Key::new("game", "staging", 9),
         ..input.clone()
     };
     let e = with(GAME_PROD).claim(&outside).await.unwrap_err();
     assert!(
-        e.is_invalid_params(),
+        matches!(e, Error::Forbidden(_)) && !e.is_retryable(),
         "an out-of-scope key fails at once: {e}"
     );
     assert_eq!(store.calls(), touched, "refusals touch nothing");

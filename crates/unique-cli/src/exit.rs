@@ -52,23 +52,22 @@ impl Failure {
         Self::new(INVALID, message)
     }
 
-    /// A call to the server that failed with `error` (from `unique-client-http`).
-    ///
-    /// The transport reports refused credentials as `InvalidParams` (no retry can fix them,
-    /// so a claimer fails at once) and says so in the message with the status in
-    /// parentheses; that is the one place a message is read here, and the tests against a
-    /// real server pin it.
+    /// A call to the server that failed with `error` (from `unique-client-http`), chosen by
+    /// its variant: the transport reports a 401 as `Unauthenticated` and a 403 as
+    /// `Forbidden`.
     pub(crate) fn from_call(error: &Error) -> Self {
         match error {
-            Error::InvalidParams(message) if refused_credentials(message) => {
-                let hint = if message.contains("(401)") {
-                    "pass a token the server knows with --token or UNIQUE_TOKEN"
-                } else {
-                    "the token's entry must cover the key's project and env (and hold the \
-                     admin role to log a user out)"
-                };
-                Self::new(REFUSED, format!("{message}; {hint}"))
-            }
+            Error::Unauthenticated(message) => Self::new(
+                REFUSED,
+                format!("{message}; pass a token the server knows with --token or UNIQUE_TOKEN"),
+            ),
+            Error::Forbidden(message) => Self::new(
+                REFUSED,
+                format!(
+                    "{message}; the token's entry must cover the key's project and env (and \
+                     hold the admin role to log a user out)"
+                ),
+            ),
             Error::InvalidParams(message) => Self::new(
                 INVALID,
                 format!("the server refused the request: {message}"),
@@ -98,23 +97,18 @@ impl Failure {
     }
 }
 
-/// Whether an `InvalidParams` message is the transport's 401 or 403.
-fn refused_credentials(message: &str) -> bool {
-    message.contains("the server refused the credentials (401)")
-        || message.contains("the server refused the credentials (403)")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn each_error_has_its_status() {
-        let refused = Error::invalid(
-            "current: the server refused the credentials (401): unknown bearer token",
+        let refused = Error::Unauthenticated(
+            "current: the server refused the credentials (401): unknown bearer token".into(),
         );
-        let forbidden =
-            Error::invalid("logout: the server refused the credentials (403): not an admin");
+        let forbidden = Error::Forbidden(
+            "logout: the server refused the credentials (403): not an admin".into(),
+        );
         let cases = [
             (refused, REFUSED, "--token"),
             (forbidden, REFUSED, "admin role"),

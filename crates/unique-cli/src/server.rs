@@ -40,7 +40,10 @@ pub(crate) async fn run(cli: &Cli, call: Call<'_>) -> Result<String, Failure> {
             let sessions = transport.sessions(&user.user()).await.map_err(failed)?;
             Ok(if json {
                 let sessions = sessions.into_iter().map(SessionEntry::from).collect();
-                to_json(&SessionsAnswer { sessions })
+                to_json(&SessionsAnswer {
+                    sessions,
+                    next: None,
+                })
             } else {
                 sessions_table(&sessions)
             })

@@ -1,27 +1,33 @@
-//! The one place a response becomes a result: status → [`unique_core::Error`].
+//! The one place a response becomes a result: status and `error` code →
+//! [`unique_core::Error`] or [`LeaseError`].
+//!
+//! A status that carries one meaning maps by itself; one that carries several (409 holds
+//! `superseded` and `too_many_slots`) maps by the body's `error` code, so a code a later
+//! server adds to it is never read as one of the others.
 
 use http::StatusCode;
 use serde::de::DeserializeOwned;
 use unique_core::Error;
 use unique_lease::LeaseError;
-use unique_wire::{ErrorCode, error_code, error_message, superseded_generations};
+use unique_wire::{
+    ErrorCode, error_code, error_message, superseded_generations, too_many_slots_limit,
+};
 
-/// The operation whose 409 means `superseded` (the only one the server answers 409).
-pub(crate) const CLAIM: &str = "claim";
-
-/// Maps one complete response of operation `op` (`claim`, `current`, `release`).
+/// Maps one complete response of operation `op` (`claim`, `current`, `release`, …).
 ///
 /// 200 → the parsed body (unparseable → `Unavailable`); 400 → `InvalidParams` with the
-/// server's message; 401 and 403 (refused credentials) and 404, 405 and 413
-/// (misconfiguration: a wrong base URL, or a body over the server's limit) →
-/// `InvalidParams`, so the caller fails at once; 409 to a claim → `Superseded` (see
-/// [`superseded`]); 429 → `Throttled`; 503, any other 5xx and any other status (a 409 to
-/// anything but a claim included) → `Unavailable`.
+/// server's message; 401 → `Unauthenticated`, 403 → `Forbidden` (refused credentials: no
+/// retry fixes them); 404, 405 and 413 (misconfiguration: a wrong base URL, or a body over
+/// the server's limit) → `InvalidParams`, so the caller fails at once; 409 by its code:
+/// `superseded` → `Superseded` (see [`superseded`]), `too_many_slots` → `TooManySlots`, any
+/// other or none → `Unavailable`; 429 → `Throttled`; 503, any other 5xx and any other status
+/// → `Unavailable`.
 pub(crate) fn classify<T: DeserializeOwned>(
     op: &str,
     status: StatusCode,
     body: &[u8],
 ) -> Result<T, Error> {
+    let message = || error_message(body).unwrap_or_else(|| "no reason given".to_owned());
     match status {
         StatusCode::OK => serde_json::from_slice(body).map_err(|e| {
             Error::unavailable_with(format!("{op} response is not the expected json"), e)
@@ -29,12 +35,13 @@ pub(crate) fn classify<T: DeserializeOwned>(
         StatusCode::BAD_REQUEST => Err(Error::InvalidParams(
             error_message(body).unwrap_or_else(|| "the server rejected the request".to_owned()),
         )),
-        // The token is missing, unknown or does not cover the key: configuration, which no
-        // retry can fix, so the caller fails at once.
-        StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => Err(Error::InvalidParams(format!(
-            "{op}: the server refused the credentials ({}): {}",
-            status.as_u16(),
-            error_message(body).unwrap_or_else(|| "no reason given".to_owned())
+        StatusCode::UNAUTHORIZED => Err(Error::Unauthenticated(format!(
+            "{op}: the server refused the credentials (401): {}",
+            message()
+        ))),
+        StatusCode::FORBIDDEN => Err(Error::Forbidden(format!(
+            "{op}: the server refused the credentials (403): {}",
+            message()
         ))),
         // No retry reaches another route or shrinks the body: fail at once with a hint.
         StatusCode::NOT_FOUND | StatusCode::METHOD_NOT_ALLOWED => {
@@ -48,7 +55,13 @@ pub(crate) fn classify<T: DeserializeOwned>(
             "{op}: the server answered 413: the request body is over its size limit \
              (shorten the owner or the key's names, or raise the server's body limit)"
         ))),
-        StatusCode::CONFLICT if op == CLAIM => Err(superseded(body)),
+        StatusCode::CONFLICT => Err(match error_code(body) {
+            Some(ErrorCode::Superseded) => superseded(body),
+            Some(ErrorCode::TooManySlots) => Error::TooManySlots {
+                limit: too_many_slots_limit(body).unwrap_or(0),
+            },
+            _ => Error::unavailable(format!("{op}: unexpected 409: {}", message())),
+        }),
         StatusCode::TOO_MANY_REQUESTS => Err(Error::Throttled),
         StatusCode::SERVICE_UNAVAILABLE => Err(Error::unavailable(match error_message(body) {
             Some(message) => format!("{op}: server unavailable: {message}"),
@@ -69,11 +82,11 @@ pub(crate) fn classify<T: DeserializeOwned>(
 /// [`LeaseError`].
 ///
 /// 200 → the parsed body (unparseable → `Unavailable`: the call may have taken effect); 400 →
-/// `InvalidParams` with the server's message; 401 and 403 (refused credentials), 404 and 405
-/// (a wrong base URL, or a server older than the lease routes), 413 and 501 (a server whose
-/// store has no lease directory) → `Backend`, which no retry fixes; 500 → `Corrupt` when the
-/// answer says `corrupt`, else `Backend`; 429, 503, any other 5xx (a proxy's 502 or 504) and
-/// any other status → `Unavailable`, worth retrying.
+/// `InvalidParams` with the server's message; 401 → `Unauthenticated`, 403 → `Forbidden`; 404
+/// and 405 (a wrong base URL, or a server older than the lease routes), 413 and 501 (a server
+/// whose store has no lease directory) → `Backend`, which no retry fixes; 500 → `Corrupt` when
+/// the answer says `corrupt`, else `Backend`; 429 → `Throttled`; 503, any other 5xx (a proxy's
+/// 502 or 504) and any other status → `Unavailable`, worth retrying.
 pub(crate) fn classify_lease<T: DeserializeOwned>(
     op: &str,
     status: StatusCode,
@@ -87,9 +100,12 @@ pub(crate) fn classify_lease<T: DeserializeOwned>(
         StatusCode::BAD_REQUEST => Err(LeaseError::InvalidParams(
             error_message(body).unwrap_or_else(|| "the server rejected the request".to_owned()),
         )),
-        StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => Err(LeaseError::backend(format!(
-            "{op}: the server refused the credentials ({}): {}",
-            status.as_u16(),
+        StatusCode::UNAUTHORIZED => Err(LeaseError::Unauthenticated(format!(
+            "{op}: the server refused the credentials (401): {}",
+            message()
+        ))),
+        StatusCode::FORBIDDEN => Err(LeaseError::Forbidden(format!(
+            "{op}: the server refused the credentials (403): {}",
             message()
         ))),
         StatusCode::NOT_FOUND | StatusCode::METHOD_NOT_ALLOWED => {
@@ -113,7 +129,7 @@ pub(crate) fn classify_lease<T: DeserializeOwned>(
             "{op}: lease store failed: {}",
             message()
         ))),
-        StatusCode::TOO_MANY_REQUESTS => Err(unavailable(format!("{op}: throttled"))),
+        StatusCode::TOO_MANY_REQUESTS => Err(LeaseError::Throttled(format!("{op}: {}", message()))),
         StatusCode::SERVICE_UNAVAILABLE => Err(unavailable(match error_message(body) {
             Some(message) => format!("{op}: server unavailable: {message}"),
             None => format!("{op}: server unavailable"),
@@ -134,11 +150,10 @@ fn unavailable(reason: String) -> LeaseError {
     }
 }
 
-/// A claim's 409: `Superseded` with the body's `gen` and `current_gen`. When the body does not
-/// carry them readably (absent, garbled, `gen > current_gen`, or another `error` code), it is
-/// still `Superseded`, with both gens 0 — outside the gen domain `[1, i64::MAX)`, so "the
-/// server did not say" — because only a superseded claim is answered 409, and a retry could
-/// only be superseded again: the login is over either way, and it must not go online.
+/// A 409 `superseded`: `Superseded` with the body's `gen` and `current_gen`. When the body
+/// does not carry them readably (absent, garbled, `gen > current_gen`), it is still
+/// `Superseded`, with both gens 0 — outside the gen domain `[1, i64::MAX)`, so "the server
+/// did not say" — because the code says the login is over, and it must not go online.
 fn superseded(body: &[u8]) -> Error {
     let (generation, current) = superseded_generations(body).unwrap_or((0, 0));
     Error::Superseded {
@@ -200,13 +215,13 @@ mod tests {
             r#"{"error":"unauthenticated","message":"unknown bearer token"}"#,
         )
         .unwrap_err();
-        assert!(e.is_invalid_params() && !e.is_retryable(), "{e}");
+        assert!(matches!(e, Error::Unauthenticated(_)) && !e.is_retryable(), "{e}");
         assert_eq!(
             e.to_string(),
-            "invalid params: release: the server refused the credentials (401): unknown bearer token"
+            "unauthenticated: release: the server refused the credentials (401): unknown bearer token"
         );
         let e = map(403, "").unwrap_err();
-        assert!(e.is_invalid_params(), "{e}");
+        assert!(matches!(e, Error::Forbidden(_)) && !e.is_retryable(), "{e}");
         assert!(e.to_string().contains("(403): no reason given"), "{e}");
     }
 
@@ -251,7 +266,7 @@ mod tests {
 
     fn claim(status: u16, body: &str) -> Error {
         classify::<unique_wire::ClaimAnswer>(
-            CLAIM,
+            "claim",
             StatusCode::from_u16(status).unwrap(),
             body.as_bytes(),
         )
@@ -276,14 +291,26 @@ mod tests {
     }
 
     #[test]
-    fn a_claims_409_without_readable_gens_is_still_superseded() {
+    fn a_409_is_read_by_its_code() {
+        let e = claim(409, r#"{"error":"too_many_slots","message":"m","limit":16}"#);
+        assert!(matches!(e, Error::TooManySlots { limit: 16 }), "{e}");
+        assert!(!e.is_retryable() && !e.is_superseded(), "{e}");
+        let e = claim(409, r#"{"error":"too_many_slots","message":"m"}"#);
+        assert!(matches!(e, Error::TooManySlots { limit: 0 }), "{e}");
+        // A code this client does not know, or none: not superseded, worth a retry (a
+        // claim's retry with its claim_id is answered by the replay or superseded).
+        for body in ["", "conflict", r#"{"error":"conflict","gen":1,"current_gen":2}"#] {
+            let e = claim(409, body);
+            assert!(e.is_unavailable() && e.is_retryable(), "{body}: {e}");
+        }
+    }
+
+    #[test]
+    fn a_superseded_409_without_readable_gens_is_still_superseded() {
         for body in [
-            "",
-            "conflict",
             r#"{"error":"superseded","message":"m"}"#,
             r#"{"error":"superseded","gen":"1","current_gen":2}"#,
             r#"{"error":"superseded","gen":5,"current_gen":2}"#,
-            r#"{"error":"conflict","gen":1,"current_gen":2}"#,
         ] {
             let e = claim(409, body);
             assert!(
@@ -301,11 +328,12 @@ mod tests {
     }
 
     #[test]
-    fn a_409_to_anything_but_a_claim_is_unavailable() {
+    fn a_409_maps_by_its_code_on_every_route() {
         let body = r#"{"error":"superseded","message":"m","gen":1,"current_gen":2}"#;
         let e = map(409, body).unwrap_err();
-        assert!(e.is_unavailable(), "{e}");
-        assert_eq!(e.to_string(), "unavailable: release: unexpected status 409");
+        assert!(e.is_superseded(), "{e}");
+        let e = map(409, r#"{"error":"x","message":"odd"}"#).unwrap_err();
+        assert_eq!(e.to_string(), "unavailable: release: unexpected 409: odd");
     }
 
     fn lease(status: u16, body: &str) -> Result<bool, LeaseError> {
@@ -330,7 +358,13 @@ mod tests {
             matches!(&e, LeaseError::InvalidParams(m) if m == "ttl_ms must be at least 1"),
             "{e}"
         );
-        for status in [401, 403, 404, 405, 413, 501] {
+        let e = lease(401, r#"{"error":"unauthenticated","message":"why"}"#).unwrap_err();
+        assert!(matches!(e, LeaseError::Unauthenticated(_)) && !e.is_retryable(), "{e}");
+        let e = lease(403, r#"{"error":"forbidden","message":"why"}"#).unwrap_err();
+        assert!(matches!(e, LeaseError::Forbidden(_)) && !e.is_retryable(), "{e}");
+        let e = lease(429, r#"{"error":"throttled","message":"slow down"}"#).unwrap_err();
+        assert!(e.is_throttled() && e.is_retryable(), "{e}");
+        for status in [404, 405, 413, 501] {
             let e = lease(status, r#"{"error":"x","message":"why"}"#).unwrap_err();
             assert!(
                 matches!(e, LeaseError::Backend { .. }) && !e.is_retryable(),
@@ -351,7 +385,7 @@ mod tests {
         .unwrap_err();
         assert!(matches!(e, LeaseError::Backend { .. }), "{e}");
         assert!(e.to_string().contains("epoch counter exhausted"), "{e}");
-        for status in [429, 503, 502, 504, 302, 409] {
+        for status in [503, 502, 504, 302, 409] {
             let e = lease(status, "").unwrap_err();
             assert!(e.is_unavailable() && e.is_retryable(), "{status}: {e}");
         }

@@ -1,5 +1,6 @@
 //! [`HttpTransport`]: the three calls of the wire contract over a pooled HTTP/1.1 client.
 
+use std::borrow::Cow;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,7 +14,8 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use unique_client::{ClaimInput, ClaimOutcome, Transport, async_trait};
 use unique_core::{
-    CurrentView, Error, Key, LogoutInput, LogoutOutcome, MAX_BATCH_KEYS, UserKey, UserSession,
+    CurrentView, Error, Key, LogoutInput, LogoutOutcome, MAX_BATCH_KEYS, SessionsPage, UserKey,
+    UserSession,
 };
 use unique_wire::{
     BatchAnswer, BatchBody, BatchView, ClaimAnswer, ClaimBody, CurrentAnswer, KeyBody, LeaseRoute,
@@ -21,7 +23,7 @@ use unique_wire::{
 };
 
 use crate::builder::HttpTransportBuilder;
-use crate::status::{CLAIM, classify};
+use crate::status::classify;
 
 const JSON: HeaderValue = HeaderValue::from_static("application/json");
 
@@ -30,12 +32,13 @@ const JSON: HeaderValue = HeaderValue::from_static("application/json");
 /// (`http` or `https` with rustls).
 ///
 /// Cheap to clone; clones share the connection pool. Each call is bounded by the
-/// per-request timeout. Errors: 400 → `InvalidParams` (the server's message); 401, 403,
-/// 404, 405 and 413 → `InvalidParams` naming the status; a claim's 409 → `Superseded`
-/// with the answer's `gen` and `current_gen` (both 0 when it does not carry them
-/// readably); 429 → `Throttled`; 503, other 5xx, any other status, connection failures,
-/// timeouts and unparseable or oversized answers → `Unavailable`. Messages never contain
-/// the URL.
+/// per-request timeout. Errors: 400 → `InvalidParams` (the server's message); 401 →
+/// `Unauthenticated`; 403 → `Forbidden`; 404, 405 and 413 → `InvalidParams` naming the
+/// status; 409 by the answer's `error` code: `superseded` → `Superseded` with the answer's
+/// `gen` and `current_gen` (both 0 when it does not carry them readably), `too_many_slots`
+/// → `TooManySlots` with its `limit`, any other → `Unavailable`; 429 → `Throttled`; 503,
+/// other 5xx, any other status, connection failures, timeouts and unparseable or oversized
+/// answers → `Unavailable`. Messages never contain the URL.
 #[derive(Clone)]
 pub struct HttpTransport {
     inner: Arc<Inner>,
@@ -94,21 +97,58 @@ impl HttpTransport {
     }
 
     /// The user's online sessions, one per slot, sorted by slot: `POST /v1/sessions`, an
-    /// operator's question (no node needs it).
+    /// operator's question (no node needs it), page after page until the server says no
+    /// more remain.
     ///
     /// # Errors
     ///
-    /// As every call: `InvalidParams` for a refused request or credentials, `Throttled`,
-    /// `Unavailable`.
+    /// As every call: `InvalidParams` for a refused request, `Unauthenticated` /
+    /// `Forbidden` for refused credentials, `Throttled`, `Unavailable` (also for a server
+    /// whose `next` does not move forward, which would page forever).
     pub async fn sessions(&self, user: &UserKey) -> Result<Vec<UserSession>, Error> {
+        let mut sessions = Vec::new();
+        let mut after: Option<String> = None;
+        loop {
+            let page = self.sessions_page(user, after.as_deref(), None).await?;
+            sessions.extend(page.sessions);
+            match page.next {
+                Some(next) if after.as_ref().is_none_or(|a| *a < next) => after = Some(next),
+                Some(_) => {
+                    return Err(Error::unavailable(
+                        "sessions: the server's next page does not move forward",
+                    ));
+                }
+                None => return Ok(sessions),
+            }
+        }
+    }
+
+    /// One page of the user's online sessions: at most `limit` (the server's default, 100,
+    /// when `None`; at most 1000) whose slot sorts after `after`, and the `next` page's
+    /// `after` when more remain.
+    ///
+    /// # Errors
+    ///
+    /// As [`sessions`](Self::sessions); a `limit` or `after` the server refuses is
+    /// `InvalidParams`.
+    pub async fn sessions_page(
+        &self,
+        user: &UserKey,
+        after: Option<&str>,
+        limit: Option<u64>,
+    ) -> Result<SessionsPage, Error> {
+        let body = UserBody {
+            limit,
+            after: after.map(Cow::Borrowed),
+            ..UserBody::from(user)
+        };
         let answer: SessionsAnswer = self
-            .post(
-                "sessions",
-                &self.inner.endpoints.sessions,
-                &UserBody::from(user),
-            )
+            .post("sessions", &self.inner.endpoints.sessions, &body)
             .await?;
-        Ok(answer.sessions.into_iter().map(UserSession::from).collect())
+        Ok(SessionsPage {
+            sessions: answer.sessions.into_iter().map(UserSession::from).collect(),
+            next: answer.next,
+        })
     }
 
     /// An admin logout of the key's current session: `POST /v1/logout`, which needs a token
@@ -203,7 +243,7 @@ impl Transport for HttpTransport {
     async fn claim(&self, request: &ClaimInput) -> Result<ClaimOutcome, Error> {
         let answer: ClaimAnswer = self
             .post(
-                CLAIM,
+                "claim",
                 &self.inner.endpoints.claim,
                 &ClaimBody::from(request),
             )

@@ -312,7 +312,9 @@ async fn refused_credentials_fail_at_once_with_the_server_message() {
         ),
     ] {
         let e = release_answered_by(status, body).await.unwrap_err();
-        assert!(e.is_invalid_params() && !e.is_retryable(), "{status}: {e}");
+        assert!(e.is_refused_credentials() && !e.is_retryable(), "{status}: {e}");
+        let expected = if status == 401 { "unauthenticated" } else { "forbidden" };
+        assert_eq!(e.code(), expected, "{e}");
         assert!(e.to_string().contains(&format!("({status})")), "{e}");
     }
 }
@@ -483,9 +485,15 @@ async fn claimer_stops_at_once_on_a_409_superseded() {
 }
 
 #[tokio::test]
-async fn status_409_to_a_claim_is_superseded_even_without_its_gens() {
-    let server = ScriptServer::start(vec![(409, "conflict")]).await;
-    let e = server.transport().claim(&claim_input()).await.unwrap_err();
+async fn status_409_is_read_by_its_code() {
+    let server = ScriptServer::start(vec![
+        (409, r#"{"error":"superseded","message":"m"}"#),
+        (409, r#"{"error":"too_many_slots","message":"m","limit":3}"#),
+        (409, "conflict"),
+    ])
+    .await;
+    let t = server.transport();
+    let e = t.claim(&claim_input()).await.unwrap_err();
     assert!(
         matches!(
             e,
@@ -494,6 +502,10 @@ async fn status_409_to_a_claim_is_superseded_even_without_its_gens() {
                 current: 0
             }
         ),
-        "{e}"
+        "superseded even without its gens: {e}"
     );
+    let e = t.claim(&claim_input()).await.unwrap_err();
+    assert!(matches!(e, Error::TooManySlots { limit: 3 }), "{e}");
+    let e = t.claim(&claim_input()).await.unwrap_err();
+    assert!(e.is_unavailable(), "a 409 without a code is not superseded: {e}");
 }

@@ -111,6 +111,8 @@ fn copy(e: &Error) -> Error {
         Error::InvalidParams(reason) => Error::invalid(reason.clone()),
         Error::Throttled => Error::Throttled,
         Error::Unavailable { reason, .. } => Error::unavailable(reason.clone()),
+        Error::Unauthenticated(reason) => Error::Unauthenticated(reason.clone()),
+        Error::Forbidden(reason) => Error::Forbidden(reason.clone()),
         other => Error::unavailable(other.to_string()),
     }
 }

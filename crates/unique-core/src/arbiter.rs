@@ -13,7 +13,7 @@ use crate::queue::{ClaimQueue, Turn};
 use crate::store::{MAX_BATCH_KEYS, Store};
 use crate::types::{
     ClaimInput, ClaimOutcome, CurrentView, Key, KickDetail, KickPayload, KickReason, LogoutInput,
-    LogoutOutcome, Owner, OwnerState, UserKey, UserSession,
+    LogoutOutcome, Owner, OwnerState, SessionsPage, UserKey, UserSession,
 };
 use crate::validate::ValidationLimits;
 
@@ -25,6 +25,11 @@ pub const DEFAULT_KICK_TIMEOUT: Duration = Duration::from_secs(3);
 pub const DEFAULT_MAX_QUEUED_CLAIMS: usize = 16;
 /// Default deadline of one claim, from its arrival (its wait in line included).
 pub const DEFAULT_CLAIM_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The sessions one listing page holds when the caller does not say.
+pub const DEFAULT_SESSIONS_PAGE: usize = 100;
+/// The most sessions one listing page holds.
+pub const MAX_SESSIONS_PAGE: usize = 1000;
 
 /// The slot of a user's own line in the claim queue, which claims for a new slot take
 /// while they count the user's sessions: a slot no claim can name (`#` is refused in a
@@ -374,6 +379,50 @@ impl<S: Store> Arbiter<S> {
             .map_err(store_fault)?;
         sessions.sort_unstable_by(|a, b| a.slot.cmp(&b.slot));
         Ok(sessions)
+    }
+
+    /// One page of [`sessions`](Arbiter::sessions): the user's online sessions whose slot
+    /// sorts after `after` (all of them for `None`; `Some("")` skips only the default slot),
+    /// at most `limit`, with `next` set to the last one's slot when more remain (pass it as
+    /// `after` for the next page). Paged here over the store's one listing round trip (C10),
+    /// which holds all of a user's slots: the slot limit keeps that small. Pages are not a
+    /// snapshot: a session that comes or goes between two calls may be missed or seen.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidParams` for a bad user key, a `limit` outside 1 to [`MAX_SESSIONS_PAGE`], or an
+    /// `after` that is not a valid slot; otherwise as [`sessions`](Arbiter::sessions).
+    pub async fn sessions_page(
+        &self,
+        user: &UserKey,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<SessionsPage, Error> {
+        if !(1..=MAX_SESSIONS_PAGE).contains(&limit) {
+            return Err(Error::invalid(format!(
+                "limit must be from 1 to {MAX_SESSIONS_PAGE}, got {limit}"
+            )));
+        }
+        if let Some(after) = after {
+            self.inner
+                .limits
+                .check_key(&user.key(after))
+                .map_err(|e| match e {
+                    Error::InvalidParams(reason) => {
+                        Error::invalid(format!("after must be a slot: {reason}"))
+                    }
+                    other => other,
+                })?;
+        }
+        let mut sessions = self.sessions(user).await?;
+        if let Some(after) = after {
+            sessions.retain(|s| s.slot.as_str() > after);
+        }
+        let next = (sessions.len() > limit).then(|| {
+            sessions.truncate(limit);
+            sessions[limit - 1].slot.clone()
+        });
+        Ok(SessionsPage { sessions, next })
     }
 
     /// Tombstones the session at `generation` (clean logout). `generation <= 0` is

@@ -145,6 +145,15 @@ pub struct UserSession {
     pub owner: Owner,
 }
 
+/// One page of a user's online sessions ([`Arbiter::sessions_page`](crate::Arbiter::sessions_page)).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionsPage {
+    /// The sessions, sorted by slot (the default slot `""` first).
+    pub sessions: Vec<UserSession>,
+    /// The last listed slot when more sessions remain: the next page's `after`.
+    pub next: Option<String>,
+}
+
 /// Where a session lives: the node's region, cluster and kick endpoint.
 ///
 /// Stored as JSON. Every field is optional in JSON and omitted when empty;

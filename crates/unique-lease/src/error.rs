@@ -41,6 +41,19 @@ pub enum LeaseError {
         #[source]
         source: Option<BoxError>,
     },
+    /// A lease server refused the caller's credentials (HTTP 401: a missing, malformed or
+    /// unknown token). Only `unique-client-http` reports it; no retry fixes it.
+    #[error("unauthenticated: {0}")]
+    Unauthenticated(String),
+    /// A lease server refused the request because the caller's credentials do not cover it
+    /// (HTTP 403: a token without every env of the project). Only `unique-client-http`
+    /// reports it; no retry fixes it.
+    #[error("forbidden: {0}")]
+    Forbidden(String),
+    /// A lease server or its store throttled the request (HTTP 429). Nothing was decided;
+    /// retrying after a backoff is safe.
+    #[error("throttled: {0}")]
+    Throttled(String),
 }
 
 impl LeaseError {
@@ -88,9 +101,19 @@ impl LeaseError {
         matches!(self, Self::Corrupt(_))
     }
 
-    /// Worth retrying after a backoff (only `Unavailable`).
+    /// A lease server refused the caller's credentials (401) or their scope (403).
+    pub fn is_refused_credentials(&self) -> bool {
+        matches!(self, Self::Unauthenticated(_) | Self::Forbidden(_))
+    }
+
+    /// A lease server throttled the request.
+    pub fn is_throttled(&self) -> bool {
+        matches!(self, Self::Throttled(_))
+    }
+
+    /// Worth retrying after a backoff (`Unavailable`, `Throttled`).
     pub fn is_retryable(&self) -> bool {
-        self.is_unavailable()
+        self.is_unavailable() || self.is_throttled()
     }
 }
 
@@ -108,6 +131,9 @@ mod tests {
             ),
             (LeaseError::Corrupt("x".into()), [false, false, true, false]),
             (LeaseError::backend("x"), [false, false, false, false]),
+            (LeaseError::Throttled("x".into()), [false, false, false, true]),
+            (LeaseError::Unauthenticated("x".into()), [false; 4]),
+            (LeaseError::Forbidden("x".into()), [false; 4]),
         ];
         for (e, [invalid, unavailable, corrupt, retryable]) in cases {
             assert_eq!(e.is_invalid_params(), invalid, "{e}");

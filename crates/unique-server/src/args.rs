@@ -195,6 +195,13 @@ pub(crate) struct Args {
     #[arg(long, env = "UNIQUE_MAX_QUEUED_CLAIMS", default_value_t = unique_core::DEFAULT_MAX_QUEUED_CLAIMS)]
     pub(crate) max_queued_claims: usize,
 
+    /// Most online sessions (device slots) one user may hold: a login in a slot the user has
+    /// no online session in, when the user already holds this many, is answered 409
+    /// too_many_slots and writes nothing (a login in an online slot is never refused). 1 to
+    /// 1000: one page of POST /v1/sessions (at most 1000) always holds all of a user's slots.
+    #[arg(long, env = "UNIQUE_MAX_SLOTS_PER_USER", default_value_t = DEFAULT_MAX_SLOTS_PER_USER, value_parser = clap::value_parser!(u32).range(1..=i64::from(MAX_SLOTS_PER_USER)))]
+    pub(crate) max_slots_per_user: u32,
+
     /// Deadline of one claim from its arrival, its wait in line included (e.g. 5s): past
     /// it a claim stops before its next kick or write and answers 503 unavailable. A write
     /// already sent is waited for, so a claim never writes after it answered.
@@ -286,6 +293,11 @@ pub(crate) struct Args {
     #[arg(long, env = "UNIQUE_BACKLOG", default_value_t = unique_listener::DEFAULT_BACKLOG, value_parser = clap::value_parser!(u32).range(1..))]
     pub(crate) backlog: u32,
 }
+
+/// `--max-slots-per-user` by default: more devices than one person uses at once.
+const DEFAULT_MAX_SLOTS_PER_USER: u32 = 16;
+/// The most `--max-slots-per-user` takes: a session listing's largest page.
+const MAX_SLOTS_PER_USER: u32 = 1000;
 
 /// A humantime duration above zero (a zero timeout would close every connection).
 fn positive_duration(text: &str) -> Result<humantime::Duration, String> {

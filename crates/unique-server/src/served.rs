@@ -83,6 +83,7 @@ async fn run_on<S: Store>(
         .kick_timeout(args.kick_timeout)
         .max_claim_attempts(args.max_claim_attempts)
         .max_queued_claims(args.max_queued_claims)
+        .max_slots_per_user(args.max_slots_per_user as usize)
         .claim_timeout(args.claim_timeout.into())
         .build();
     let mut service = ArbiterService::new(arbiter).ready_timeout(args.ready_timeout.into());

@@ -76,7 +76,9 @@ pub struct KeyBody<'a> {
     pub slot: Cow<'a, str>,
 }
 
-/// `POST /v1/sessions` body: `{"project","env","uid"}`, one user across all its slots.
+/// `POST /v1/sessions` body: `{"project","env","uid","limit"?,"after"?}`, one user across all
+/// its slots: at most `limit` sessions (1 to 1000, default 100) whose slot sorts after `after`
+/// (from the first when absent).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct UserBody<'a> {
@@ -89,6 +91,16 @@ pub struct UserBody<'a> {
     /// The user's id.
     #[serde(deserialize_with = "crate::integer::i64")]
     pub uid: i64,
+    /// The most sessions to answer; the server's default (100) when absent.
+    #[serde(
+        default,
+        deserialize_with = "crate::integer::option_u64",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub limit: Option<u64>,
+    /// Answer the sessions whose slot sorts after this one: the `next` of the previous page.
+    #[serde(borrow, default, skip_serializing_if = "Option::is_none")]
+    pub after: Option<Cow<'a, str>>,
 }
 
 impl<'a> From<&'a UserKey> for UserBody<'a> {
@@ -97,6 +109,8 @@ impl<'a> From<&'a UserKey> for UserBody<'a> {
             project: Cow::Borrowed(&user.project),
             env: Cow::Borrowed(&user.env),
             uid: user.uid,
+            limit: None,
+            after: None,
         }
     }
 }
@@ -107,12 +121,15 @@ impl From<UserBody<'_>> for UserKey {
     }
 }
 
-/// `POST /v1/sessions` answer: `{"sessions":[{"slot","gen","owner"}, …]}`, the user's online
-/// sessions sorted by slot; `[]` for none.
+/// `POST /v1/sessions` answer: `{"sessions":[{"slot","gen","owner"}, …],"next"?}`, one page
+/// of the user's online sessions sorted by slot; `[]` for none.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SessionsAnswer {
     /// One entry per slot that holds a session.
     pub sessions: Vec<SessionEntry>,
+    /// When more sessions remain: the last entry's slot, the next request's `after`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next: Option<String>,
 }
 
 /// `POST /v1/release` body: `{"project","env","uid","slot"?,"gen"}`.
@@ -660,6 +677,7 @@ mod tests {
                 generation: 3,
                 owner: Owner::new("", "", "http://h/k"),
             }],
+            next: None,
         };
         let json = serde_json::to_string(&answer).unwrap();
         assert_eq!(
@@ -670,6 +688,28 @@ mod tests {
             serde_json::from_str::<SessionsAnswer>(&json).unwrap(),
             answer
         );
+        let paged = SessionsAnswer {
+            next: Some("pc".into()),
+            ..answer
+        };
+        assert!(serde_json::to_string(&paged).unwrap().ends_with(r#","next":"pc"}"#));
+    }
+
+    #[test]
+    fn sessions_pages_take_a_limit_and_an_after() {
+        let body = parse::<UserBody>(
+            br#"{"project":"p","env":"e","uid":1,"limit":1e2,"after":""}"#,
+        )
+        .unwrap();
+        assert_eq!((body.limit, body.after.as_deref()), (Some(100), Some("")));
+        for bad in [
+            &br#"{"project":"p","env":"e","uid":1,"limit":-1}"#[..],
+            br#"{"project":"p","env":"e","uid":1,"limit":2.5}"#,
+            br#"{"project":"p","env":"e","uid":1,"limit":null}"#,
+            br#"{"project":"p","env":"e","uid":1,"after":7}"#,
+        ] {
+            assert!(parse::<UserBody>(bad).is_err(), "{}", String::from_utf8_lossy(bad));
+        }
     }
 
     #[test]

@@ -36,6 +36,14 @@ pub(crate) fn u64<'de, D: Deserializer<'de>>(deserializer: D) -> Result<u64, D::
     deserializer.deserialize_u64(WholeVisitor(PhantomData))
 }
 
+/// Reads an optional `u64` field (absent with `#[serde(default)]`; `null` is refused) as
+/// [`u64`] reads it.
+pub(crate) fn option_u64<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<u64>, D::Error> {
+    u64(deserializer).map(Some)
+}
+
 struct WholeVisitor<T>(PhantomData<T>);
 
 impl<T: Whole> Visitor<'_> for WholeVisitor<T> {
