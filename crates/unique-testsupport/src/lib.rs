@@ -152,6 +152,7 @@ pub fn tools_dir() -> PathBuf {
 
 mod apt;
 pub mod dynalite;
+pub mod faketime;
 pub mod fuzz;
 pub mod net;
 pub mod pki;
