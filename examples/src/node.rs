@@ -123,7 +123,7 @@ impl Node {
     /// [`Report::LoginFailed`].
     pub async fn login(&mut self) -> Result<Login, NodeLoginError> {
         let result = self.runtime.login(self.key.clone()).await;
-        self.logged_in(result)
+        self.logged_in(result.map(|session| session.login().clone()))
     }
 
     /// Logs in again with the last login's claim_id, as a client does when a claim's
@@ -141,7 +141,7 @@ impl Node {
             .runtime
             .login_with_claim_id(self.key.clone(), claim_id)
             .await;
-        self.logged_in(result)
+        self.logged_in(result.map(|session| session.login().clone()))
     }
 
     /// Logs the session out (its heartbeat stops, then the gen is released). Reports

@@ -214,7 +214,7 @@ async fn a_retry_whose_login_was_replaced_is_superseded_and_kicks_nobody() {
     let mut b = node(HttpTransport::new(&url).unwrap(), "b").await;
     let login_b = b.node.login(key()).await.unwrap();
     assert_eq!(login_b.generation(), 2);
-    assert!(login_b.outcome.kicked, "A's receiver confirmed");
+    assert!(login_b.login().outcome.kicked, "A's receiver confirmed");
     assert_eq!(a_kicks.load(Ordering::SeqCst), 1);
     assert!(matches!(
         next(&mut b.events).await,
@@ -278,8 +278,8 @@ async fn a_node_whose_login_was_replaced_in_flight_never_goes_online() {
         Ok(login) => panic!(
             "A's retry won gen {} (kicked: {}) and went online over B: {:?}",
             login.generation(),
-            login.outcome.kicked,
-            login.outcome
+            login.login().outcome.kicked,
+            login.login().outcome
         ),
         Err(err) => err,
     };

@@ -2,21 +2,29 @@
 
 mod batch;
 mod claimer;
+mod drain;
+mod event;
 mod heartbeat;
 mod jitter;
 mod kick;
 mod node;
+mod notice;
+mod session;
 mod sessions;
 mod transport;
 
 pub use claimer::{Claimer, ClaimerOptions, Login, LoginError};
+pub use drain::Drain;
+pub use event::{NodeEvent, NodeEvents, NodeLoginError};
 pub use heartbeat::{Heartbeat, HeartbeatExit, HeartbeatHandle, HeartbeatOptions};
 pub use jitter::Jitter;
 pub use kick::{
     Admission, IgnoreReason, KickAck, KickCause, KickHandler, KickOptions, MAX_CAUSE_BYTES,
     PendingLogin,
 };
-pub use node::{Node, NodeBuilder, NodeEvent, NodeEvents, NodeLoginError, Shutdown};
+pub use node::{Node, NodeBuilder, Shutdown};
+pub use notice::{EndNotice, MAX_CLOSE_REASON_BYTES, SSE_EVENT};
+pub use session::{Ending, Session};
 pub use sessions::Sessions;
 pub use transport::Transport;
 

@@ -4,173 +4,26 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::Duration;
 
-use tokio::sync::mpsc;
-use tokio::task::JoinSet;
-use tokio::time::{Instant, timeout, timeout_at};
+use tokio::sync::{mpsc, watch};
+use tokio::time::{Instant, timeout};
 use unique_core::{EvictReason, Key, KickReason, Owner};
 
 use crate::claimer::{Claimer, ClaimerOptions, Login, LoginError};
+use crate::drain::release_all;
+use crate::event::{NodeEvent, NodeEvents, NodeLoginError};
 use crate::heartbeat::{Heartbeat, HeartbeatHandle, HeartbeatOptions};
 use crate::kick::{Admission, KickCause, KickHandler, KickOptions, PendingLogin};
+use crate::session::{Ending, EndingRx, EndingTx, Session, end};
 use crate::transport::Transport;
 
 /// The default [`NodeBuilder::event_capacity`].
 const DEFAULT_EVENT_CAPACITY: usize = 1024;
 /// The default [`NodeBuilder::shutdown_timeout`].
 const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// Something that happened to one of a [`Node`]'s sessions.
-///
-/// Every `LoggedIn` is followed by exactly one ending event for the same key and gen
-/// (`Kicked`, `Evicted` or `LoggedOut`; [`Node::shutdown`] reports `LoggedOut` for every
-/// session it ends), except when a later login of the same key on this node replaces the
-/// session (the server skips that kick: `self-replace-skipped`), or when it repeats a
-/// session already online here (a replayed login, `replayed = true`).
-///
-/// The synchronous sink ([`NodeBuilder::on_event`]) sees every event. The channel
-/// ([`NodeEvents`]) is bounded and drops an event when it is full
-/// ([`Node::dropped_events`]), so a reader that falls that far behind can miss any event,
-/// an ending one included.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum NodeEvent {
-    /// A login succeeded on the server. Unless a `Kicked` for the same gen follows at once
-    /// (it was replaced while its claim was in flight), the session is online here.
-    LoggedIn {
-        /// The key logged in.
-        key: Key,
-        /// The server's answer, the claim_id and the attempts it took.
-        login: Login,
-    },
-    /// A kick ended the session: a newer login took the key, or an operator logged the
-    /// user out. The session is gone from this node. Reported before the kick is answered,
-    /// so a new session is written only after it.
-    Kicked {
-        /// The key.
-        key: Key,
-        /// The gen of the session that ended.
-        generation: i64,
-        /// Why: [`KickReason::LoginElsewhere`] for a takeover (also for a kick from a server
-        /// that names no reason, and for a newer login of the key on this node),
-        /// [`KickReason::Admin`] for an admin logout.
-        reason: KickReason,
-        /// The kick's text for the user (an admin logout's reason), if any; at most
-        /// [`MAX_CAUSE_BYTES`](crate::MAX_CAUSE_BYTES) bytes.
-        message: Option<String>,
-    },
-    /// The heartbeat found the session no longer holds the key (a kick that never arrived,
-    /// a release by someone else, or another owner at its gen after a gen rollback) and
-    /// removed it.
-    Evicted {
-        /// The key.
-        key: Key,
-        /// The gen of the session that ended.
-        generation: i64,
-        /// What the server's record said.
-        reason: EvictReason,
-    },
-    /// [`Node::logout`] or [`Node::shutdown`] ended the session.
-    LoggedOut {
-        /// The key.
-        key: Key,
-        /// The gen of the session that ended.
-        generation: i64,
-        /// The server tombstoned the record. `false` when a newer session already held
-        /// it, or when the release failed (then `logout` returned the error) or, at
-        /// shutdown, did not finish within [`NodeBuilder::shutdown_timeout`].
-        released: bool,
-    },
-}
-
-impl NodeEvent {
-    /// The key the event is about.
-    pub fn key(&self) -> &Key {
-        match self {
-            Self::LoggedIn { key, .. }
-            | Self::Kicked { key, .. }
-            | Self::Evicted { key, .. }
-            | Self::LoggedOut { key, .. } => key,
-        }
-    }
-
-    /// The gen of the session the event is about.
-    pub fn generation(&self) -> i64 {
-        match self {
-            Self::LoggedIn { login, .. } => login.generation(),
-            Self::Kicked { generation, .. }
-            | Self::Evicted { generation, .. }
-            | Self::LoggedOut { generation, .. } => *generation,
-        }
-    }
-}
-
-/// The events of a [`Node`], in the order they happened: a bounded channel
-/// ([`NodeBuilder::event_capacity`], 1024 by default). When it is full a new event is
-/// dropped, never waited for, and counted in [`Node::dropped_events`]; the
-/// [`on_event`](NodeBuilder::on_event) sink still sees it. See [`NodeBuilder::build`].
-pub type NodeEvents = mpsc::Receiver<NodeEvent>;
-
-/// A login through a [`Node`] that did not bring a session online.
-#[derive(Debug)]
-#[non_exhaustive]
-pub enum NodeLoginError {
-    /// The claim failed (see [`LoginError`]; it keeps the claim_id to resume with). Among
-    /// the failures, `Superseded` ([`LoginError::is_superseded`]) says the login was replaced
-    /// (or logged out) while its claim was in flight: an attempt whose answer was lost won a
-    /// gen, another login took the key since, and the retry was refused without a kick.
-    /// Nothing went online and no event is reported.
-    Claim(LoginError),
-    /// The claim succeeded, but a newer login of the key had already kicked this node
-    /// while the claim was in flight (or a newer login of the key is already online
-    /// here): the session never went online. Reported as `LoggedIn` then `Kicked`.
-    Replaced(Box<Login>),
-    /// The node is shut down ([`Node::shutdown`]): nothing goes online here any more. A
-    /// login started after the shutdown sends no claim; one whose claim was in flight when
-    /// it began releases the gen it won (bounded by [`NodeBuilder::shutdown_timeout`]).
-    /// Nothing is reported.
-    ShutDown,
-}
-
-impl NodeLoginError {
-    /// The login was replaced (or logged out) while its claim was in flight, whether the
-    /// server said so (`Superseded`, a [`Claim`](Self::Claim) error) or a newer login's kick
-    /// reached this node first ([`Replaced`](Self::Replaced)). Either way the session never
-    /// went online here, and logging in again would take the key from the newer session.
-    pub fn was_replaced(&self) -> bool {
-        match self {
-            Self::Claim(e) => e.is_superseded(),
-            Self::Replaced(_) => true,
-            Self::ShutDown => false,
-        }
-    }
-}
-
-impl fmt::Display for NodeLoginError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Claim(e) => e.fmt(f),
-            Self::Replaced(login) => write!(
-                f,
-                "session gen {} was replaced by a newer login before it went online",
-                login.generation()
-            ),
-            Self::ShutDown => f.write_str("the node is shut down"),
-        }
-    }
-}
-
-impl std::error::Error for NodeLoginError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            Self::Claim(e) => Some(e),
-            Self::Replaced(_) | Self::ShutDown => None,
-        }
-    }
-}
 
 type Sink = Box<dyn Fn(&NodeEvent) + Send + Sync>;
 
@@ -253,6 +106,7 @@ impl<T: Transport + Clone> NodeBuilder<T> {
         let (tx, rx) = mpsc::channel(self.event_capacity.max(1));
         let shared = Arc::new(Shared {
             live: Mutex::default(),
+            draining: AtomicBool::new(false),
             report: Mutex::new(tx),
             dropped: AtomicU64::new(0),
             sink: self.sink,
@@ -330,15 +184,18 @@ impl<T: Transport + Clone> Node<T> {
     }
 
     /// Logs `key` in with a fresh claim_id (kicking its session elsewhere first), brings
-    /// the session online here and starts its heartbeat. Reports `LoggedIn`.
+    /// the session online here, starts its heartbeat and returns its [`Session`] handle.
+    /// Reports `LoggedIn`. A session of `key` already online here at an older gen ends
+    /// first ([`Ending::Replaced`], reported `Replaced`), before this returns.
     ///
     /// Errors: [`NodeLoginError::Claim`] when the claim failed within the retry budget, or
     /// at once when the server answered it `Superseded` (an earlier attempt won a gen whose
     /// answer was lost, and a newer login took the key since: nothing goes online and nothing
     /// is reported); [`NodeLoginError::Replaced`] when a newer login already kicked it (then
     /// `LoggedIn` and `Kicked` are reported); [`NodeLoginError::ShutDown`] once
-    /// [`shutdown`](Self::shutdown) has begun.
-    pub async fn login(&self, key: Key) -> Result<Login, NodeLoginError> {
+    /// [`shutdown`](Self::shutdown) has begun; [`NodeLoginError::Draining`] once
+    /// [`drain`](Self::drain) has begun.
+    pub async fn login(&self, key: Key) -> Result<Session<T>, NodeLoginError> {
         // Announced before the claim is sent, so a kick that beats the answer is seen.
         let pending = self.expect_login(&key)?;
         let login = self.claimer.login(key.clone(), self.owner.clone()).await;
@@ -348,12 +205,13 @@ impl<T: Transport + Clone> Node<T> {
 
     /// Like [`login`](Self::login) with a caller-chosen claim_id: resumes a login that
     /// gave up ([`LoginError::claim_id`]) or repeats one whose answer was lost; the server
-    /// answers it from its replay short-circuit, without a second kick.
+    /// answers it from its replay short-circuit, without a second kick. A replay of the
+    /// session online here returns another handle of that session.
     pub async fn login_with_claim_id(
         &self,
         key: Key,
         claim_id: String,
-    ) -> Result<Login, NodeLoginError> {
+    ) -> Result<Session<T>, NodeLoginError> {
         let pending = self.expect_login(&key)?;
         let login = self
             .claimer
@@ -363,16 +221,26 @@ impl<T: Transport + Clone> Node<T> {
             .await
     }
 
-    /// Ends the session of `key` here (its heartbeat stops and kicks find nothing), then
-    /// releases it on the server with the claimer's retry policy, and reports
-    /// `LoggedOut`. Returns whether the server tombstoned the record; `Ok(false)` without
-    /// calling the server when no session of `key` is online here.
+    /// Ends the session of `key` here ([`Ending::LoggedOut`]: its heartbeat stops and kicks
+    /// find nothing), then releases it on the server with the claimer's retry policy, and
+    /// reports `LoggedOut`. Returns whether the server tombstoned the record; `Ok(false)`
+    /// without calling the server when no session of `key` is online here.
+    /// [`Session::logout`] does the same for one gen.
     ///
     /// Errors: the release failed within the retry budget; the session is gone here all
     /// the same (reported as `LoggedOut` with `released = false`), and the record stays
     /// until the next login of the key replaces it.
     pub async fn logout(&self, key: &Key) -> Result<bool, LoginError> {
-        let Some(live) = self.shared.take(key, None) else {
+        self.end_and_release(key, None).await
+    }
+
+    /// Ends the session of `key` (only at `generation`, if given) and releases it.
+    pub(crate) async fn end_and_release(
+        &self,
+        key: &Key,
+        generation: Option<i64>,
+    ) -> Result<bool, LoginError> {
+        let Some(live) = self.shared.take(key, generation, Ending::LoggedOut) else {
             return Ok(false);
         };
         let generation = live.generation;
@@ -392,75 +260,31 @@ impl<T: Transport + Clone> Node<T> {
     ///
     /// In order: the kick handler closes ([`KickHandler::close`]: kicks now answer
     /// `no-session`, and logins in flight return [`NodeLoginError::ShutDown`] instead of
-    /// going online) and, under the same lock, every session leaves the table; then every
-    /// heartbeat stops; then all sessions are released concurrently, each with the claimer's
-    /// retry policy, and each is reported `LoggedOut` as its release ends. Releases still
-    /// running at the timeout are abandoned and reported `LoggedOut` with
-    /// `released = false`: those records stay on the server until a newer login replaces
-    /// them (its kick finds nothing here, or cannot connect). Idempotent: a second call
-    /// finds nothing to end.
+    /// going online) and, under the same lock, every session leaves the table (its handle
+    /// ends with [`Ending::ShutDown`]); then every heartbeat stops; then all sessions are
+    /// released concurrently, each with the claimer's retry policy, and each is reported
+    /// `LoggedOut` as its release ends. Releases still running at the timeout are abandoned
+    /// and reported `LoggedOut` with `released = false`: those records stay on the server
+    /// until a newer login replaces them (its kick finds nothing here, or cannot connect).
+    /// Idempotent: a second call finds nothing to end.
     pub async fn shutdown(&self) -> Shutdown {
         let deadline = Instant::now() + self.shutdown_timeout;
-        let ended: Vec<(Key, Live)> = self
+        let ended = self
             .kicks
-            .close_with(|| self.shared.live().drain().collect());
-
-        // Local only (a heartbeat polls its stop signal first), so this cannot wait on the
-        // server; bounded all the same, and a heartbeat whose stop was abandoned still ends
-        // when its handle is dropped.
-        let mut stopping = JoinSet::new();
-        let mut unfinished = HashMap::with_capacity(ended.len());
-        for (key, live) in ended {
-            unfinished.insert(key, live.generation);
-            stopping.spawn(live.heartbeat.stop());
+            .close_with(|| self.shared.take_all(&Ending::ShutDown));
+        let (released, unreleased) =
+            release_all(self, ended, deadline, |key, generation, released| {
+                NodeEvent::LoggedOut {
+                    key,
+                    generation,
+                    released,
+                }
+            })
+            .await;
+        Shutdown {
+            released,
+            unreleased,
         }
-        let _ = timeout_at(deadline, async {
-            while stopping.join_next().await.is_some() {}
-        })
-        .await;
-        drop(stopping);
-
-        let mut releasing = JoinSet::new();
-        for (key, &generation) in &unfinished {
-            let (claimer, key) = (self.claimer.clone(), key.clone());
-            releasing.spawn(async move {
-                let released = claimer.logout(&key, generation).await;
-                (key, generation, released)
-            });
-        }
-        let mut report = Shutdown::default();
-        while let Ok(Some(done)) = timeout_at(deadline, releasing.join_next()).await {
-            // A panicking transport leaves its session in `unfinished`: unreleased.
-            let Ok((key, generation, released)) = done else {
-                continue;
-            };
-            unfinished.remove(&key);
-            let released = released.is_ok_and(|released| released);
-            report.count(released);
-            self.shared.emit(NodeEvent::LoggedOut {
-                key,
-                generation,
-                released,
-            });
-        }
-        // Aborts the releases still running: those sessions are left to the server.
-        drop(releasing);
-        if !unfinished.is_empty() {
-            tracing::warn!(
-                unreleased = unfinished.len(),
-                timeout = ?self.shutdown_timeout,
-                "shutdown: releases unfinished at the timeout, left to the server"
-            );
-        }
-        for (key, generation) in unfinished {
-            report.count(false);
-            self.shared.emit(NodeEvent::LoggedOut {
-                key,
-                generation,
-                released: false,
-            });
-        }
-        report
     }
 
     /// How many events the channel dropped because it was full (the
@@ -495,12 +319,24 @@ impl<T: Transport + Clone> Node<T> {
         self.claimer.transport()
     }
 
-    /// Announces a login of `key` to the kick handler, unless the node is shut down.
+    pub(crate) fn shared(&self) -> &Shared {
+        &self.shared
+    }
+
+    pub(crate) fn claimer(&self) -> &Claimer<T> {
+        &self.claimer
+    }
+
+    /// Announces a login of `key` to the kick handler, unless the node is shut down or
+    /// draining.
     fn expect_login(&self, key: &Key) -> Result<PendingLogin, NodeLoginError> {
         if self.kicks.is_closed() {
             return Err(NodeLoginError::ShutDown);
         }
-        // A shutdown from here on is caught by `admit`.
+        if self.shared.is_draining() {
+            return Err(NodeLoginError::Draining);
+        }
+        // A shutdown or a drain from here on is caught by `admit`.
         Ok(self.kicks.expect_login(key))
     }
 
@@ -510,13 +346,13 @@ impl<T: Transport + Clone> Node<T> {
         key: Key,
         pending: PendingLogin,
         login: Login,
-    ) -> Result<Login, NodeLoginError> {
+    ) -> Result<Session<T>, NodeLoginError> {
         let generation = login.generation();
-        let mut online = false;
+        let mut inserted = Inserted::Newer;
         let admission = pending.try_admit(generation, || {
             // Under the kick handler's lock: a kick for this session is decided after this,
             // so `LoggedIn` is always reported before its `Kicked`.
-            online = self.shared.insert(&key, generation, || {
+            inserted = self.shared.insert(&key, generation, || {
                 let shared = Arc::downgrade(&self.shared);
                 let evicted_key = key.clone();
                 self.heartbeat
@@ -524,30 +360,41 @@ impl<T: Transport + Clone> Node<T> {
                         evicted(&shared, evicted_key, generation, reason);
                     })
             });
-            if online {
+            if let Inserted::Online { replaced, .. } = &inserted {
+                if let Some(old) = *replaced {
+                    self.shared.emit(NodeEvent::Replaced {
+                        key: key.clone(),
+                        generation: old,
+                        by: generation,
+                    });
+                }
                 self.shared.emit(NodeEvent::LoggedIn {
                     key: key.clone(),
                     login: login.clone(),
                 });
             }
         });
-        if online {
-            return Ok(login);
-        }
-        let admitted = admission == Admission::Admitted;
-        if !admitted && self.kicks.is_closed() {
-            // Shut down while the claim was in flight: the gen it won is held by nobody
-            // here, so release it as the shutdown released the others.
+        let refused = match inserted {
+            Inserted::Online { ending, .. } => {
+                return Ok(Session::new(self.clone(), key, login, ending));
+            }
+            Inserted::Draining => Some(NodeLoginError::Draining),
+            Inserted::Newer if admission == Admission::Closed => Some(NodeLoginError::ShutDown),
+            Inserted::Newer => None,
+        };
+        if let Some(refused) = refused {
+            // Shut down or draining while the claim was in flight: the gen it won is held
+            // by nobody here, so release it as the shutdown or the drain released the others.
             let released =
                 timeout(self.shutdown_timeout, self.claimer.logout(&key, generation)).await;
             if !matches!(released, Ok(Ok(_))) {
                 tracing::warn!(
                     %key,
                     generation,
-                    "login after shutdown: release failed, left to the server"
+                    "login refused by a shutdown or a drain: release failed, left to the server"
                 );
             }
-            return Err(NodeLoginError::ShutDown);
+            return Err(refused);
         }
         self.shared.emit(NodeEvent::LoggedIn {
             key: key.clone(),
@@ -573,7 +420,14 @@ fn kick_handler(shared: &Arc<Shared>, options: KickOptions) -> KickHandler {
         move |key: &Key| read.upgrade()?.generation(key),
         move |key: Key, generation: i64, cause: KickCause| {
             if let Some(shared) = destroy.upgrade()
-                && let Some(live) = shared.take(&key, Some(generation))
+                && let Some(live) = shared.take(
+                    &key,
+                    Some(generation),
+                    Ending::Kicked {
+                        reason: cause.reason.clone(),
+                        message: cause.message.clone(),
+                    },
+                )
             {
                 // Dropping the handle stops the heartbeat.
                 drop(live);
@@ -598,7 +452,9 @@ fn kicked(key: Key, generation: i64, cause: KickCause) -> NodeEvent {
 /// The heartbeat's `on_evict`: removes the session if it is still that gen, and reports it.
 fn evicted(shared: &Weak<Shared>, key: Key, generation: i64, reason: EvictReason) {
     if let Some(shared) = shared.upgrade()
-        && shared.take(&key, Some(generation)).is_some()
+        && shared
+            .take(&key, Some(generation), Ending::Evicted { reason })
+            .is_some()
     {
         shared.emit(NodeEvent::Evicted {
             key,
@@ -608,15 +464,34 @@ fn evicted(shared: &Weak<Shared>, key: Key, generation: i64, reason: EvictReason
     }
 }
 
-/// One online session: its gen and its heartbeat (dropping the handle stops it).
-struct Live {
-    generation: i64,
-    heartbeat: HeartbeatHandle,
+/// One online session: its gen, its heartbeat (dropping the handle stops it) and its
+/// ending, set when it leaves the table.
+pub(crate) struct Live {
+    pub(crate) generation: i64,
+    pub(crate) heartbeat: HeartbeatHandle,
+    ending: EndingTx,
+}
+
+/// What [`Shared::insert`] did.
+enum Inserted {
+    /// The session is online here (put online now, or already: a replay).
+    Online {
+        /// Its handles' side of its ending.
+        ending: EndingRx,
+        /// The gen of an older session of the key it replaced here.
+        replaced: Option<i64>,
+    },
+    /// A newer session of the key is online here: it stays, this one does not go online.
+    Newer,
+    /// The node is draining: nothing goes online.
+    Draining,
 }
 
 /// What the node, its kick handler and its heartbeats share.
-struct Shared {
+pub(crate) struct Shared {
     live: Mutex<HashMap<Key, Live>>,
+    /// Set under the `live` lock when a drain begins: no session goes online after it.
+    draining: AtomicBool,
     /// Held while reporting, so that the sink and the channel see one order.
     report: Mutex<mpsc::Sender<NodeEvent>>,
     /// Events the channel was too full to take.
@@ -634,39 +509,85 @@ impl Shared {
         self.live().get(key).map(|live| live.generation)
     }
 
-    /// Puts the session `generation` of `key` online, watched by the heartbeat `watch`
-    /// starts, unless a newer session of `key` is already online here (`false`). A
-    /// replay of the session already online keeps its heartbeat.
-    fn insert(&self, key: &Key, generation: i64, watch: impl FnOnce() -> HeartbeatHandle) -> bool {
-        let mut live = self.live();
-        let replaced = match live.get(key) {
-            Some(current) if current.generation > generation => return false,
-            Some(current) if current.generation == generation => return true,
-            _ => live.insert(
-                key.clone(),
-                Live {
-                    generation,
-                    heartbeat: watch(),
-                },
-            ),
-        };
-        drop(live);
-        // An older session of this node (it logged the key in again): its heartbeat stops.
-        drop(replaced);
-        true
+    pub(crate) fn is_draining(&self) -> bool {
+        self.draining.load(Ordering::Acquire)
     }
 
-    /// Removes the session of `key` if it is at `generation` (any gen for `None`).
-    fn take(&self, key: &Key, generation: Option<i64>) -> Option<Live> {
+    /// Puts the session `generation` of `key` online, watched by the heartbeat `watch`
+    /// starts, unless a newer session of `key` is already online here or the node is
+    /// draining. A replay of the session already online keeps its heartbeat and ending; an
+    /// older session of the key ends, [`Ending::Replaced`], under the same lock.
+    fn insert(
+        &self,
+        key: &Key,
+        generation: i64,
+        watch: impl FnOnce() -> HeartbeatHandle,
+    ) -> Inserted {
+        let mut live = self.live();
+        if self.is_draining() {
+            return Inserted::Draining;
+        }
+        let replaced = match live.get(key) {
+            Some(current) if current.generation > generation => return Inserted::Newer,
+            Some(current) if current.generation == generation => {
+                return Inserted::Online {
+                    ending: current.ending.subscribe(),
+                    replaced: None,
+                };
+            }
+            _ => {
+                let (tx, rx) = watch::channel(None);
+                let replaced = live.insert(
+                    key.clone(),
+                    Live {
+                        generation,
+                        heartbeat: watch(),
+                        ending: tx,
+                    },
+                );
+                if let Some(old) = &replaced {
+                    end(&old.ending, Ending::Replaced { by: generation });
+                }
+                (rx, replaced)
+            }
+        };
+        drop(live);
+        let (ending, replaced) = replaced;
+        // An older session of this node (it logged the key in again): its heartbeat stops.
+        Inserted::Online {
+            ending,
+            replaced: replaced.map(|old| old.generation),
+        }
+    }
+
+    /// Removes the session of `key` if it is at `generation` (any gen for `None`), ending
+    /// it with `ending` under the same lock.
+    fn take(&self, key: &Key, generation: Option<i64>, ending: Ending) -> Option<Live> {
         let mut live = self.live();
         let current = live.get(key)?.generation;
         if generation.is_some_and(|wanted| wanted != current) {
             return None;
         }
-        live.remove(key)
+        let taken = live.remove(key)?;
+        end(&taken.ending, ending);
+        Some(taken)
     }
 
-    fn emit(&self, event: NodeEvent) {
+    /// Removes every session, ending each with `ending` under the same lock; a drain's
+    /// [`Ending::Drained`] also makes every later [`insert`](Self::insert) refuse.
+    pub(crate) fn take_all(&self, ending: &Ending) -> Vec<(Key, Live)> {
+        let mut live = self.live();
+        if *ending == Ending::Drained {
+            self.draining.store(true, Ordering::Release);
+        }
+        live.drain()
+            .inspect(|(_, session)| {
+                end(&session.ending, ending.clone());
+            })
+            .collect()
+    }
+
+    pub(crate) fn emit(&self, event: NodeEvent) {
         let tx = self.report.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(sink) = &self.sink {
             sink(&event);
@@ -700,14 +621,4 @@ pub struct Shutdown {
     /// Sessions it did not: a newer session already held the key, the release failed, or
     /// it did not finish within [`NodeBuilder::shutdown_timeout`] (left to the server).
     pub unreleased: usize,
-}
-
-impl Shutdown {
-    fn count(&mut self, released: bool) {
-        if released {
-            self.released += 1;
-        } else {
-            self.unreleased += 1;
-        }
-    }
 }

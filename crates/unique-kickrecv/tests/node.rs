@@ -79,7 +79,7 @@ async fn a_login_goes_online_and_is_reported() {
     else {
         panic!("expected LoggedIn");
     };
-    assert_eq!((k, reported), (key(), login));
+    assert_eq!((k, reported), (key(), login.login().clone()));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -96,7 +96,10 @@ async fn a_newer_login_kicks_the_session_before_its_claim_returns() {
     let login = b.login(key()).await.unwrap();
 
     assert_eq!(login.generation(), 2);
-    assert!(login.outcome.kicked, "A's receiver confirmed the kick");
+    assert!(
+        login.login().outcome.kicked,
+        "A's receiver confirmed the kick"
+    );
     // Already there when B's claim returns: A reported it before answering the kick.
     assert_eq!(
         a_events.try_recv().ok(),
@@ -149,7 +152,10 @@ async fn the_heartbeat_evicts_a_session_whose_kick_could_not_connect() {
 
     let login = b.login(key()).await.unwrap();
 
-    assert_eq!(login.outcome.kick_detail, Some(KickDetail::ConnectError));
+    assert_eq!(
+        login.login().outcome.kick_detail,
+        Some(KickDetail::ConnectError)
+    );
     assert_eq!(
         next(&mut a_events).await,
         NodeEvent::Evicted {

@@ -30,9 +30,9 @@ pub use unique_wire as wire;
 #[cfg(feature = "node")]
 pub mod node {
     pub use unique_client::{
-        Claimer, ClaimerOptions, HeartbeatOptions, KickAck, KickHandler, KickOptions, Login,
-        LoginError, Node, NodeBuilder, NodeEvent, NodeEvents, NodeLoginError, PendingLogin,
-        Shutdown, Transport,
+        Claimer, ClaimerOptions, Drain, EndNotice, Ending, HeartbeatOptions, KickAck, KickHandler,
+        KickOptions, Login, LoginError, Node, NodeBuilder, NodeEvent, NodeEvents, NodeLoginError,
+        PendingLogin, Session, Shutdown, Transport,
     };
     pub use unique_client_http::{HttpTransport, HttpTransportBuilder};
     pub use unique_kick_signature::SigningKeys;

@@ -2,6 +2,8 @@
 
 #![allow(dead_code, unreachable_pub)]
 
+pub mod kicks;
+
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
