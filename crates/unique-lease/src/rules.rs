@@ -643,7 +643,9 @@ mod tests {
         let held = granted("a", 1_500, at(200_000));
         let now = at(80_500);
         assert_eq!(held.left(&now), 1_500, "never more than the ttl granted");
-        let d = ensure("b", 9_000).decide(Some(held.clone()), now, "t").unwrap();
+        let d = ensure("b", 9_000)
+            .decide(Some(held.clone()), now, "t")
+            .unwrap();
         assert_eq!(
             d.write,
             RoomWrite::Extend {
@@ -659,7 +661,9 @@ mod tests {
             expires_ms: 82_000,
             ..held.clone()
         };
-        let d = ensure("b", 9_000).decide(Some(moved), at(82_000), "t").unwrap();
+        let d = ensure("b", 9_000)
+            .decide(Some(moved), at(82_000), "t")
+            .unwrap();
         assert!(matches!(d.write, RoomWrite::Grant(_)));
         // The holder renewing after the step keeps token and epoch.
         let d = ensure("a", 1_000).decide(Some(held), now, "t").unwrap();

@@ -190,7 +190,10 @@ mod tests {
         // Taken earlier, answered later: judged, not kept.
         assert_eq!(guard.observe(9_000, 9 * SEC).step, None);
         assert_eq!(guard.expect(12 * SEC).expected_ms, Some(12_000));
-        assert_eq!(guard.observe(30_000, 12 * SEC).step.map(|s| s.wall_ms), Some(30_000));
+        assert_eq!(
+            guard.observe(30_000, 12 * SEC).step.map(|s| s.wall_ms),
+            Some(30_000)
+        );
         assert_eq!(
             guard.expect(14 * SEC),
             Expectation {

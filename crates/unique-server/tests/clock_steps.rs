@@ -59,7 +59,10 @@ async fn steps_keep_leases(clock: &FakeClock, command: &mut Command) {
     )
     .await;
     let left = looked["lease"]["ttl_left_ms"].as_u64().expect("a lease");
-    assert!(left <= 1_500, "a 1.5 s lease reports {left} ms left: {looked}");
+    assert!(
+        left <= 1_500,
+        "a 1.5 s lease reports {left} ms left: {looked}"
+    );
     let first = ensure(&addr, "back", "n2", 1_500).await;
     assert_eq!(first["token"], held["token"], "{first}");
     assert!(first["ttl_left_ms"].as_u64() <= Some(1_500), "{first}");

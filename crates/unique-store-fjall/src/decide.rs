@@ -123,7 +123,10 @@ impl Decide<'_> {
                 clock,
                 steps,
                 answer,
-            } => decided(answer, self.decide_room(room, &op, &*clock, &steps, pending)),
+            } => decided(
+                answer,
+                self.decide_room(room, &op, &*clock, &steps, pending),
+            ),
             Write::Node {
                 node,
                 op,

@@ -84,4 +84,3 @@ pub(crate) fn latest(published: &Published) -> Result<Arc<View>, Error> {
 pub(crate) fn publish(published: &Published, view: Option<Arc<View>>) {
     *published.write().unwrap_or_else(PoisonError::into_inner) = view;
 }
-

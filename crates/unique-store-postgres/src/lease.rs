@@ -267,11 +267,7 @@ impl PostgresDirectory {
                 return Ok((c, verdict));
             }
             // A leases table an older build created lacks `ttl_ms` (D11): add it, or say how.
-            let has_ttl: bool = c
-                .client()
-                .query_one(HAS_TTL, &[&sql.leases])
-                .await?
-                .get(0);
+            let has_ttl: bool = c.client().query_one(HAS_TTL, &[&sql.leases]).await?.get(0);
             if !has_ttl && let Err(e) = c.client().batch_execute(&sql.add_ttl).await {
                 let why = unavailable(format!(
                     "postgres lease table {} lacks the ttl_ms column this version needs, and \
@@ -378,7 +374,12 @@ impl LeaseStatements {
         // The quoted name holds no `'` (only letters, digits, `_`, `-`, `.` and `"`).
         let nextval = format!("nextval('{epoch}'::regclass)");
         Ok(Self {
-            read: with_now(&leases, "room", "node, token, epoch, expires_ms, ttl_ms", ""),
+            read: with_now(
+                &leases,
+                "room",
+                "node, token, epoch, expires_ms, ttl_ms",
+                "",
+            ),
             lock_read: with_now(
                 &leases,
                 "room",

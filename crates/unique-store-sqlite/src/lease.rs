@@ -495,7 +495,9 @@ fn whole(row: &rusqlite::Row<'_>, idx: usize) -> rusqlite::Result<u64> {
 fn lease_row(row: &rusqlite::Row<'_>, first: usize) -> rusqlite::Result<LeaseRow> {
     let ttl: Option<i64> = row.get(first + 4)?;
     let ttl_ms = ttl
-        .map(|t| u64::try_from(t).map_err(|_| rusqlite::Error::IntegralValueOutOfRange(first + 4, t)))
+        .map(|t| {
+            u64::try_from(t).map_err(|_| rusqlite::Error::IntegralValueOutOfRange(first + 4, t))
+        })
         .transpose()?;
     Ok(LeaseRow {
         node_id: row.get(first)?,

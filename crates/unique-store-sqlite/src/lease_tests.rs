@@ -206,7 +206,7 @@ async fn a_version_1_file_is_migrated_and_its_rows_still_read() {
     let clock = Arc::new(ManualClock::new(at(1_000)));
     let d = directory(&path, &clock);
     let held = d.lookup("room").await.unwrap().expect("the old row");
-    assert_eq!((held.epoch, held.ttl_left), (7, Duration::from_secs(60)));
+    assert_eq!((held.epoch, held.ttl_left), (7, Duration::from_mins(1)));
     let renewed = d.ensure_owner("room", "a", at(0), TTL).await.unwrap();
     assert_eq!(renewed.lease_token, "tok");
     let raw = Connection::open(&path).unwrap();

@@ -12,10 +12,14 @@ const LIBRARY: &str = "libfaketime.so.1";
 
 /// Where Debian puts the library.
 fn find() -> Option<PathBuf> {
-    ["/usr/lib/x86_64-linux-gnu/faketime", "/usr/lib/aarch64-linux-gnu/faketime", "/usr/lib/faketime"]
-        .iter()
-        .map(|dir| Path::new(dir).join(LIBRARY))
-        .find(|candidate| candidate.is_file())
+    [
+        "/usr/lib/x86_64-linux-gnu/faketime",
+        "/usr/lib/aarch64-linux-gnu/faketime",
+        "/usr/lib/faketime",
+    ]
+    .iter()
+    .map(|dir| Path::new(dir).join(LIBRARY))
+    .find(|candidate| candidate.is_file())
 }
 
 /// A wall-clock offset a test moves: the file libfaketime reads on every clock call.

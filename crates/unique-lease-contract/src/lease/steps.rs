@@ -7,7 +7,7 @@ use super::stored_left;
 use crate::{Subject, TTL, ensure, seen};
 
 /// How far the cases step the store's clock: two minutes, far beyond every ttl here.
-const STEP: Duration = Duration::from_secs(120);
+const STEP: Duration = Duration::from_mins(2);
 
 /// D11 (a): after a forward step no room is granted to another node while its holder's
 /// deadline has not passed in real time; the holder's renewal keeps token and epoch

@@ -170,7 +170,8 @@ impl RedisDirectory {
 
     /// Records the clock reading a lease script returned, taken at `mono`.
     fn observed(&self, now: &str, mono: std::time::Duration) -> Result<(), LeaseError> {
-        self.steps.observe(parse_number(now, "clock reading")?, mono);
+        self.steps
+            .observe(parse_number(now, "clock reading")?, mono);
         Ok(())
     }
 }
