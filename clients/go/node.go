@@ -197,7 +197,14 @@ func (s *Session) Logout(ctx context.Context) (bool, error) {
 	return released, err
 }
 
-func (s *Session) deliver(ending Ending) { s.ended <- ending } // buffered 1, sent once
+// deliver hands the one Ending over; it never waits (the channel holds one, and take lets
+// only one ending through), since it runs under the node's lock.
+func (s *Session) deliver(ending Ending) {
+	select {
+	case s.ended <- ending:
+	default:
+	}
+}
 
 // take removes s from the node and stops its heartbeat; false when it was gone already.
 // n.mu is held.

@@ -183,8 +183,12 @@ func TestDrainEndsEverySessionAndReleasesItsKey(t *testing.T) {
 			t.Fatalf("%v after the drain: %+v, %v; want a tombstone", s.Key(), view, err)
 		}
 	}
-	if _, err := n.Login(ctx, freshKey()); !errors.Is(err, ErrDraining) {
+	late := freshKey()
+	if _, err := n.Login(ctx, late); !errors.Is(err, ErrDraining) {
 		t.Fatalf("login after drain: %v, want ErrDraining", err)
+	}
+	if view, err := api.Current(ctx, late); err != nil || view.Exists {
+		t.Fatalf("a login refused by the drain sent its claim: %+v, %v", view, err)
 	}
 }
 

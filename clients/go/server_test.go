@@ -97,6 +97,7 @@ func launch(t testing.TB) (*server, error) {
 	cmd := exec.Command(bin, "--listen", "127.0.0.1:0", "--store", "memory",
 		"--auth-tokens", tokens, "--kick-signing-keys", keysPath, "--kick-timeout", "3s")
 	cmd.Env = append(os.Environ(), "RUST_LOG=warn")
+	dieWithParent(cmd)
 	cmd.Stderr = os.Stderr
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
