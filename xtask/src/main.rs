@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 mod architecture;
 mod contract;
+mod go;
 mod guide;
 mod node_check;
 mod publish;
@@ -22,7 +23,8 @@ commands:
             dependencies (cargo-machete), docs (warnings denied), each optional feature
             compiled alone (cargo-hack), every test (doctests, contract suites and short
             history runs included), the out-of-tree backend example's contract run, loom
-            models, smoke S1-S6, benches compiled (not run), the package check
+            models, smoke S1-S6, the Go module (`go`), benches compiled (not run), the
+            package check
   test      every test: the test binaries of `cargo test --workspace --no-run`, several at a
             time (UNIQUE_TEST_JOBS, default twice the CPUs; one with a UNIQUE_TEST_* server),
             each as cargo test runs it, then the doctests
@@ -53,6 +55,9 @@ commands:
   fuzz      the property-based fuzz targets (wire contract, kick receiver) with
             PROPTEST_CASES=20000 instead of the 256 cases per property `ci` runs
   smoke     S1-S6 with the server binary and client processes over loopback HTTP
+  go        the Go module (clients/go): gofmt, go vet, go test against the real unique-server
+            (unique-node-check included, on the Go kick receiver); installs Debian's golang-go
+            with apt-get when go is missing
   chaos     the history runs (memory, SQLite with SIGKILL and restart, two and three servers
             on one DynamoDB table, DynamoDB dropping answers, two and three servers on one
             PostgreSQL table), and the lease histories (memory, Redis, servers on SQLite,
@@ -111,6 +116,7 @@ fn main() -> ExitCode {
         "publish" => publish(&mut run),
         "smoke" => smoke(&mut run),
         "chaos" => chaos(&mut run),
+        "go" => go::run(&mut run),
         "bench" => bench(&mut run, &args[1..]),
         "soak" => soak(&mut run, &args[1..]),
         "-h" | "--help" | "help" => {
@@ -153,6 +159,7 @@ fn ci(run: &mut Run) {
         Some(artifacts) => smoke_built(run, artifacts),
         None => smoke(run),
     }
+    go::run(run);
     // Compiles every criterion bench; the dev profile reuses the test step's build
     // (a second, optimised build of the workspace would double CI time). `cargo xtask
     // bench` and `cargo bench` build them optimised to measure.

@@ -47,13 +47,23 @@ fn the_shared_vector_signs_to_its_header_and_verifies() {
     let header = field("header");
     assert_eq!(keys.sign(body.as_bytes(), at(timestamp)), header);
     assert_eq!(
-        keys.verify(Some(&header), body.as_bytes(), at(timestamp), DEFAULT_WINDOW),
+        keys.verify(
+            Some(&header),
+            body.as_bytes(),
+            at(timestamp),
+            DEFAULT_WINDOW
+        ),
         Ok(())
     );
     // One byte more and it is another body.
     let changed = format!("{body} ");
     assert_eq!(
-        keys.verify(Some(&header), changed.as_bytes(), at(timestamp), DEFAULT_WINDOW),
+        keys.verify(
+            Some(&header),
+            changed.as_bytes(),
+            at(timestamp),
+            DEFAULT_WINDOW
+        ),
         Err(Rejection::BadSignature)
     );
     assert_eq!(keys.signing_id().to_string(), field("key_id"));
