@@ -233,6 +233,22 @@ impl Tokens {
     /// Malformed JSON, no tokens, an unknown role (the message names the token, never the
     /// role as written), or any token refused by [`Tokens::add`].
     pub fn parse(text: &str) -> Result<Self, TokensError> {
+        Self::parse_file(text, false)
+    }
+
+    /// As [`parse`](Tokens::parse), except that a file listing no token
+    /// (`{"tokens": []}`) is the empty set, which authenticates nobody: every caller is then
+    /// refused 401. What a reload reads, so that an operator can revoke the last token;
+    /// a server that starts with no token is more likely a mistake, which `parse` refuses.
+    ///
+    /// # Errors
+    ///
+    /// As [`parse`](Tokens::parse), but for an empty list.
+    pub fn parse_allowing_none(text: &str) -> Result<Self, TokensError> {
+        Self::parse_file(text, true)
+    }
+
+    fn parse_file(text: &str, allow_none: bool) -> Result<Self, TokensError> {
         #[derive(Deserialize)]
         #[serde(deny_unknown_fields)]
         struct File {
@@ -260,7 +276,7 @@ impl Tokens {
             };
             TokensError(format!("tokens file is not valid: {detail}"))
         })?;
-        if file.tokens.is_empty() {
+        if file.tokens.is_empty() && !allow_none {
             return Err(TokensError("tokens file holds no token".to_owned()));
         }
         let mut tokens = Self::new();

@@ -215,7 +215,10 @@ mod tests {
             r#"{"error":"unauthenticated","message":"unknown bearer token"}"#,
         )
         .unwrap_err();
-        assert!(matches!(e, Error::Unauthenticated(_)) && !e.is_retryable(), "{e}");
+        assert!(
+            matches!(e, Error::Unauthenticated(_)) && !e.is_retryable(),
+            "{e}"
+        );
         assert_eq!(
             e.to_string(),
             "unauthenticated: release: the server refused the credentials (401): unknown bearer token"
@@ -292,14 +295,21 @@ mod tests {
 
     #[test]
     fn a_409_is_read_by_its_code() {
-        let e = claim(409, r#"{"error":"too_many_slots","message":"m","limit":16}"#);
+        let e = claim(
+            409,
+            r#"{"error":"too_many_slots","message":"m","limit":16}"#,
+        );
         assert!(matches!(e, Error::TooManySlots { limit: 16 }), "{e}");
         assert!(!e.is_retryable() && !e.is_superseded(), "{e}");
         let e = claim(409, r#"{"error":"too_many_slots","message":"m"}"#);
         assert!(matches!(e, Error::TooManySlots { limit: 0 }), "{e}");
         // A code this client does not know, or none: not superseded, worth a retry (a
         // claim's retry with its claim_id is answered by the replay or superseded).
-        for body in ["", "conflict", r#"{"error":"conflict","gen":1,"current_gen":2}"#] {
+        for body in [
+            "",
+            "conflict",
+            r#"{"error":"conflict","gen":1,"current_gen":2}"#,
+        ] {
             let e = claim(409, body);
             assert!(e.is_unavailable() && e.is_retryable(), "{body}: {e}");
         }
@@ -359,9 +369,15 @@ mod tests {
             "{e}"
         );
         let e = lease(401, r#"{"error":"unauthenticated","message":"why"}"#).unwrap_err();
-        assert!(matches!(e, LeaseError::Unauthenticated(_)) && !e.is_retryable(), "{e}");
+        assert!(
+            matches!(e, LeaseError::Unauthenticated(_)) && !e.is_retryable(),
+            "{e}"
+        );
         let e = lease(403, r#"{"error":"forbidden","message":"why"}"#).unwrap_err();
-        assert!(matches!(e, LeaseError::Forbidden(_)) && !e.is_retryable(), "{e}");
+        assert!(
+            matches!(e, LeaseError::Forbidden(_)) && !e.is_retryable(),
+            "{e}"
+        );
         let e = lease(429, r#"{"error":"throttled","message":"slow down"}"#).unwrap_err();
         assert!(e.is_throttled() && e.is_retryable(), "{e}");
         for status in [404, 405, 413, 501] {

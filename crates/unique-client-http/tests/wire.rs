@@ -312,8 +312,15 @@ async fn refused_credentials_fail_at_once_with_the_server_message() {
         ),
     ] {
         let e = release_answered_by(status, body).await.unwrap_err();
-        assert!(e.is_refused_credentials() && !e.is_retryable(), "{status}: {e}");
-        let expected = if status == 401 { "unauthenticated" } else { "forbidden" };
+        assert!(
+            e.is_refused_credentials() && !e.is_retryable(),
+            "{status}: {e}"
+        );
+        let expected = if status == 401 {
+            "unauthenticated"
+        } else {
+            "forbidden"
+        };
         assert_eq!(e.code(), expected, "{e}");
         assert!(e.to_string().contains(&format!("({status})")), "{e}");
     }
@@ -507,5 +514,8 @@ async fn status_409_is_read_by_its_code() {
     let e = t.claim(&claim_input()).await.unwrap_err();
     assert!(matches!(e, Error::TooManySlots { limit: 3 }), "{e}");
     let e = t.claim(&claim_input()).await.unwrap_err();
-    assert!(e.is_unavailable(), "a 409 without a code is not superseded: {e}");
+    assert!(
+        e.is_unavailable(),
+        "a 409 without a code is not superseded: {e}"
+    );
 }

@@ -31,8 +31,7 @@ pub use store::{
 };
 pub use types::{
     ClaimInput, ClaimOutcome, CurrentView, EvictReason, Key, KickDetail, KickPayload, KickReason,
-    LogoutInput, LogoutOutcome, Owner, OwnerState, SessionsPage, StoredOwner, UserKey,
-    UserSession,
+    LogoutInput, LogoutOutcome, Owner, OwnerState, SessionsPage, StoredOwner, UserKey, UserSession,
 };
 pub use validate::{MAX_LOGOUT_REASON_CHARS, ValidationLimits};
 pub use write_health::{WRITE_PROBE_BYTES, WriteHealth, probe_writable};

@@ -142,11 +142,9 @@ impl ClaimQueue {
 impl Shard {
     /// The index of `key`'s slot; the uid, compared first, tells most keys apart.
     fn find(&self, key: &Key) -> Option<usize> {
-        self.slots
-            .iter()
-            .position(|(k, _)| {
-                k.uid == key.uid && k.slot == key.slot && k.project == key.project && k.env == key.env
-            })
+        self.slots.iter().position(|(k, _)| {
+            k.uid == key.uid && k.slot == key.slot && k.project == key.project && k.env == key.env
+        })
     }
 
     /// An owned copy of `key`, in a spare key's buffers when there is one.

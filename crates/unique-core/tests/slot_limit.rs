@@ -8,8 +8,8 @@
 use std::sync::Arc;
 
 use unique_core::{
-    Arbiter, CasOutcome, ClaimInput, CurrentView, Error, Key, Owner, OwnerState, Store,
-    UserKey, UserSession, VacantClaim, VacantClaims, async_trait,
+    Arbiter, CasOutcome, ClaimInput, CurrentView, Error, Key, Owner, OwnerState, Store, UserKey,
+    UserSession, VacantClaim, VacantClaims, async_trait,
 };
 use unique_store_memory::MemoryStore;
 
@@ -53,7 +53,10 @@ impl Store for Racing {
         owner: &Owner,
         claim_id: &str,
     ) -> Result<VacantClaim, Error> {
-        assert!(self.write_first, "a read-first store is never asked to write first");
+        assert!(
+            self.write_first,
+            "a read-first store is never asked to write first"
+        );
         self.inner.claim_vacant(key, owner, claim_id).await
     }
 
@@ -105,7 +108,11 @@ async fn race(arbiters: &[Arbiter<Arc<Racing>>]) -> usize {
     let tasks: Vec<_> = (0..3 * LIMIT)
         .map(|i| {
             let arbiter = arbiters[i % arbiters.len()].clone();
-            tokio::spawn(async move { arbiter.claim(&claim(&format!("s{i}"), &format!("c{i}"))).await })
+            tokio::spawn(async move {
+                arbiter
+                    .claim(&claim(&format!("s{i}"), &format!("c{i}")))
+                    .await
+            })
         })
         .collect();
     let mut written = 0;
@@ -131,7 +138,11 @@ async fn concurrent_new_slots_through_one_arbiter_stop_exactly_at_the_limit() {
         let written = race(&[arbiter(&store)]).await;
         let listed = store.list_sessions(&user()).await.unwrap();
         assert_eq!(written, LIMIT, "write_first {write_first}");
-        assert_eq!(listed.len(), LIMIT, "write_first {write_first}: nothing else written");
+        assert_eq!(
+            listed.len(),
+            LIMIT,
+            "write_first {write_first}: nothing else written"
+        );
     }
 }
 
@@ -155,13 +166,22 @@ async fn logins_in_online_slots_are_never_refused_and_a_refusal_writes_nothing()
         let store = store(write_first);
         let arbiter = arbiter(&store);
         for i in 0..LIMIT {
-            arbiter.claim(&claim(&format!("s{i}"), &format!("c{i}"))).await.unwrap();
+            arbiter
+                .claim(&claim(&format!("s{i}"), &format!("c{i}")))
+                .await
+                .unwrap();
         }
         let refused = arbiter.claim(&claim("tablet", "t1")).await.unwrap_err();
-        assert!(matches!(refused, Error::TooManySlots { limit: LIMIT }), "{refused}");
+        assert!(
+            matches!(refused, Error::TooManySlots { limit: LIMIT }),
+            "{refused}"
+        );
         assert!(!refused.is_retryable(), "{refused}");
         let untouched = store.read_owner(&user().key("tablet")).await.unwrap();
-        assert!(!untouched.exists, "write_first {write_first}: a refusal writes nothing");
+        assert!(
+            !untouched.exists,
+            "write_first {write_first}: a refusal writes nothing"
+        );
 
         // A takeover of an online slot and a replay, both at the limit.
         let takeover = arbiter.claim(&claim("s0", "c0-again")).await.unwrap();
@@ -182,14 +202,23 @@ async fn a_superseded_retry_at_the_limit_is_still_superseded() {
         let store = store(write_first);
         let arbiter = arbiter(&store);
         for i in 0..LIMIT {
-            arbiter.claim(&claim(&format!("s{i}"), &format!("c{i}"))).await.unwrap();
+            arbiter
+                .claim(&claim(&format!("s{i}"), &format!("c{i}")))
+                .await
+                .unwrap();
         }
         assert!(arbiter.release(&user().key("s3"), 1).await.unwrap());
         arbiter.claim(&claim("s4", "c4")).await.unwrap();
         // c3's login was logged out; its retry must not read as a new slot.
         let retry = arbiter.claim(&claim("s3", "c3")).await.unwrap_err();
         assert!(
-            matches!(retry, Error::Superseded { generation: 1, current: 1 }),
+            matches!(
+                retry,
+                Error::Superseded {
+                    generation: 1,
+                    current: 1
+                }
+            ),
             "write_first {write_first}: {retry}"
         );
     }
@@ -201,6 +230,8 @@ async fn without_a_limit_nothing_is_counted() {
     let arbiter = Arbiter::new(Arc::clone(&store));
     assert_eq!(arbiter.max_slots_per_user(), None);
     assert_eq!(race(&[arbiter]).await, 3 * LIMIT);
-    let clamped = Arbiter::builder(MemoryStore::new()).max_slots_per_user(0).build();
+    let clamped = Arbiter::builder(MemoryStore::new())
+        .max_slots_per_user(0)
+        .build();
     assert_eq!(clamped.max_slots_per_user(), Some(1));
 }

@@ -131,7 +131,10 @@ mod tests {
             ),
             (LeaseError::Corrupt("x".into()), [false, false, true, false]),
             (LeaseError::backend("x"), [false, false, false, false]),
-            (LeaseError::Throttled("x".into()), [false, false, false, true]),
+            (
+                LeaseError::Throttled("x".into()),
+                [false, false, false, true],
+            ),
             (LeaseError::Unauthenticated("x".into()), [false; 4]),
             (LeaseError::Forbidden("x".into()), [false; 4]),
         ];

@@ -60,9 +60,23 @@ fn main() -> ExitCode {
     };
     // The message is printed before the runtime drops: its shutdown waits for blocking work.
     match runtime.block_on(run(args, metrics)) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(Stopped::Served) => ExitCode::SUCCESS,
+        Ok(Stopped::BeforeServing) => {
+            // A store still opening may hold a blocking thread (a file, a connection): do
+            // not wait for it, the process ends now.
+            runtime.shutdown_background();
+            ExitCode::SUCCESS
+        }
         Err(error) => failed(&error),
     }
+}
+
+/// How a run that did not fail ended.
+enum Stopped {
+    /// Served until a shutdown signal.
+    Served,
+    /// A shutdown signal came while the store or its lease directory was opening.
+    BeforeServing,
 }
 
 /// Says on stderr why the server did not start; the process exits 1.
@@ -71,7 +85,9 @@ fn failed(error: &StartupError) -> ExitCode {
     ExitCode::FAILURE
 }
 
-async fn run(args: Args, metrics: Option<PrometheusHandle>) -> Result<(), StartupError> {
+async fn run(args: Args, metrics: Option<PrometheusHandle>) -> Result<Stopped, StartupError> {
+    // First: a SIGTERM from here on ends startup cleanly, a slow store open included.
+    let mut signals = signals::install()?;
     // Configuration mistakes stop startup before the store is opened.
     let warnings = exposure::check(
         args.listen,
@@ -120,12 +136,25 @@ async fn run(args: Args, metrics: Option<PrometheusHandle>) -> Result<(), Startu
         tracing::warn!("{warning}");
     }
     let options = args.serve_options()?;
-    let opened = stores::open_store(&args).await?;
+    let shutdown = &mut signals.shutdown;
+    // Boxed: a store's opening is a large future.
+    let opening = Box::pin(stores::open_store(&args));
+    let Some(opened) = signals::unless_stopped(shutdown, "the store was opening", opening).await
+    else {
+        return Ok(Stopped::BeforeServing);
+    };
+    let opened = opened?;
     let leases = if args.no_leases {
         tracing::info!("lease routes off (--no-leases)");
         None
     } else {
-        Some(leases::open_leases(&args, &opened).await?)
+        let opening = Box::pin(leases::open_leases(&args, &opened));
+        let Some(leases) =
+            signals::unless_stopped(shutdown, "the lease directory was opening", opening).await
+        else {
+            return Ok(Stopped::BeforeServing);
+        };
+        Some(leases?)
     };
     let served = Served {
         tokens: tokens.map(SharedTokens::new),
@@ -134,6 +163,7 @@ async fn run(args: Args, metrics: Option<PrometheusHandle>) -> Result<(), Startu
         leases,
         options,
         metrics,
+        signals,
     };
     // Each store gets its own monomorphised server: the Arbiter calls the store
     // directly instead of through a `dyn Store` (one boxed future fewer per call).
@@ -143,5 +173,6 @@ async fn run(args: Args, metrics: Option<PrometheusHandle>) -> Result<(), Startu
         OpenedStore::Fjall(store) => served.run(store, &args).await,
         OpenedStore::Dynamodb(store) => served.run(store, &args).await,
         OpenedStore::Postgres(store) => served.run(store, &args).await,
-    }
+    }?;
+    Ok(Stopped::Served)
 }

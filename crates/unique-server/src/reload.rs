@@ -16,7 +16,6 @@ use std::sync::Arc;
 use unique_arbiter_http::{AuditFile, SharedTokens};
 use unique_kick_http::SigningKeys;
 
-use crate::error::StartupError;
 use crate::kicker::SigningKicker;
 use crate::secrets;
 
@@ -108,7 +107,7 @@ fn reopen_audit(file: &AuditFile) -> Outcome {
 
 fn reload_tokens(path: &Path, shared: &SharedTokens) -> Outcome {
     let old = shared.get();
-    let new = match secrets::load_tokens(path) {
+    let new = match secrets::reload_tokens(path) {
         Ok(new) => new,
         Err(error) => {
             tracing::error!(
@@ -127,6 +126,16 @@ fn reload_tokens(path: &Path, shared: &SharedTokens) -> Outcome {
     }
     let count = new.len();
     shared.replace(new);
+    if count == 0 {
+        tracing::error!(
+            path = %path.display(),
+            previous = old.len(),
+            removed = ?diff.removed,
+            "caller tokens reloaded: the file lists no token, so every /v1 request is now \
+             refused 401 until a reload brings one back"
+        );
+        return Outcome::Replaced;
+    }
     tracing::info!(
         path = %path.display(),
         tokens = count,
@@ -179,19 +188,17 @@ pub(crate) fn ids(keys: &SigningKeys) -> String {
         .join(",")
 }
 
-/// Registers the SIGHUP handler now (before the address is announced, so an early SIGHUP
-/// reloads instead of ending the process, SIGHUP's default) and returns the loop that
-/// reloads on each one; spawn it. Reading the files runs on the blocking pool.
+/// The loop that reloads on each SIGHUP of `signals` (registered at the start of startup,
+/// so an early SIGHUP waits for this loop instead of ending the process, SIGHUP's default);
+/// spawn it. Reading the files runs on the blocking pool.
 pub(crate) fn on_sighup(
     reloader: Reloader,
-) -> Result<impl Future<Output = ()> + Send + 'static, StartupError> {
+    #[cfg(unix)] mut hangup: tokio::signal::unix::Signal,
+) -> impl Future<Output = ()> + Send + 'static {
     #[cfg(unix)]
     {
-        use tokio::signal::unix::{SignalKind, signal};
-        let mut hangup = signal(SignalKind::hangup())
-            .map_err(|e| format!("cannot install the SIGHUP handler: {e}"))?;
         let reloader = Arc::new(reloader);
-        Ok(async move {
+        async move {
             while hangup.recv().await.is_some() {
                 tracing::info!("SIGHUP: rereading the secret files, reopening the audit log");
                 let reloader = Arc::clone(&reloader);
@@ -199,13 +206,13 @@ pub(crate) fn on_sighup(
                     tracing::error!(error = %e, "the reload failed; every set in force stays");
                 }
             }
-        })
+        }
     }
     #[cfg(not(unix))]
     {
         // No SIGHUP: the files are read at startup only.
         drop(reloader);
-        Ok(std::future::pending())
+        std::future::pending()
     }
 }
 
@@ -264,7 +271,6 @@ mod tests {
         assert_eq!(reloader.reload(), tokens_only(Outcome::Unchanged));
         for (text, mode) in [
             ("{\"tokens\": [", 0o600),                   // invalid JSON
-            (r#"{"tokens": []}"#, 0o600),                // no token
             (&*tokens_json(&[("two", T2)]), 0o644),      // good, but open to others
             (&*tokens_json(&[("two", "short")]), 0o600), // a bad token
         ] {
@@ -286,6 +292,10 @@ mod tests {
         write(&path, &tokens_json(&[("two", T2)]), 0o400);
         assert_eq!(reloader.reload(), tokens_only(Outcome::Replaced));
         assert!(!accepts(&shared, T1) && accepts(&shared, T2));
+        // No token: the last one is revoked, every caller refused.
+        write(&path, r#"{"tokens": []}"#, 0o600);
+        assert_eq!(reloader.reload(), tokens_only(Outcome::Replaced));
+        assert!(!accepts(&shared, T1) && !accepts(&shared, T2));
     }
 
     #[test]

@@ -14,6 +14,13 @@ pub(crate) fn load_tokens(path: &Path) -> Result<Tokens, String> {
     Tokens::parse(&text).map_err(|e| format!("--auth-tokens: {e}"))
 }
 
+/// The `--auth-tokens` file as a reload reads it: as [`load_tokens`], but a file listing no
+/// token is the empty set (every caller refused), so the last token can be revoked.
+pub(crate) fn reload_tokens(path: &Path) -> Result<Tokens, String> {
+    let text = read_secret(path, "tokens").map_err(|e| format!("--auth-tokens: {e}"))?;
+    Tokens::parse_allowing_none(&text).map_err(|e| format!("--auth-tokens: {e}"))
+}
+
 /// The `--kick-signing-keys` file, checked and parsed; the error starts with the flag's name.
 pub(crate) fn load_signing_keys(path: &Path) -> Result<SigningKeys, String> {
     let text =

@@ -11,9 +11,10 @@ use unique_metrics::{MeteredStore, MetricsObserver};
 
 use crate::args::Args;
 use crate::error::StartupError;
+use crate::exposition;
 use crate::kicker::{KickerConfig, SigningKicker};
 use crate::reload::{self, Reloader};
-use crate::{exposition, signals};
+use crate::signals::Signals;
 
 /// What every store is served with.
 pub(crate) struct Served {
@@ -25,6 +26,8 @@ pub(crate) struct Served {
     pub(crate) options: ServeOptions,
     /// `None` with `--no-metrics`.
     pub(crate) metrics: Option<PrometheusHandle>,
+    /// Registered before the store opened.
+    pub(crate) signals: Signals,
 }
 
 impl Served {
@@ -53,6 +56,7 @@ async fn run_on<S: Store>(
         leases,
         options,
         metrics,
+        signals,
     } = served;
     let config = KickerConfig {
         allow: args.kick_allow.clone(),
@@ -98,8 +102,16 @@ async fn run_on<S: Store>(
     if let Some(leases) = leases {
         service = service.with_leases(leases);
     }
-    let shutdown = signals::shutdown()?;
-    let reloads = reload::on_sighup(reloader)?;
+    let Signals {
+        shutdown,
+        #[cfg(unix)]
+        hangup,
+    } = signals;
+    let reloads = reload::on_sighup(
+        reloader,
+        #[cfg(unix)]
+        hangup,
+    );
     let listener = unique_listener::bind(args.listen, args.backlog)
         .map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
     let bound = listener

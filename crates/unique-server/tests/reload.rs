@@ -425,3 +425,70 @@ fn sighup_without_secret_files_reloads_nothing_and_keeps_serving() {
     assert!(health.starts_with("HTTP/1.1 200"), "{health}");
     server.assert_running();
 }
+
+#[tokio::test]
+async fn a_reload_may_revoke_every_token_and_then_every_caller_gets_401() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = dir.path().join("tokens.json");
+    // A server that starts with no token is refused: more likely a mistake than a wish.
+    write_secret(&tokens, r#"{"tokens": []}"#);
+    let out = Command::new(BIN)
+        .args([
+            "--listen",
+            "127.0.0.1:0",
+            "--store",
+            "memory",
+            "--auth-tokens",
+        ])
+        .arg(&tokens)
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "started with no token");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("tokens file holds no token"), "{stderr}");
+
+    write_secret(&tokens, &tokens_file(&[("one", T1)]));
+    let mut child = Command::new(BIN)
+        .args([
+            "--listen",
+            "127.0.0.1:0",
+            "--store",
+            "memory",
+            "--auth-tokens",
+        ])
+        .arg(&tokens)
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let addr = announced_addr(&mut child);
+    let logs = Logs::follow(child.stderr.take().unwrap());
+    let server = ChildGuard::new(child, "unique-server");
+    let body = |claim_id: &str| {
+        json!({"project": "reload", "env": "e", "uid": 1,
+               "owner": {"endpoint": "http://127.0.0.1:9/k"}, "claim_id": claim_id})
+    };
+    let (status, answer) = common::post_json(&addr, "/v1/claim", T1, &body("a")).await;
+    assert_eq!(status, 200, "{answer}");
+
+    write_secret(&tokens, r#"{"tokens": []}"#);
+    sighup(&server);
+    let loud = logs.wait_for("caller tokens reloaded");
+    assert!(
+        loud.contains("ERROR") && loud.contains("every /v1 request is now refused 401"),
+        "{loud}"
+    );
+    assert!(loud.contains(r#"removed=["one"]"#), "{loud}");
+    let (status, refused) = common::post_json(&addr, "/v1/claim", T1, &body("b")).await;
+    assert_eq!(status, 401, "{refused}");
+    assert_eq!(refused["error"], "unauthenticated", "{refused}");
+
+    // A reload with a token brings callers back.
+    write_secret(&tokens, &tokens_file(&[("two", T2)]));
+    sighup(&server);
+    logs.wait_for("caller tokens reloaded");
+    let (status, answer) = common::post_json(&addr, "/v1/claim", T2, &body("c")).await;
+    assert_eq!(status, 200, "{answer}");
+    assert!(!logs.all().contains(T1), "the logs show a secret");
+}

@@ -692,15 +692,18 @@ mod tests {
             next: Some("pc".into()),
             ..answer
         };
-        assert!(serde_json::to_string(&paged).unwrap().ends_with(r#","next":"pc"}"#));
+        assert!(
+            serde_json::to_string(&paged)
+                .unwrap()
+                .ends_with(r#","next":"pc"}"#)
+        );
     }
 
     #[test]
     fn sessions_pages_take_a_limit_and_an_after() {
-        let body = parse::<UserBody>(
-            br#"{"project":"p","env":"e","uid":1,"limit":1e2,"after":""}"#,
-        )
-        .unwrap();
+        let body =
+            parse::<UserBody>(br#"{"project":"p","env":"e","uid":1,"limit":1e2,"after":""}"#)
+                .unwrap();
         assert_eq!((body.limit, body.after.as_deref()), (Some(100), Some("")));
         for bad in [
             &br#"{"project":"p","env":"e","uid":1,"limit":-1}"#[..],
@@ -708,7 +711,11 @@ mod tests {
             br#"{"project":"p","env":"e","uid":1,"limit":null}"#,
             br#"{"project":"p","env":"e","uid":1,"after":7}"#,
         ] {
-            assert!(parse::<UserBody>(bad).is_err(), "{}", String::from_utf8_lossy(bad));
+            assert!(
+                parse::<UserBody>(bad).is_err(),
+                "{}",
+                String::from_utf8_lossy(bad)
+            );
         }
     }
 

@@ -277,7 +277,9 @@ mod tests {
         let statuses: Vec<u16> = CODES.iter().map(|c| c.status().as_u16()).collect();
         assert_eq!(
             statuses,
-            [400, 429, 503, 404, 405, 413, 401, 403, 409, 500, 500, 501, 409]
+            [
+                400, 429, 503, 404, 405, 413, 401, 403, 409, 500, 500, 501, 409
+            ]
         );
     }
 
@@ -309,15 +311,31 @@ mod tests {
         assert_eq!(ErrorBody::from_error(&full), ErrorBody::too_many_slots(16));
         assert_eq!(
             serde_json::to_string(&ErrorBody::too_many_slots(16)).unwrap(),
-            format!(r#"{{"error":"too_many_slots","message":"{TOO_MANY_SLOTS_MESSAGE}","limit":16}}"#)
+            format!(
+                r#"{{"error":"too_many_slots","message":"{TOO_MANY_SLOTS_MESSAGE}","limit":16}}"#
+            )
         );
-        assert_eq!(too_many_slots_limit(br#"{"error":"too_many_slots","limit":16}"#), Some(16));
-        for none in [&b"{}"[..], br#"{"error":"superseded","limit":16}"#, br#"{"error":"too_many_slots"}"#] {
+        assert_eq!(
+            too_many_slots_limit(br#"{"error":"too_many_slots","limit":16}"#),
+            Some(16)
+        );
+        for none in [
+            &b"{}"[..],
+            br#"{"error":"superseded","limit":16}"#,
+            br#"{"error":"too_many_slots"}"#,
+        ] {
             assert_eq!(too_many_slots_limit(none), None);
         }
         let refused = Error::Forbidden("key out of scope".into());
         assert_eq!(ErrorBody::from_error(&refused).status().as_u16(), 403);
-        for e in [&invalid, &Error::Throttled, &down, &superseded, &full, &refused] {
+        for e in [
+            &invalid,
+            &Error::Throttled,
+            &down,
+            &superseded,
+            &full,
+            &refused,
+        ] {
             assert_eq!(ErrorBody::from_error(e).error.as_str(), e.code());
         }
     }
