@@ -87,7 +87,7 @@ fn start_server(extra: &[&str]) -> (String, ChildGuard, tempfile::TempDir) {
 }
 
 /// What the scrape must say after the script.
-const EXPECTED: [(&str, f64); 31] = [
+const EXPECTED: [(&str, f64); 32] = [
     (r#"unique_claims_total{result="ok"}"#, 6.0),
     (r#"unique_claims_total{result="invalid_params"}"#, 1.0),
     (r#"unique_claims_total{result="throttled"}"#, 0.0),
@@ -111,16 +111,21 @@ const EXPECTED: [(&str, f64); 31] = [
     ("unique_claim_attempts_sum", 6.0),
     (r#"unique_claim_attempts_bucket{le="1"}"#, 6.0),
     ("unique_claim_duration_seconds_count", 7.0),
-    // Every claim writes first (C11, through the metrics wrapper): the first login is
-    // that write alone, the replay and the four takeovers find the key occupied, and each
-    // takeover then makes its fenced write. Nothing reads first.
+    // The slot limit (on by default) counts the user's sessions before a store that writes
+    // first (C11) may take a vacant slot: every claim lists first. The first login then
+    // writes first; the replay and the four takeovers find their slot listed online and
+    // read instead, and each takeover then makes its fenced write.
     (
-        r#"unique_store_operation_duration_seconds_count{operation="claim_vacant"}"#,
+        r#"unique_store_operation_duration_seconds_count{operation="list_sessions"}"#,
         6.0,
     ),
     (
+        r#"unique_store_operation_duration_seconds_count{operation="claim_vacant"}"#,
+        1.0,
+    ),
+    (
         r#"unique_store_operation_duration_seconds_count{operation="read_owner"}"#,
-        0.0,
+        5.0,
     ),
     (
         r#"unique_store_operation_duration_seconds_count{operation="claim_cas"}"#,
