@@ -195,17 +195,36 @@ func (c *Client) Release(ctx context.Context, key Key, gen int64) (bool, error) 
 	return answer.Released, err
 }
 
-// Sessions lists a user's online sessions, sorted by slot (the default slot first).
+// Sessions lists a user's online sessions, sorted by slot (the default slot first),
+// following the server's pages (a server older than paging answers one page with no next).
+// A next that does not move forward is refused rather than followed forever.
 func (c *Client) Sessions(ctx context.Context, project, env string, uid int64) ([]SessionEntry, error) {
-	var answer struct {
-		Sessions []SessionEntry `json:"sessions"`
+	var all []SessionEntry
+	var after *string
+	for {
+		var answer struct {
+			Sessions []SessionEntry `json:"sessions"`
+			Next     *string        `json:"next"`
+		}
+		err := c.call(ctx, routeSessions, struct {
+			Project string  `json:"project"`
+			Env     string  `json:"env"`
+			UID     int64   `json:"uid"`
+			After   *string `json:"after,omitempty"`
+		}{project, env, uid, after}, &answer)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, answer.Sessions...)
+		if answer.Next == nil {
+			return all, nil
+		}
+		if after != nil && *answer.Next <= *after {
+			return nil, &Error{Kind: ErrUnavailable, Route: routeSessions,
+				Message: fmt.Sprintf("next page %q does not follow %q", *answer.Next, *after)}
+		}
+		after = answer.Next
 	}
-	err := c.call(ctx, routeSessions, struct {
-		Project string `json:"project"`
-		Env     string `json:"env"`
-		UID     int64  `json:"uid"`
-	}{project, env, uid}, &answer)
-	return answer.Sessions, err
 }
 
 // Logout ends key's current session wherever it is online (an admin logout: with tokens,

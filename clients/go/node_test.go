@@ -265,3 +265,22 @@ func ExampleNode() {
 		fmt.Println("session ended:", ending.Kind, ending.Reason, ending.Message)
 	}()
 }
+
+// Sessions follows the server's pages: 105 slots of one user, more than one default page.
+func TestSessionsFollowsPages(t *testing.T) {
+	srv := startServer(t)
+	ctx := context.Background()
+	api := srv.client(t, adminToken)
+	key := freshKey()
+	owner := Owner{Endpoint: "http://127.0.0.1:9/kick"}
+	for i := 0; i < 105; i++ {
+		key.Slot = fmt.Sprintf("s%03d", i)
+		if _, err := api.Claim(ctx, key, owner, NewClaimID()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	list, err := api.Sessions(ctx, key.Project, key.Env, key.UID)
+	if err != nil || len(list) != 105 || list[0].Slot != "s000" || list[104].Slot != "s104" {
+		t.Fatalf("%d sessions, %v", len(list), err)
+	}
+}

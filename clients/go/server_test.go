@@ -95,7 +95,7 @@ func launch(t testing.TB) (*server, error) {
 		}
 	}
 	cmd := exec.Command(bin, "--listen", "127.0.0.1:0", "--store", "memory",
-		"--auth-tokens", tokens, "--kick-signing-keys", keysPath, "--kick-timeout", "3s")
+		"--auth-tokens", tokens, "--kick-signing-keys", keysPath, "--kick-timeout", "3s", "--max-slots-per-user", "1000")
 	cmd.Env = append(os.Environ(), "RUST_LOG=warn")
 	dieWithParent(cmd)
 	cmd.Stderr = os.Stderr
