@@ -51,7 +51,7 @@ impl RequestId {
     }
 
     /// The same id, for a request that came from `source`.
-    pub(crate) const fn from_source(mut self, source: Option<IpAddr>) -> Self {
+    pub(crate) const fn with_source(mut self, source: Option<IpAddr>) -> Self {
         self.source = source;
         self
     }

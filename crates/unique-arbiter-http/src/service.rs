@@ -179,7 +179,7 @@ impl<S: Store> ArbiterService<S> {
             None => return error(ErrorCode::NotFound, "no such path"),
         };
         let source = req.extensions().get::<PeerAddr>().map(|peer| peer.ip());
-        let request_id = RequestId::of(req.headers()).from_source(source);
+        let request_id = RequestId::of(req.headers()).with_source(source);
         // Authenticated before the body is read: a refused caller costs no more than this.
         // The request keeps the set in force now, even if it is replaced meanwhile.
         let tokens = self.tokens.as_ref().map(SharedTokens::get);

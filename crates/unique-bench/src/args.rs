@@ -11,6 +11,8 @@ use crate::target::Target;
 /// script side by side: the same closed-loop client, connections and key sequence.
 #[derive(Debug, Parser)]
 #[command(name = "unique-bench", version, about, long_about = None)]
+// Independent command-line switches, not a state machine.
+#[allow(clippy::struct_excessive_bools)]
 pub(crate) struct Args {
     /// Keep-alive connections per target; each has one request in flight (closed loop).
     #[arg(long, default_value_t = 64)]
@@ -107,6 +109,13 @@ pub(crate) struct Args {
     /// `http-floor` target).
     #[arg(long, hide = true)]
     pub(crate) serve_floor: bool,
+
+    /// Start every unique-server with `--audit-log` (a file in its scratch directory): each
+    /// claim's record is written and fsynced (one fsync shared by the claims that wait
+    /// together) before its answer. Compare a run with and without it for the audit log's
+    /// cost per claim.
+    #[arg(long)]
+    pub(crate) server_audit_log: bool,
 
     /// A prebuilt unique-server binary; without it the bench runs
     /// `cargo build --release -p unique-server` and uses target/release/unique-server.

@@ -135,7 +135,14 @@ pub(crate) fn run_pass(
     let running = pass
         .targets
         .iter()
-        .map(|&target| Running::start(target, context.server_bin, args.server_workers))
+        .map(|&target| {
+            Running::start(
+                target,
+                context.server_bin,
+                args.server_workers,
+                args.server_audit_log,
+            )
+        })
         .collect::<Result<Vec<_>, _>>()?;
     pinned_client(&pass.placement, &running, &mut placement)?;
     let runtime = client_runtime(args.client_threads)?;
@@ -232,7 +239,14 @@ pub(crate) fn run_resident(
     ];
     let running = shapes
         .iter()
-        .map(|&(target, _)| Running::start(target, context.server_bin, args.server_workers))
+        .map(|&(target, _)| {
+            Running::start(
+                target,
+                context.server_bin,
+                args.server_workers,
+                args.server_audit_log,
+            )
+        })
         .collect::<Result<Vec<_>, _>>()?;
     pinned_client(placement, &running, &mut described)?;
     let runtime = client_runtime(args.client_threads)?;

@@ -96,12 +96,14 @@ pub(crate) struct UniqueServer {
 
 impl UniqueServer {
     /// Starts `binary` on a free loopback port with logging at `warn`, and waits
-    /// for the address it prints, configured as `variant` says.
+    /// for the address it prints, configured as `variant` says (with `--audit-log` in its
+    /// directory when `audit_log`).
     pub(crate) fn start(
         binary: &Path,
         store: ServerStore,
         workers: Option<usize>,
         variant: Variant,
+        audit_log: bool,
     ) -> Result<Self, String> {
         let guarded = variant == Variant::Guarded;
         let mut command = Command::new(binary);
@@ -118,6 +120,9 @@ impl UniqueServer {
             .map_err(|e| format!("cannot create a temporary directory: {e}"))?;
         if variant == Variant::NoMetrics {
             command.arg("--no-metrics");
+        }
+        if audit_log {
+            command.arg("--audit-log").arg(dir.path().join("audit.log"));
         }
         if guarded {
             let write = |name: &str, text: String| {

@@ -123,6 +123,7 @@ impl Running {
         target: Target,
         server_bin: Option<&std::path::Path>,
         server_workers: usize,
+        audit_log: bool,
     ) -> Result<Self, String> {
         let variant = match target {
             Target::MemoryNoMetrics => Variant::NoMetrics,
@@ -170,7 +171,7 @@ impl Running {
         };
         let bin = server_bin.ok_or("no unique-server binary")?;
         let workers = (server_workers > 0).then_some(server_workers);
-        let server = UniqueServer::start(bin, store.clone(), workers, variant)?;
+        let server = UniqueServer::start(bin, store.clone(), workers, variant, audit_log)?;
         let connector = HttpConnector::new(server.addr(), server.bearer_token());
         let store_files = match (&store, server.dir()) {
             (ServerStore::Sqlite(_), Some(dir)) => vec![

@@ -132,7 +132,7 @@ impl Inner {
                 reason: group.reason,
                 path: group.path,
                 source: group.source,
-                count: count.count,
+                count: count.refusals,
                 first: count.first,
                 last: count.last,
             };
@@ -140,7 +140,7 @@ impl Inner {
                 AuditRecord::new(event, None, group.token.as_deref(), &count.request_id).at(now);
             if let Err(error) = self.sink.record(&record) {
                 write_errors().increment(1);
-                lost = (lost.0 + 1, lost.1 + count.count);
+                lost = (lost.0 + 1, lost.1 + count.refusals);
                 last_error = Some(error);
             }
         }

@@ -37,7 +37,7 @@ pub(crate) struct Group {
 /// The refusals of one group so far in the interval.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Count {
-    pub(crate) count: u64,
+    pub(crate) refusals: u64,
     pub(crate) first: SystemTime,
     pub(crate) last: SystemTime,
     /// The first refusal's request id, to find it in the request log.
@@ -52,7 +52,7 @@ pub(crate) struct Tally {
 
 impl Tally {
     /// Counts one refusal of `group` at `at`.
-    pub(crate) fn add(&self, mut group: Group, at: SystemTime, request_id: impl ToString) {
+    pub(crate) fn add(&self, mut group: Group, at: SystemTime, request_id: &impl ToString) {
         let mut groups = self.groups.lock().unwrap_or_else(PoisonError::into_inner);
         if groups.len() >= MAX_REFUSAL_GROUPS && !groups.contains_key(&group) {
             // Past the cap, new sources share one group per reason, path and token: an
@@ -62,11 +62,11 @@ impl Tally {
         groups
             .entry(group)
             .and_modify(|count| {
-                count.count += 1;
+                count.refusals += 1;
                 count.last = count.last.max(at);
             })
             .or_insert_with(|| Count {
-                count: 1,
+                refusals: 1,
                 first: at,
                 last: at,
                 request_id: request_id.to_string(),
@@ -167,11 +167,11 @@ mod tests {
             tally.add(
                 group(1, RefusalReason::Unknown),
                 t0 + Duration::from_millis(n),
-                n,
+                &n,
             );
         }
-        tally.add(group(2, RefusalReason::Unknown), t0, "x");
-        tally.add(group(1, RefusalReason::Missing), t0, "y");
+        tally.add(group(2, RefusalReason::Unknown), t0, &"x");
+        tally.add(group(1, RefusalReason::Missing), t0, &"y");
         let taken = tally.take();
         assert_eq!(taken.len(), 3, "{taken:?}");
         let flood = taken
@@ -181,7 +181,7 @@ mod tests {
         assert_eq!(
             flood.1,
             Count {
-                count: 1000,
+                refusals: 1000,
                 first: t0,
                 last: t0 + Duration::from_millis(999),
                 request_id: "0".into()
@@ -201,14 +201,14 @@ mod tests {
                 source: Some(ip),
                 ..group(0, RefusalReason::Unknown)
             };
-            tally.add(group, t0, n);
+            tally.add(group, t0, &n);
         }
         let taken = tally.take();
         assert_eq!(taken.len(), MAX_REFUSAL_GROUPS + 1);
-        let total: u64 = taken.iter().map(|(_, c)| c.count).sum();
+        let total: u64 = taken.iter().map(|(_, c)| c.refusals).sum();
         assert_eq!(total, sources as u64);
         let unknown = taken.iter().find(|(g, _)| g.source.is_none()).unwrap();
-        assert_eq!(unknown.1.count, 5000);
+        assert_eq!(unknown.1.refusals, 5000);
     }
 
     #[test]
