@@ -12,7 +12,7 @@ use common::kicks::{arbiter, node};
 use tokio::sync::{Notify, Semaphore};
 use tokio::task::JoinSet;
 use tokio::time::timeout;
-use unique_client::{Ending, Node, NodeEvent, NodeLoginError, Transport};
+use unique_client::{Ending, Node, NodeEvent, NodeLoginError, Session, Transport};
 use unique_core::{
     Arbiter, ClaimInput, ClaimOutcome, CurrentView, Error, Key, KickReason, Owner, async_trait,
 };
@@ -93,8 +93,40 @@ async fn a_thousand_sessions_drain_within_two_seconds_with_takeovers_racing() {
         );
     }
     assert_eq!(by_key.len(), 1000);
+    let (drained_here, kicked) = endings(&sessions, &by_key, &taken);
+    assert_eq!(drained_here + kicked, 1000);
+    assert_eq!(
+        (drained.released, drained.unreleased),
+        (1000 - taken.len(), drained_here - (1000 - taken.len())),
+        "{drained:?}"
+    );
+    // The takeovers are untouched: online on B, holding the key on the server.
+    for (uid, session) in &taken {
+        assert_eq!(session.ending(), None, "uid {uid}");
+        assert_eq!(b.generation(&key(*uid)), Some(session.generation()));
+        let record = arbiter.current(&key(*uid)).await.unwrap();
+        assert_eq!(record.generation, session.generation());
+        assert_eq!(record.owner.as_ref(), Some(b.owner()));
+    }
+    // Every other key is released (tombstoned).
+    for uid in (1..=SESSIONS).filter(|uid| !taken.contains_key(uid)) {
+        let record = arbiter.current(&key(uid)).await.unwrap();
+        assert!(
+            record.exists && record.owner.is_none(),
+            "uid {uid}: {record:?}"
+        );
+    }
+}
+
+/// Checks each of A's sessions against its one node event: drained (released unless a
+/// takeover holds the key) or kicked by a takeover. Returns (drained, kicked).
+fn endings(
+    sessions: &[Session<Arbiter<MemoryStore>>],
+    by_key: &HashMap<Key, NodeEvent>,
+    taken: &HashMap<i64, Session<Arbiter<MemoryStore>>>,
+) -> (usize, usize) {
     let (mut kicked, mut drained_here) = (0, 0);
-    for session in &sessions {
+    for session in sessions {
         let uid = session.key().uid;
         let ending = session.ending().expect("every session ended");
         match (&ending, &by_key[session.key()]) {
@@ -125,28 +157,7 @@ async fn a_thousand_sessions_drain_within_two_seconds_with_takeovers_racing() {
             (ending, event) => panic!("uid {uid}: handle {ending:?}, event {event:?}"),
         }
     }
-    assert_eq!(drained_here + kicked, 1000);
-    assert_eq!(
-        (drained.released, drained.unreleased),
-        (1000 - taken.len(), drained_here - (1000 - taken.len())),
-        "{drained:?}"
-    );
-    // The takeovers are untouched: online on B, holding the key on the server.
-    for (uid, session) in &taken {
-        assert_eq!(session.ending(), None, "uid {uid}");
-        assert_eq!(b.generation(&key(*uid)), Some(session.generation()));
-        let record = arbiter.current(&key(*uid)).await.unwrap();
-        assert_eq!(record.generation, session.generation());
-        assert_eq!(record.owner.as_ref(), Some(b.owner()));
-    }
-    // Every other key is released (tombstoned).
-    for uid in (1..=SESSIONS).filter(|uid| !taken.contains_key(uid)) {
-        let record = arbiter.current(&key(uid)).await.unwrap();
-        assert!(
-            record.exists && record.owner.is_none(),
-            "uid {uid}: {record:?}"
-        );
-    }
+    (drained_here, kicked)
 }
 
 /// The arbiter as a transport whose claims wait at a gate, once past `sent`.

@@ -9,10 +9,15 @@
 //! - [`node_router`]: a backend node's kick receiver ([`KickService`] over its
 //!   `unique_sessions::node::Node`'s kick handler) mounted next to the application's own routes, at
 //!   the path its owner endpoint names.
+//! - [`game::game_router`]: a game server's player WebSockets, one session each, closed with
+//!   the session's `EndNotice` (a 4xxx code and a JSON reason) on a login elsewhere, an admin
+//!   logout or a drain.
 //!
 //! Both services are `tower_service::Service`s that never fail, so axum mounts them as they
 //! are: `nest_service` strips the prefix before the arbiter routes `/v1/…`, and
 //! `route_service` hands the kick service every method (it answers 405 itself).
+
+pub mod game;
 
 use std::time::Duration;
 

@@ -37,3 +37,17 @@ pub(crate) async fn request(
     let (head, body) = answer.split_once("\r\n\r\n").expect("a head");
     (head[9..12].parse().unwrap(), body.to_owned())
 }
+
+/// POSTs `body` (JSON) to `path` of the server at `base` (`http://ADDR`); its status and body.
+#[allow(dead_code)] // the game test uses it, the kick test does not
+pub(crate) async fn post(base: &str, path: &str, body: &str) -> (u16, String) {
+    let addr = base.strip_prefix("http://").unwrap().parse().unwrap();
+    request(
+        addr,
+        "POST",
+        path,
+        &[("content-type", "application/json")],
+        body,
+    )
+    .await
+}
