@@ -13,7 +13,7 @@ use std::time::{Duration, SystemTime};
 
 use http::{Response, StatusCode};
 use tracing::Instrument;
-use unique_core::{Error, ValidationLimits};
+use unique_core::{Error, LogBudget, ValidationLimits};
 use unique_lease::{Directory, Lease, LeaseError, NodeRegistration, NodeRegistry};
 use unique_wire::lease::{check_id, check_project, check_ttl_ms, scoped_id};
 use unique_wire::{
@@ -27,6 +27,10 @@ use crate::auth::Grant;
 use crate::request_id::RequestId;
 use crate::service::{ResponseBody, error, error_body, json};
 use crate::telemetry::{self, Refusal};
+
+/// Failed lease calls logged whole per 10 s (a lease store that is down fails every call;
+/// the metrics count them all).
+static LEASE_FAILURES_LOGGED: LogBudget = LogBudget::new(20, Duration::from_secs(10));
 
 /// What the lease routes serve: a lease [`Directory`] and a [`NodeRegistry`], usually one
 /// value (every `unique_lease::LeaseBackend` is both: `MemoryDirectory`, `RedisDirectory`,
@@ -63,7 +67,8 @@ pub(crate) async fn answer(
         Err(Failure::Request(e)) => error_body(ErrorBody::from_error(&e)),
         Err(Failure::Lease(e)) => {
             let (code, message) = lease_error(&e);
-            if code != ErrorCode::InvalidParams {
+            if code != ErrorCode::InvalidParams && LEASE_FAILURES_LOGGED.admit("lease call failed")
+            {
                 tracing::warn!(error = %e, "lease call failed");
             }
             error(code, &message)

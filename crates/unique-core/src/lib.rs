@@ -5,6 +5,7 @@ mod error;
 mod evict;
 mod fence;
 mod kicker;
+mod log_budget;
 mod observer;
 mod queue;
 mod recent;
@@ -23,6 +24,7 @@ pub use error::{BoxError, Error};
 pub use evict::decide_evict;
 pub use fence::{CasOutcome, Fence, Pins, VacantClaim, VacantClaims};
 pub use kicker::{KickOutcome, Kicker};
+pub use log_budget::{LogBudget, LogVerdict};
 pub use observer::{NoopObserver, Observer, ShedReason, TracingObserver};
 pub use recent::{RECENT_CLAIMS, RecentClaims};
 pub use store::{

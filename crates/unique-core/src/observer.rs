@@ -4,6 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::error::Error;
+use crate::log_budget::LogBudget;
 use crate::types::{ClaimOutcome, Key, KickDetail, LogoutOutcome};
 
 /// Called synchronously by the [`Arbiter`](crate::Arbiter).
@@ -121,9 +122,13 @@ pub struct NoopObserver;
 
 impl Observer for NoopObserver {}
 
+/// Failed claims [`TracingObserver`] logs whole per 10 s; past it they are counted and
+/// one line says how many were left out (the metrics count them all).
+static CLAIM_FAILURES_LOGGED: LogBudget = LogBudget::new(20, Duration::from_secs(10));
+
 /// Emits one structured `tracing` event per call, target `unique`.
 ///
-/// Levels: failed claims at `warn`; superseded and shed claims, kicks that did not
+/// Levels: failed claims at `warn` (at most 20 per 10 s, see [`LogBudget`]); superseded and shed claims, kicks that did not
 /// confirm and admin logouts (an operator's act, rare) at `info`; successful claims,
 /// confirmed kicks and releases at `debug` (a busy server must not log every request by
 /// default).
@@ -158,14 +163,19 @@ impl Observer for TracingObserver {
                 took_us,
                 "claim superseded"
             ),
-            Err(e) => tracing::warn!(
-                target: "unique",
-                error = %e,
-                code = e.code(),
-                attempts,
-                took_us,
-                "claim failed"
-            ),
+            // A store that refuses every write fails every claim: a bounded number of lines.
+            Err(e) => {
+                if CLAIM_FAILURES_LOGGED.admit("claim failed") {
+                    tracing::warn!(
+                        target: "unique",
+                        error = %e,
+                        code = e.code(),
+                        attempts,
+                        took_us,
+                        "claim failed"
+                    );
+                }
+            }
         }
     }
 

@@ -26,7 +26,10 @@ impl WriteHealth {
 
     /// Whether writes were last seen failing.
     pub fn is_failing(&self) -> bool {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner).is_some()
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_some()
     }
 
     /// `Unavailable` with the reason while writes fail.

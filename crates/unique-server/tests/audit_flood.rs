@@ -13,15 +13,12 @@ mod common;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::process::{Command, Stdio};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::process::Command;
 
 use serde_json::Value;
-use unique_testsupport::ChildGuard;
 use unique_testsupport::net::PATIENCE;
 
-use common::{BIN, SmallDisk, announced_addr, request_with, write_secret};
+use common::{BIN, SmallDisk, request_with, start_counting_log, write_secret};
 
 const TOKEN: &str = "flood-test-token-0123456789";
 const REFUSALS: usize = 100_000;
@@ -110,39 +107,21 @@ fn a_flood_of_wrong_tokens_leaves_valid_logins_answered_and_recorded() {
         &format!(r#"{{"tokens": [{{"name": "game", "token": "{TOKEN}", "projects": ["game"]}}]}}"#),
     );
     let audit = disk.mount.join("audit.log");
-    let mut child = Command::new(BIN)
-        .args(["--listen", "127.0.0.1:0", "--no-leases"])
-        .arg("--fjall-dir")
-        .arg(dir.path().join("unique.fjall"))
-        .arg("--auth-tokens")
-        .arg(&tokens)
-        .arg("--audit-log")
-        .arg(&audit)
-        // Three files of 512 KiB at most: the log's bound fits the disk.
-        .args(["--audit-log-max-bytes", "524288", "--audit-log-keep", "2"])
-        .env("RUST_LOG", "info")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let addr = announced_addr(&mut child);
-    let log_lines = Arc::new(AtomicUsize::new(0));
-    let stderr = child.stderr.take().unwrap();
-    let counted = Arc::clone(&log_lines);
-    let logs = std::thread::spawn(move || {
-        let mut kept = Vec::new();
-        for line in BufReader::new(stderr).lines() {
-            let Ok(line) = line else { break };
-            counted.fetch_add(1, Ordering::SeqCst);
-            if kept.len() < 50 {
-                kept.push(line);
-            }
-        }
-        kept
-    });
-    let mut guard = ChildGuard::new(child, "unique-server");
+    let (addr, mut guard, log) = start_counting_log(
+        Command::new(BIN)
+            .args(["--listen", "127.0.0.1:0", "--no-leases"])
+            .arg("--fjall-dir")
+            .arg(dir.path().join("unique.fjall"))
+            .arg("--auth-tokens")
+            .arg(&tokens)
+            .arg("--audit-log")
+            .arg(&audit)
+            // Three files of 512 KiB at most: the log's bound fits the disk.
+            .args(["--audit-log-max-bytes", "524288", "--audit-log-keep", "2"])
+            .env("RUST_LOG", "info"),
+    );
 
-    let before = log_lines.load(Ordering::SeqCst);
+    let before = log.lines();
     let floods: Vec<_> = (0..CONNECTIONS)
         .map(|_| {
             let addr = addr.clone();
@@ -167,14 +146,14 @@ fn a_flood_of_wrong_tokens_leaves_valid_logins_answered_and_recorded() {
             .any(|r| r["event"] == "first-login" && r["request_id"] == request_id.as_str());
         assert!(recorded, "no record of {request_id}");
     }
-    let grew = log_lines.load(Ordering::SeqCst) - before;
+    let grew = log.lines() - before;
     assert!(
         grew < 20,
         "the server's own log grew by {grew} lines during the flood"
     );
 
     guard.stop_with("TERM", PATIENCE);
-    let kept = logs.join().unwrap();
+    let kept = log.first_lines();
     let all = records(&audit);
     let tallies: Vec<&Value> = all.iter().filter(|r| r["event"] == "refused").collect();
     let counted: u64 = tallies.iter().map(|r| r["count"].as_u64().unwrap()).sum();

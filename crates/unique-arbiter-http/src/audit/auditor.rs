@@ -7,9 +7,9 @@ use std::sync::{Arc, OnceLock, Weak};
 use std::time::{Instant, SystemTime};
 
 use metrics::Counter;
-use unique_core::{Error, Key};
+use unique_core::{Error, Key, LogBudget, LogVerdict};
 
-use super::tally::{Budget, Group, Tally, Verdict};
+use super::tally::{Group, LOGGED_FAILURES_PER_INTERVAL, Tally};
 use super::{
     AUDIT_UNAVAILABLE, AUDIT_WRITE_ERRORS_TOTAL, AuditEvent, AuditRecord, AuditSink,
     REFUSAL_INTERVAL, RefusalReason,
@@ -26,7 +26,7 @@ pub(crate) struct Auditor {
 struct Inner {
     sink: Arc<dyn AuditSink>,
     refusals: Tally,
-    budget: Budget,
+    budget: LogBudget,
     /// Set once the task that writes the tallies every interval runs.
     flusher: OnceLock<()>,
 }
@@ -38,7 +38,7 @@ impl Auditor {
             inner: Arc::new(Inner {
                 sink: Arc::new(sink),
                 refusals: Tally::default(),
-                budget: Budget::new(Instant::now()),
+                budget: LogBudget::new(LOGGED_FAILURES_PER_INTERVAL, REFUSAL_INTERVAL),
                 flusher: OnceLock::new(),
             }),
         }
@@ -158,7 +158,7 @@ impl Inner {
     /// written, while the interval's budget lasts.
     fn failed(&self, record: &AuditRecord<'_>, error: &io::Error, then: &str) {
         write_errors().increment(1);
-        let Verdict::Log { left_out } = self.budget.spend(Instant::now()) else {
+        let LogVerdict::Log { left_out } = self.budget.spend(Instant::now()) else {
             return;
         };
         left_out_line(left_out);

@@ -1,11 +1,12 @@
 //! What keeps a flood of refused callers from costing a line each: refusals tallied per
-//! source, reason, path and token for an interval ([`Tally`]), and the error log's budget
-//! for records the sink did not take ([`Budget`]).
+//! source, reason, path and token for an interval ([`Tally`]); the error log's budget for
+//! records the sink did not take is a [`unique_core::LogBudget`] of
+//! [`LOGGED_FAILURES_PER_INTERVAL`] lines per [`REFUSAL_INTERVAL`].
 
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::{Mutex, PoisonError};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 
 use super::RefusalReason;
 
@@ -83,67 +84,6 @@ impl Tally {
     }
 }
 
-/// The error log's budget: [`LOGGED_FAILURES_PER_INTERVAL`] records per interval.
-pub(crate) struct Budget {
-    state: Mutex<Spent>,
-}
-
-struct Spent {
-    since: Instant,
-    logged: u64,
-    left_out: u64,
-}
-
-/// Whether a failure may be logged whole.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Verdict {
-    /// Log it; `left_out` records of the interval that just ended were not logged (say so).
-    Log { left_out: u64 },
-    /// Count it only.
-    LeaveOut,
-}
-
-impl Budget {
-    pub(crate) fn new(now: Instant) -> Self {
-        Self {
-            state: Mutex::new(Spent {
-                since: now,
-                logged: 0,
-                left_out: 0,
-            }),
-        }
-    }
-
-    /// Spends one line at `now`, when the interval has one left.
-    pub(crate) fn spend(&self, now: Instant) -> Verdict {
-        let mut spent = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        let mut ended = 0;
-        if now.saturating_duration_since(spent.since) >= REFUSAL_INTERVAL {
-            ended = std::mem::take(&mut spent.left_out);
-            spent.since = now;
-            spent.logged = 0;
-        }
-        if spent.logged < LOGGED_FAILURES_PER_INTERVAL {
-            spent.logged += 1;
-            Verdict::Log { left_out: ended }
-        } else {
-            spent.left_out += 1;
-            Verdict::LeaveOut
-        }
-    }
-
-    /// Ends the interval at `now` when it is over: how many records it left out.
-    pub(crate) fn close(&self, now: Instant) -> u64 {
-        let mut spent = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        if now.saturating_duration_since(spent.since) < REFUSAL_INTERVAL {
-            return 0;
-        }
-        spent.since = now;
-        spent.logged = 0;
-        std::mem::take(&mut spent.left_out)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use std::net::Ipv4Addr;
@@ -209,31 +149,5 @@ mod tests {
         assert_eq!(total, sources as u64);
         let unknown = taken.iter().find(|(g, _)| g.source.is_none()).unwrap();
         assert_eq!(unknown.1.refusals, 5000);
-    }
-
-    #[test]
-    fn the_error_log_budget_is_per_interval_and_says_what_it_left_out() {
-        let t0 = Instant::now();
-        let budget = Budget::new(t0);
-        let verdicts: Vec<Verdict> = (0..100).map(|_| budget.spend(t0)).collect();
-        let logged = verdicts.iter().filter(|v| **v != Verdict::LeaveOut).count();
-        assert_eq!(logged as u64, LOGGED_FAILURES_PER_INTERVAL);
-        assert_eq!(budget.close(t0 + REFUSAL_INTERVAL / 2), 0, "not over yet");
-        // The next interval's first failure is logged and reports the interval before.
-        let next = t0 + REFUSAL_INTERVAL;
-        assert_eq!(
-            budget.spend(next),
-            Verdict::Log {
-                left_out: 100 - LOGGED_FAILURES_PER_INTERVAL
-            }
-        );
-        for _ in 0..50 {
-            budget.spend(next);
-        }
-        assert_eq!(
-            budget.close(next + REFUSAL_INTERVAL),
-            51 - LOGGED_FAILURES_PER_INTERVAL
-        );
-        assert_eq!(budget.close(next + REFUSAL_INTERVAL * 3), 0);
     }
 }

@@ -46,6 +46,51 @@ pub(crate) fn start(command: &mut Command) -> (String, ChildGuard) {
     (addr, ChildGuard::new(child, "unique-server"))
 }
 
+/// The server's own log (stderr), read as it is written: how many lines so far, and the
+/// first 50 of them once the server has stopped.
+pub(crate) struct CountedLog {
+    lines: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    reader: std::thread::JoinHandle<Vec<String>>,
+}
+
+impl CountedLog {
+    /// Lines the server has logged so far.
+    pub(crate) fn lines(&self) -> usize {
+        self.lines.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// The first 50 lines, once the server's stderr is closed (it stopped).
+    pub(crate) fn first_lines(self) -> Vec<String> {
+        self.reader.join().unwrap()
+    }
+}
+
+/// As [`start`], with the server's stderr piped and its lines counted.
+pub(crate) fn start_counting_log(command: &mut Command) -> (String, ChildGuard, CountedLog) {
+    let mut child = command
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start unique-server");
+    let addr = announced_addr(&mut child);
+    let lines = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let stderr = child.stderr.take().unwrap();
+    let counted = std::sync::Arc::clone(&lines);
+    let reader = std::thread::spawn(move || {
+        let mut kept = Vec::new();
+        for line in BufReader::new(stderr).lines() {
+            let Ok(line) = line else { break };
+            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            if kept.len() < 50 {
+                kept.push(line);
+            }
+        }
+        kept
+    });
+    let guard = ChildGuard::new(child, "unique-server");
+    (addr, guard, CountedLog { lines, reader })
+}
+
 /// The server on `--store dynamodb`, table `table` at `endpoint_url` (a local
 /// DynamoDB-compatible server), on any free loopback port, with the test credentials and
 /// warnings-only logs.
