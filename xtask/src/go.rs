@@ -112,7 +112,7 @@ fn gofmt(run: &mut Run) {
 }
 
 /// Cargo's target directory: `CARGO_TARGET_DIR` (relative to the workspace root) or `target`.
-fn target_dir() -> PathBuf {
+pub(crate) fn target_dir() -> PathBuf {
     match std::env::var_os("CARGO_TARGET_DIR") {
         Some(dir) => root().join(Path::new(&dir)),
         None => root().join("target"),

@@ -2,6 +2,7 @@
 // on a free loopback port, and kick receivers on loopback.
 
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
+import { randomUUID } from "node:crypto";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { createServer, type RequestListener, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
@@ -107,7 +108,7 @@ export async function close(server: Server): Promise<void> {
 
 /** A fresh claim_id (UUIDv4), one per login. */
 export function claimId(): string {
-  return crypto.randomUUID();
+  return randomUUID();
 }
 
 /** A uid no other test uses. */
