@@ -242,10 +242,10 @@ async fn keys_new_prints_a_key_or_appends_one_that_verifies_while_the_first_sign
             .starts_with(&first_key)
     );
 
-    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o640)).unwrap();
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
     let before = std::fs::read_to_string(&file).unwrap();
     let refused = unique(NOWHERE, None, &["keys", "new", "--file", path], None).await;
     refused.status(2);
-    assert!(refused.stderr.contains("mode 0640"), "{refused:#?}");
+    assert!(refused.stderr.contains("mode 0644"), "{refused:#?}");
     assert_eq!(std::fs::read_to_string(&file).unwrap(), before);
 }

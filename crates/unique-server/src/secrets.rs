@@ -60,7 +60,7 @@ mod tests {
     fn both_files_are_refused_when_open_to_others_and_read_when_owner_only() {
         let dir = tempfile::tempdir().unwrap();
         let tokens = write(dir.path(), "tokens.json", TOKENS, 0o644);
-        let keys = write(dir.path(), "kick.keys", KEY, 0o640);
+        let keys = write(dir.path(), "kick.keys", KEY, 0o620);
         let refused = load_tokens(&tokens).unwrap_err();
         assert!(refused.starts_with("--auth-tokens: refusing "), "{refused}");
         assert!(
@@ -72,7 +72,7 @@ mod tests {
             refused.starts_with("--kick-signing-keys: refusing "),
             "{refused}"
         );
-        assert!(refused.contains("mode 0640"), "{refused}");
+        assert!(refused.contains("mode 0620"), "{refused}");
         assert!(!refused.contains(KEY), "{refused}");
 
         std::fs::set_permissions(&tokens, std::fs::Permissions::from_mode(0o600)).unwrap();

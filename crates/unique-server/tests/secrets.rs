@@ -87,7 +87,7 @@ fn a_secret_file_open_to_group_or_others_stops_startup_with_the_fix() {
     for (flag, file, mode) in [
         ("--auth-tokens", &tokens, 0o644),
         ("--auth-tokens", &tokens, 0o660),
-        ("--kick-signing-keys", &keys, 0o640),
+        ("--kick-signing-keys", &keys, 0o620),
         ("--kick-signing-keys", &keys, 0o604),
     ] {
         set_mode(file, mode);
