@@ -2,6 +2,7 @@
 
 mod audit;
 mod auth;
+mod info;
 mod leases;
 mod request_id;
 pub mod secret_file;

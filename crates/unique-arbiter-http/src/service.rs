@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use crate::audit::{AuditEvent, AuditSink, Auditor, RefusalReason};
 use crate::auth::{Grant, Role, SharedTokens, Unauthenticated};
+use crate::info::{Facts, NO_SESSIONS, Told};
 use crate::leases::{self, LeaseService};
 use crate::request_id::RequestId;
 use crate::telemetry::{self, Refusal};
@@ -25,9 +26,9 @@ use unique_core::{
 };
 use unique_listener::PeerAddr;
 use unique_wire::{
-    BatchAnswer, BatchBody, BatchView, BodyError, CurrentAnswer, ErrorBody, ErrorCode, KeyBody,
-    LogoutAnswer, LogoutBody, ReleaseAnswer, ReleaseBody, Route, SessionEntry, SessionsAnswer,
-    UserBody, parse, parse_claim, read_body, write_claim_answer,
+    BatchAnswer, BatchBody, BatchView, BodyError, CurrentAnswer, ErrorBody, ErrorCode, InfoAnswer,
+    InfoKicks, KeyBody, LogoutAnswer, LogoutBody, ReleaseAnswer, ReleaseBody, Route, SessionEntry,
+    SessionsAnswer, UserBody, parse, parse_claim, read_body, write_claim_answer,
 };
 
 /// Largest request body accepted; larger bodies get 413.
@@ -54,6 +55,8 @@ pub struct ArbiterService<S> {
     /// `None`: the lease routes answer 501.
     leases: Option<Arc<dyn LeaseService>>,
     ready_timeout: Duration,
+    /// Kick signing, store kind, sessions on or off: what `/v1/info` says beyond the above.
+    told: Told,
 }
 
 impl<S> Clone for ArbiterService<S> {
@@ -64,6 +67,7 @@ impl<S> Clone for ArbiterService<S> {
             audit: self.audit.clone(),
             leases: self.leases.clone(),
             ready_timeout: self.ready_timeout,
+            told: self.told.clone(),
         }
     }
 }
@@ -78,6 +82,7 @@ impl<S: Store> ArbiterService<S> {
             audit: None,
             leases: None,
             ready_timeout: DEFAULT_READY_TIMEOUT,
+            told: Told::default(),
         }
     }
 
@@ -157,6 +162,51 @@ impl<S: Store> ArbiterService<S> {
         self
     }
 
+    /// Tells `GET /v1/info` how the arbiter's kicker signs kicks: `signing` is called on
+    /// every info request, so keys replaced while the service runs show at once. The service
+    /// cannot see its kicker: without this call `/v1/info` says kicks are unsigned, and a
+    /// node whose receiver verifies signatures refuses to start against it.
+    #[must_use]
+    pub fn with_kick_signing(
+        mut self,
+        signing: impl Fn() -> InfoKicks + Send + Sync + 'static,
+    ) -> Self {
+        self.told.kick_signing = Some(Arc::new(signing));
+        self
+    }
+
+    /// Names the kind of store in `GET /v1/info` (`fjall`, `postgres`, …); without it the
+    /// answer's `store` is null.
+    #[must_use]
+    pub fn store_kind(mut self, kind: impl Into<String>) -> Self {
+        self.told.store = Some(kind.into().into());
+        self
+    }
+
+    /// A lease-only service: the session routes (`/v1/claim`, `/v1/current`,
+    /// `/v1/current/batch`, `/v1/release`, `/v1/logout`, `/v1/sessions`) answer 501
+    /// `not_implemented`, before authentication and without reading the body, and
+    /// `/v1/info` says `sessions: false` and unsigned kicks (none are ever sent). The
+    /// arbiter is kept only for `/readyz`, which asks its store.
+    #[must_use]
+    pub fn without_sessions(mut self) -> Self {
+        self.told.sessions = false;
+        self
+    }
+
+    /// What `GET /v1/info` answers now: the version, whether callers need a token, the kick
+    /// signing key ids (never keys), the features and the limits.
+    pub fn info(&self) -> InfoAnswer {
+        Facts {
+            told: &self.told,
+            auth: self.tokens.is_some(),
+            leases: self.leases.is_some(),
+            limits: self.arbiter.validation_limits(),
+            max_slots_per_user: self.arbiter.max_slots_per_user(),
+        }
+        .answer()
+    }
+
     /// Answers one request. Never fails: every problem is an HTTP answer.
     pub async fn handle<B>(&self, req: Request<B>) -> Response<ResponseBody>
     where
@@ -175,6 +225,12 @@ impl<S: Store> ArbiterService<S> {
             }
             Some(Route::Health) => return text(StatusCode::OK, "ok"),
             Some(Route::Ready) => return self.ready().await,
+            // Open like the probes: it holds no secret, and a 401 would tell as much.
+            Some(Route::Info) => return json(StatusCode::OK, &self.info()),
+            Some(Route::Lease(route)) => Route::Lease(route),
+            Some(_) if !self.told.sessions => {
+                return error(ErrorCode::NotImplemented, NO_SESSIONS);
+            }
             Some(route) => route,
             None => return error(ErrorCode::NotFound, "no such path"),
         };
@@ -224,6 +280,7 @@ impl<S: Store> ArbiterService<S> {
             // Answered above, before authentication and without reading a body.
             Route::Health => return text(StatusCode::OK, "ok"),
             Route::Ready => return self.ready().await,
+            Route::Info => return json(StatusCode::OK, &self.info()),
         };
         result.unwrap_or_else(|e| error_body(ErrorBody::from_error(&e)))
     }

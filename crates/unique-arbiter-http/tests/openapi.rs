@@ -86,6 +86,10 @@ async fn every_answer_of_the_server_matches_the_document() {
         s.post(path, Some("unknown-token-0123456789"), &body, 401)
             .await;
         s.post(path, Some(NARROW), &body, 403).await;
+        // 501 on a lease-only server, whose info says so.
+        let refused = s.post_at(s.lease_only, path, &body, 501).await;
+        let refused: serde_json::Value = serde_json::from_slice(&refused.body).unwrap();
+        assert_eq!(refused["error"], "not_implemented", "{refused}");
         // 413, and the store's 429 and 503.
         s.post_raw(
             path,
@@ -115,6 +119,13 @@ async fn every_answer_of_the_server_matches_the_document() {
     s.probe(Method::GET, Route::Ready.path(), 503).await;
     s.probe(Method::HEAD, Route::Ready.path(), 503).await;
     s.probe(Method::GET, Route::Health.path(), 200).await;
+
+    // The server's info, open without a token.
+    let info = s.probe(Method::GET, Route::Info.path(), 200).await;
+    let info: serde_json::Value = serde_json::from_slice(&info.body).unwrap();
+    assert_eq!(info["auth"]["required"], true, "{info}");
+    assert_eq!(info["kicks"]["signed"], false, "{info}");
+    s.probe(Method::HEAD, Route::Info.path(), 200).await;
 
     // Unknown paths and methods.
     s.probe(Method::GET, "/v1/nope", 404).await;

@@ -204,6 +204,7 @@ impl Endpoints {
             release: at(unique_wire::RELEASE_PATH)?,
             logout: at(unique_wire::LOGOUT_PATH)?,
             sessions: at(unique_wire::SESSIONS_PATH)?,
+            info: at(unique_wire::INFO_PATH)?,
             leases: unique_wire::LeaseRoute::ALL
                 .iter()
                 .map(|route| at(route.path()))

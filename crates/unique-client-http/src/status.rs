@@ -20,8 +20,9 @@ use unique_wire::{
 /// retry fixes them); 404, 405 and 413 (misconfiguration: a wrong base URL, or a body over
 /// the server's limit) → `InvalidParams`, so the caller fails at once; 409 by its code:
 /// `superseded` → `Superseded` (see [`superseded`]), `too_many_slots` → `TooManySlots`, any
-/// other or none → `Unavailable`; 429 → `Throttled`; 503, any other 5xx and any other status
-/// → `Unavailable`.
+/// other or none → `Unavailable`; 501 (a lease-only server, `--no-sessions`) →
+/// `InvalidParams` with the server's message; 429 → `Throttled`; 503, any other 5xx and any
+/// other status → `Unavailable`.
 pub(crate) fn classify<T: DeserializeOwned>(
     op: &str,
     status: StatusCode,
@@ -62,6 +63,11 @@ pub(crate) fn classify<T: DeserializeOwned>(
             },
             _ => Error::unavailable(format!("{op}: unexpected 409: {}", message())),
         }),
+        // A lease-only server (`--no-sessions`): no retry brings the session routes back.
+        StatusCode::NOT_IMPLEMENTED => Err(Error::InvalidParams(format!(
+            "{op}: the server does not serve sessions (501): {}",
+            message()
+        ))),
         StatusCode::TOO_MANY_REQUESTS => Err(Error::Throttled),
         StatusCode::SERVICE_UNAVAILABLE => Err(Error::unavailable(match error_message(body) {
             Some(message) => format!("{op}: server unavailable: {message}"),
@@ -246,6 +252,21 @@ mod tests {
         );
         let e = map(503, "").unwrap_err();
         assert_eq!(e.to_string(), "unavailable: release: server unavailable");
+    }
+
+    #[test]
+    fn a_lease_only_server_fails_at_once_with_its_message() {
+        let e = map(
+            501,
+            r#"{"error":"not_implemented","message":"this server serves leases only"}"#,
+        )
+        .unwrap_err();
+        assert!(e.is_invalid_params() && !e.is_retryable(), "{e}");
+        assert_eq!(
+            e.to_string(),
+            "invalid params: release: the server does not serve sessions (501): this server \
+             serves leases only"
+        );
     }
 
     #[test]

@@ -18,8 +18,8 @@ use unique_core::{
     UserSession,
 };
 use unique_wire::{
-    BatchAnswer, BatchBody, BatchView, ClaimAnswer, ClaimBody, CurrentAnswer, KeyBody, LeaseRoute,
-    LogoutAnswer, LogoutBody, ReleaseAnswer, ReleaseBody, SessionsAnswer, UserBody,
+    BatchAnswer, BatchBody, BatchView, ClaimAnswer, ClaimBody, CurrentAnswer, InfoAnswer, KeyBody,
+    LeaseRoute, LogoutAnswer, LogoutBody, ReleaseAnswer, ReleaseBody, SessionsAnswer, UserBody,
 };
 
 use crate::builder::HttpTransportBuilder;
@@ -36,7 +36,8 @@ const JSON: HeaderValue = HeaderValue::from_static("application/json");
 /// `Unauthenticated`; 403 → `Forbidden`; 404, 405 and 413 → `InvalidParams` naming the
 /// status; 409 by the answer's `error` code: `superseded` → `Superseded` with the answer's
 /// `gen` and `current_gen` (both 0 when it does not carry them readably), `too_many_slots`
-/// → `TooManySlots` with its `limit`, any other → `Unavailable`; 429 → `Throttled`; 503,
+/// → `TooManySlots` with its `limit`, any other → `Unavailable`; 501 (a lease-only server)
+/// → `InvalidParams` with the server's message; 429 → `Throttled`; 503,
 /// other 5xx, any other status, connection failures, timeouts and unparseable or oversized
 /// answers → `Unavailable`. Messages never contain the URL.
 #[derive(Clone)]
@@ -63,6 +64,7 @@ pub(crate) struct Endpoints {
     pub(crate) release: Uri,
     pub(crate) logout: Uri,
     pub(crate) sessions: Uri,
+    pub(crate) info: Uri,
     /// One per lease route, in the order of [`LeaseRoute::ALL`].
     pub(crate) leases: Vec<Uri>,
 }
@@ -168,6 +170,25 @@ impl HttpTransport {
         Ok(answer.into())
     }
 
+    /// What the server says about itself: `GET /v1/info` (version, caller authentication,
+    /// kick signing key ids, features, limits). Open on every server: no token needed, though
+    /// the transport's is sent. Check it at start, before serving: a node whose kick receiver
+    /// verifies signatures hands it to `unique_kickrecv::KickReceiverBuilder::server_info`.
+    ///
+    /// # Errors
+    ///
+    /// As every call; a server older than the route answers 404, which is `InvalidParams`.
+    pub async fn info(&self) -> Result<InfoAnswer, Error> {
+        let (status, body) = self
+            .exchange(
+                "info",
+                Request::get(self.inner.endpoints.info.clone()),
+                None,
+            )
+            .await?;
+        classify("info", status, &body)
+    }
+
     /// POSTs `body` as JSON to `uri` and classifies the answer.
     async fn post<B: Serialize, T: DeserializeOwned>(
         &self,
@@ -191,19 +212,33 @@ impl HttpTransport {
         uri: &Uri,
         body: &B,
     ) -> Result<(StatusCode, Bytes), Error> {
-        let inner = &*self.inner;
         let json = serde_json::to_vec(body).map_err(|e| {
             Error::unavailable_with(format!("{op} request could not be encoded"), e)
         })?;
-        let mut request = Request::post(uri.clone())
-            .header(CONTENT_TYPE, JSON)
+        self.exchange(op, Request::post(uri.clone()), Some(Bytes::from(json)))
+            .await
+    }
+
+    /// Sends `request` (with `json` as its body, when given) and reads the whole answer,
+    /// whatever its status; every failure is `Unavailable`.
+    async fn exchange(
+        &self,
+        op: &'static str,
+        request: http::request::Builder,
+        json: Option<Bytes>,
+    ) -> Result<(StatusCode, Bytes), Error> {
+        let inner = &*self.inner;
+        let mut request = request
             .header(ACCEPT, JSON)
             .header(USER_AGENT, inner.user_agent.clone());
+        if json.is_some() {
+            request = request.header(CONTENT_TYPE, JSON);
+        }
         if let Some(authorization) = &inner.authorization {
             request = request.header(AUTHORIZATION, authorization.clone());
         }
         let request = request
-            .body(Full::new(Bytes::from(json)))
+            .body(Full::new(json.unwrap_or_default()))
             .map_err(|e| Error::unavailable_with(format!("{op} request could not be built"), e))?;
 
         let exchange = async {

@@ -1,5 +1,6 @@
 #![doc = include_str!("../README.md")]
 
+mod agreement;
 mod receiver;
 mod reply;
 mod serve;

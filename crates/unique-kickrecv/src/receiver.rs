@@ -11,6 +11,7 @@ use unique_client::KickHandler;
 use unique_core::BoxError;
 use unique_kick_signature::SigningKeys;
 use unique_listener::{RequestBody, ServeOptions};
+use unique_wire::InfoAnswer;
 
 use crate::service::KickService;
 
@@ -40,6 +41,7 @@ impl KickReceiver {
         KickReceiverBuilder {
             service: service.into(),
             options: ServeOptions::default(),
+            server: None,
         }
     }
 
@@ -142,6 +144,8 @@ impl KickReceiver {
 pub struct KickReceiverBuilder {
     service: KickService,
     options: ServeOptions,
+    /// The server's `GET /v1/info`, checked against the service before it serves.
+    server: Option<InfoAnswer>,
 }
 
 impl KickReceiverBuilder {
@@ -160,6 +164,18 @@ impl KickReceiverBuilder {
         self
     }
 
+    /// Checks, before serving, that the receiver agrees with the server that will kick it:
+    /// `info` is that server's `GET /v1/info` (`unique_client_http::HttpTransport::info`).
+    /// [`spawn`](Self::spawn) then refuses to serve when the server does not sign kicks and
+    /// this receiver verifies them (every kick would be refused 401, no session would end on
+    /// a takeover), when it signs and this receiver does not verify, when it signs with a
+    /// key this receiver does not hold, or when it serves no sessions
+    /// ([`KickService::check_server`]). Without it, nothing is checked.
+    pub fn server_info(mut self, info: &InfoAnswer) -> Self {
+        self.server = Some(info.clone());
+        self
+    }
+
     /// The listener's guards (connection caps, timeouts, TLS); default
     /// `ServeOptions::default()`.
     pub fn options(mut self, options: ServeOptions) -> Self {
@@ -170,8 +186,11 @@ impl KickReceiverBuilder {
     /// Serves the service on `listener`, on a new task.
     ///
     /// Must be called within a tokio runtime. Errors: the listener's address cannot be
-    /// read, or [`KickService::check_exposure`] refuses it (unsigned kicks on an address
-    /// that is not loopback, [`io::ErrorKind::InvalidInput`]); nothing is served then.
+    /// read, [`KickService::check_exposure`] refuses it (unsigned kicks on an address
+    /// that is not loopback, [`io::ErrorKind::InvalidInput`]), or, with
+    /// [`server_info`](Self::server_info), [`KickService::check_server`] finds that the
+    /// server and the receiver disagree ([`io::ErrorKind::InvalidInput`], naming the flag to
+    /// set); nothing is served then.
     pub fn spawn(self, listener: TcpListener) -> io::Result<KickReceiver> {
         self.spawn_layered(listener, |service| service)
     }
@@ -199,6 +218,9 @@ impl KickReceiverBuilder {
     {
         let addr = listener.local_addr()?;
         self.service.check_exposure(addr)?;
+        if let Some(info) = &self.server {
+            self.service.check_server(info)?;
+        }
         let handler = self.service.handler().clone();
         Ok(KickReceiver::start(
             listener,

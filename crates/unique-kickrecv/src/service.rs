@@ -163,6 +163,20 @@ impl KickService {
         ))
     }
 
+    /// Whether this service agrees with the server `info` describes (its `GET /v1/info`,
+    /// from `unique_client_http::HttpTransport::info`): the server serves sessions, and it
+    /// signs kicks exactly when this service verifies them, with a key this service holds.
+    /// [`KickReceiverBuilder::server_info`](crate::KickReceiverBuilder::server_info) makes
+    /// the receiver call it before it serves; call it yourself when you mount the service
+    /// in your own server.
+    ///
+    /// Errors: [`io::ErrorKind::InvalidInput`], naming the flag or option to set: the
+    /// server's `--kick-signing-keys`, or this service's
+    /// [`signing_keys`](Self::signing_keys).
+    pub fn check_server(&self, info: &unique_wire::InfoAnswer) -> io::Result<()> {
+        crate::agreement::check(self.signing_keys.as_ref(), info)
+    }
+
     /// The handler it applies kicks with.
     pub fn handler(&self) -> &KickHandler {
         &self.handler

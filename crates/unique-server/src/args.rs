@@ -61,6 +61,14 @@ pub(crate) struct Args {
     #[arg(long, env = "UNIQUE_NO_LEASES")]
     pub(crate) no_leases: bool,
 
+    /// A lease-only server: the session routes (/v1/claim, /v1/current, /v1/release,
+    /// /v1/logout, /v1/sessions) answer 501 not_implemented and no kick is ever sent, so no
+    /// kick signing keys are wanted off loopback (--kick-signing-keys and
+    /// --insecure-unsigned-kicks are refused with it). The store is opened for its lease
+    /// directory; GET /v1/info says sessions: false.
+    #[arg(long, env = "UNIQUE_NO_SESSIONS", conflicts_with_all = ["no_leases", "kick_signing_keys", "insecure_unsigned_kicks"])]
+    pub(crate) no_sessions: bool,
+
     /// SQLite file of the lease directory with --store sqlite (created when missing): a file
     /// of its own, by default beside --db (unique.db → unique-leases.db). With --store fjall
     /// the leases live in --fjall-dir, and this names an older build's lease file to import
@@ -313,6 +321,17 @@ impl Args {
     /// machine (BENCHMARKS.md, "Durable stores against Redis AOF").
     pub(crate) fn store(&self) -> StoreKind {
         self.chosen_store.unwrap_or(StoreKind::Fjall)
+    }
+
+    /// The store's name as `--store` takes it (`fjall`, `postgres`, …), for `/v1/info`.
+    pub(crate) fn store_name(&self) -> &'static str {
+        match self.store() {
+            StoreKind::Sqlite => "sqlite",
+            StoreKind::Fjall => "fjall",
+            StoreKind::Memory => "memory",
+            StoreKind::Dynamodb => "dynamodb",
+            StoreKind::Postgres => "postgres",
+        }
     }
 
     /// Whether `--store` (or `UNIQUE_STORE`) named the store, rather than the default.

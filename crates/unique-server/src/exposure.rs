@@ -12,6 +12,7 @@
 //! | tokens, no keys | refused, unless `--insecure-unsigned-kicks` (then served, with a warning) |
 //! | no tokens | refused, unless `--insecure-no-auth` |
 //! | `--insecure-no-auth`, no keys | served, warning that callers and kicks are both unauthenticated |
+//! | `--no-sessions` (no kicks at all) | served with tokens; with `--insecure-no-auth`, warning about callers only |
 //!
 //! `--insecure-no-auth` alone is enough: its operator has already said every host that can
 //! reach the server is trusted, and asking for a second waiver would protect nothing (any
@@ -50,15 +51,19 @@ pub(crate) enum Kicks {
     Waived,
     /// Neither.
     Unsigned,
+    /// `--no-sessions`: a lease-only server sends no kick, so there is nothing to sign.
+    None,
 }
 
 impl Kicks {
-    /// From the flags (clap keeps the two from being given together).
-    pub(crate) fn of(signing_keys: bool, insecure_unsigned_kicks: bool) -> Self {
-        match (signing_keys, insecure_unsigned_kicks) {
-            (true, _) => Self::Signed,
-            (false, true) => Self::Waived,
-            (false, false) => Self::Unsigned,
+    /// From the flags (clap keeps the signing flags from being given together, or with
+    /// `--no-sessions`).
+    pub(crate) fn of(signing_keys: bool, insecure_unsigned_kicks: bool, no_sessions: bool) -> Self {
+        match (signing_keys, insecure_unsigned_kicks, no_sessions) {
+            (_, _, true) => Self::None,
+            (true, _, false) => Self::Signed,
+            (false, true, false) => Self::Waived,
+            (false, false, false) => Self::Unsigned,
         }
     }
 }
@@ -89,7 +94,8 @@ pub(crate) fn check(
              --kick-signing-keys FILE (and give the nodes' kick receivers the same keys), or \
              --insecure-unsigned-kicks if only trusted hosts can reach the kick receivers"
         )),
-        (Auth::Tokens, Kicks::Signed) => Ok(Vec::new()),
+        (Auth::Tokens, Kicks::Signed | Kicks::None) => Ok(Vec::new()),
+        (Auth::Waived, Kicks::None) => Ok(vec![NO_AUTH]),
         (Auth::Tokens, Kicks::Waived) => Ok(vec![UNSIGNED]),
         (Auth::Waived, Kicks::Signed) => Ok(vec![NO_AUTH]),
         (Auth::Waived, Kicks::Waived | Kicks::Unsigned) => Ok(vec![NO_AUTH, UNSIGNED]),
@@ -101,7 +107,7 @@ mod tests {
     use super::*;
 
     const AUTHS: [Auth; 3] = [Auth::Tokens, Auth::Waived, Auth::Off];
-    const KICKS: [Kicks; 3] = [Kicks::Signed, Kicks::Waived, Kicks::Unsigned];
+    const KICKS: [Kicks; 4] = [Kicks::Signed, Kicks::Waived, Kicks::Unsigned, Kicks::None];
 
     /// What a row of the table expects: the warnings, or a needle of the refusal.
     type Expected = Result<&'static [&'static str], &'static str>;
@@ -115,9 +121,10 @@ mod tests {
         assert_eq!(Auth::of(true, false), Auth::Tokens);
         assert_eq!(Auth::of(false, true), Auth::Waived);
         assert_eq!(Auth::of(false, false), Auth::Off);
-        assert_eq!(Kicks::of(true, false), Kicks::Signed);
-        assert_eq!(Kicks::of(false, true), Kicks::Waived);
-        assert_eq!(Kicks::of(false, false), Kicks::Unsigned);
+        assert_eq!(Kicks::of(true, false, false), Kicks::Signed);
+        assert_eq!(Kicks::of(false, true, false), Kicks::Waived);
+        assert_eq!(Kicks::of(false, false, false), Kicks::Unsigned);
+        assert_eq!(Kicks::of(false, false, true), Kicks::None);
     }
 
     #[test]
@@ -139,7 +146,7 @@ mod tests {
     fn an_exposed_address_follows_the_decision_table() {
         let auth_refused = Err("--auth-tokens");
         let kick_refused = Err("--kick-signing-keys");
-        let table: [(Auth, Kicks, Expected); 9] = [
+        let table: [(Auth, Kicks, Expected); 12] = [
             (Auth::Tokens, Kicks::Signed, Ok(&[])),
             (Auth::Tokens, Kicks::Waived, Ok(&[UNSIGNED])),
             (Auth::Tokens, Kicks::Unsigned, kick_refused),
@@ -149,6 +156,9 @@ mod tests {
             (Auth::Off, Kicks::Signed, auth_refused),
             (Auth::Off, Kicks::Waived, auth_refused),
             (Auth::Off, Kicks::Unsigned, auth_refused),
+            (Auth::Tokens, Kicks::None, Ok(&[])),
+            (Auth::Waived, Kicks::None, Ok(&[NO_AUTH])),
+            (Auth::Off, Kicks::None, auth_refused),
         ];
         for exposed in ["0.0.0.0:7420", "10.0.0.5:7420", "[::]:7420", "192.0.2.1:80"] {
             for (auth, kicks, expected) in table {

@@ -95,6 +95,7 @@ async fn run(args: Args, metrics: Option<PrometheusHandle>) -> Result<Stopped, S
         Kicks::of(
             args.kick_signing_keys.is_some(),
             args.insecure_unsigned_kicks,
+            args.no_sessions,
         ),
     )?;
     let tokens = args

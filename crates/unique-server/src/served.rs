@@ -8,6 +8,7 @@ use unique_arbiter_http::{ArbiterService, AuditFile, LeaseService, ServeOptions,
 use unique_core::{Arbiter, Observer, Store, TracingObserver};
 use unique_kick_http::SigningKeys;
 use unique_metrics::{MeteredStore, MetricsObserver};
+use unique_wire::InfoKicks;
 
 use crate::args::Args;
 use crate::error::StartupError;
@@ -67,6 +68,8 @@ async fn run_on<S: Store>(
     config.log();
     let mut reloader = Reloader::default();
     let builder = Arbiter::builder(store);
+    // Kept for /v1/info, which reads the keys in force at each request.
+    let mut signing = None;
     let builder = match (keys, &args.kick_signing_keys) {
         (Some(keys), Some(path)) => {
             tracing::info!(
@@ -77,6 +80,7 @@ async fn run_on<S: Store>(
             );
             let kicker = SigningKicker::new(&config, keys)?;
             let arbiter = builder.kicker(kicker.kicker().clone());
+            signing = Some(kicker.clone());
             reloader = reloader.keys(path.clone(), kicker);
             arbiter
         }
@@ -90,7 +94,16 @@ async fn run_on<S: Store>(
         .max_slots_per_user(args.max_slots_per_user as usize)
         .claim_timeout(args.claim_timeout.into())
         .build();
-    let mut service = ArbiterService::new(arbiter).ready_timeout(args.ready_timeout.into());
+    let mut service = ArbiterService::new(arbiter)
+        .ready_timeout(args.ready_timeout.into())
+        .store_kind(args.store_name());
+    if let Some(kicker) = signing {
+        service = service.with_kick_signing(move || info_kicks(&kicker.keys()));
+    }
+    if args.no_sessions {
+        tracing::info!("session routes off (--no-sessions): a lease-only server, no kicks");
+        service = service.without_sessions();
+    }
     if let (Some(tokens), Some(path)) = (tokens, &args.auth_tokens) {
         reloader = reloader.tokens(path.clone(), tokens.clone());
         service = service.with_tokens(tokens);
@@ -132,4 +145,13 @@ async fn run_on<S: Store>(
     audited.flush_audit().await;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// The signing state `/v1/info` reports: the key ids, signing key first; never a key.
+fn info_kicks(keys: &SigningKeys) -> InfoKicks {
+    InfoKicks {
+        signed: true,
+        signing_key_id: Some(keys.signing_id().to_string()),
+        key_ids: keys.ids().iter().map(ToString::to_string).collect(),
+    }
 }

@@ -35,7 +35,8 @@ pub enum ErrorCode {
     /// 500: the lease store refused the request for a reason retrying will not fix
     /// (permissions, an exhausted epoch counter).
     Internal,
-    /// 501: the lease routes on a server whose store has no lease directory.
+    /// 501: the lease routes on a server whose store has no lease directory, or the session
+    /// routes on a lease-only server (`unique-server --no-sessions`).
     NotImplemented,
     /// 409: a claim for a slot the user has no online session in, while the user already
     /// holds the most online sessions the server allows (`--max-slots-per-user`). Nothing

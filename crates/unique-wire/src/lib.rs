@@ -25,6 +25,7 @@ mod answer;
 mod body;
 mod error;
 mod fast_claim;
+mod info;
 mod integer;
 mod kick;
 pub mod lease;
@@ -41,6 +42,7 @@ pub use error::{
     ErrorBody, ErrorCode, SUPERSEDED_MESSAGE, TOO_MANY_SLOTS_MESSAGE, error_code, error_message,
     superseded_generations, too_many_slots_limit,
 };
+pub use info::{INFO_PATH, InfoAnswer, InfoAuth, InfoFeatures, InfoKicks, InfoLimits};
 pub use kick::{KickBody, decode_kick, encode_kick};
 pub use lease::{
     LEASE_ENSURE_PATH, LEASE_LOOKUP_PATH, LEASE_RELEASE_PATH, LEASE_VERIFY_PATH, LeaseAnswer,

@@ -1,5 +1,6 @@
 //! The routes of the wire contract.
 
+use crate::info::INFO_PATH;
 use crate::lease::LeaseRoute;
 
 /// `POST`: claim a key for a new session.
@@ -43,11 +44,13 @@ pub enum Route {
     Ready,
     /// One of the lease routes (`/v1/lease/*`, `/v1/nodes/*`), `POST`.
     Lease(LeaseRoute),
+    /// [`INFO_PATH`], `GET` or `HEAD`.
+    Info,
 }
 
 impl Route {
     /// Every route, in the order of the enum.
-    pub const ALL: [Route; 15] = [
+    pub const ALL: [Route; 16] = [
         Self::Claim,
         Self::Current,
         Self::CurrentBatch,
@@ -63,6 +66,7 @@ impl Route {
         Self::Lease(LeaseRoute::RegisterNode),
         Self::Lease(LeaseRoute::LookupNode),
         Self::Lease(LeaseRoute::DeregisterNode),
+        Self::Info,
     ];
 
     /// The route at `path` (exact match, no prefix), if any.
@@ -76,6 +80,7 @@ impl Route {
             SESSIONS_PATH => Some(Self::Sessions),
             HEALTH_PATH => Some(Self::Health),
             READY_PATH => Some(Self::Ready),
+            INFO_PATH => Some(Self::Info),
             _ => LeaseRoute::from_path(path).map(Self::Lease),
         }
     }
@@ -92,11 +97,12 @@ impl Route {
             Self::Health => HEALTH_PATH,
             Self::Ready => READY_PATH,
             Self::Lease(route) => route.path(),
+            Self::Info => INFO_PATH,
         }
     }
 
     /// Whether the route answers `method`: `POST` for the operations (the lease routes
-    /// included), `GET` and `HEAD` for [`Route::Health`] and [`Route::Ready`].
+    /// included), `GET` and `HEAD` for [`Route::Health`], [`Route::Ready`] and [`Route::Info`].
     pub fn allows(self, method: &http::Method) -> bool {
         match self {
             Self::Claim
@@ -106,7 +112,7 @@ impl Route {
             | Self::Logout
             | Self::Sessions
             | Self::Lease(_) => *method == http::Method::POST,
-            Self::Health | Self::Ready => {
+            Self::Health | Self::Ready | Self::Info => {
                 *method == http::Method::GET || *method == http::Method::HEAD
             }
         }
@@ -115,10 +121,10 @@ impl Route {
 
 impl Route {
     /// The methods the route answers, as a 405's `Allow` header lists them: `POST`, or
-    /// `GET, HEAD` for the probes.
+    /// `GET, HEAD` for the probes and [`Route::Info`].
     pub const fn allowed_methods(self) -> &'static str {
         match self {
-            Self::Health | Self::Ready => "GET, HEAD",
+            Self::Health | Self::Ready | Self::Info => "GET, HEAD",
             _ => "POST",
         }
     }
@@ -143,6 +149,7 @@ mod tests {
             "/v1/logout/",
             "/healthz?x",
             "/readyz/",
+            "/v1/info/",
             "",
         ] {
             assert_eq!(Route::from_path(other), None, "{other}");
@@ -177,6 +184,8 @@ mod tests {
         assert!(Route::Ready.allows(&Method::GET));
         assert!(Route::Ready.allows(&Method::HEAD));
         assert!(!Route::Ready.allows(&Method::POST));
+        assert!(Route::Info.allows(&Method::GET));
+        assert!(!Route::Info.allows(&Method::POST));
         for route in LeaseRoute::ALL {
             assert!(Route::Lease(route).allows(&Method::POST));
             assert!(!Route::Lease(route).allows(&Method::GET));

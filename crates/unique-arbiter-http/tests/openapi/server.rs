@@ -88,6 +88,8 @@ pub(crate) struct Server {
     pub(crate) addr: SocketAddr,
     /// The same service without a lease directory: its lease routes answer 501.
     pub(crate) without_leases: SocketAddr,
+    /// The same service, lease-only (`without_sessions`): its session routes answer 501.
+    pub(crate) lease_only: SocketAddr,
     pub(crate) store: Arc<Scripted>,
     pub(crate) doc: Document,
 }
@@ -106,6 +108,13 @@ impl Server {
         let store = Arc::new(Scripted::default());
         let service = ArbiterService::new(Arbiter::new(Arc::clone(&store))).with_tokens(tokens);
         let without_leases = Self::listen(service.clone()).await;
+        let lease_only = Self::listen(
+            service
+                .clone()
+                .without_sessions()
+                .with_leases(Arc::new(MemoryDirectory::new())),
+        )
+        .await;
         let addr = Self::listen(service.with_leases(Arc::new(FailingLeases::new(
             "fault",
             MemoryDirectory::new(),
@@ -114,6 +123,7 @@ impl Server {
         Self {
             addr,
             without_leases,
+            lease_only,
             store,
             doc: Document::load(),
         }
@@ -221,11 +231,22 @@ impl Server {
         body: &Value,
         status: u16,
     ) -> Answer {
+        self.post_at(self.without_leases, path, body, status).await
+    }
+
+    /// POSTs `body` with [`TOKEN`] to the server at `addr`, expecting `status`.
+    pub(crate) async fn post_at(
+        &self,
+        addr: SocketAddr,
+        path: &str,
+        body: &Value,
+        status: u16,
+    ) -> Answer {
         let bytes = serde_json::to_vec(body).unwrap();
         let req = Self::request(Method::POST, path, Some(TOKEN))
             .body(Full::new(Bytes::from(bytes)))
             .unwrap();
-        let answer = self.exchange_at(self.without_leases, req, None).await;
+        let answer = self.exchange_at(addr, req, None).await;
         assert_eq!(answer.status.as_u16(), status, "POST {path} {body}");
         answer
     }
