@@ -97,8 +97,9 @@ fn artifact(message: &Value, names: &HashMap<&str, &str>) -> Option<Artifact> {
     })
 }
 
-/// The variables that point the tests at servers someone else runs (the README's "Servers you
-/// already run"): shared by every binary, and some tests use fixed table names on them.
+/// The variables that point the tests at servers someone else runs (CONTRIBUTING.md's
+/// "Servers you already run"): shared by every binary, and some tests use fixed table names on
+/// them.
 const SHARED_SERVERS: &[&str] = &[
     "UNIQUE_TEST_REDIS_URL",
     "UNIQUE_TEST_DATABASE_URL",
