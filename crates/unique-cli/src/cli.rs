@@ -18,8 +18,8 @@ const GLOBAL: &str = "Global options";
 /// How long one call to the server may take when `--timeout` is not given.
 pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Operator tool for a unique server: sessions, admin logouts, caller tokens, kick signing
-/// keys, kick receiver checks.
+/// Operator tool for a unique server: its status, sessions, admin logouts, leases and nodes,
+/// caller tokens, kick signing keys, kick receiver checks, and a kick listener to try things.
 #[derive(Debug, Parser)]
 #[command(name = "unique", version, after_help = exit::TABLE)]
 pub(crate) struct Cli {
@@ -104,6 +104,102 @@ pub(crate) enum Command {
     Keys(KeysCommand),
     /// Check a node's kick receiver against the kick contract (as unique-node-check).
     NodeCheck(NodeCheckArgs),
+    /// The server's version, caller authentication, kick signing key ids, features and limits
+    /// (GET /v1/info), and whether its store is ready (GET /readyz; exit 1 when not).
+    Status,
+    /// A room's lease in the server's lease directory (POST /v1/lease/*; the token must cover
+    /// the project with every env).
+    #[command(subcommand)]
+    Lease(LeaseCommand),
+    /// A node's registration in the server's node registry (POST /v1/nodes/lookup). There is
+    /// no listing: a registry is looked up by node id, and not every lease backend can list.
+    #[command(subcommand)]
+    Nodes(NodesCommand),
+    /// Receive kicks as a node with no session does (each answered 200) and print each
+    /// accepted kick as one JSON line on stdout; its URL goes to stderr. Runs until Ctrl-C.
+    ListenKicks(ListenKicksArgs),
+}
+
+/// One room of one project: `--project --room`.
+#[derive(Debug, Args)]
+pub(crate) struct RoomArgs {
+    /// The room's project.
+    #[arg(long)]
+    pub(crate) project: String,
+    /// The room id.
+    #[arg(long)]
+    pub(crate) room: String,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum LeaseCommand {
+    /// Grant the room's lease to --node, renew it if --node holds it, or report its holder
+    /// (POST /v1/lease/ensure).
+    Ensure {
+        #[command(flatten)]
+        room: RoomArgs,
+        /// The node asking for the room.
+        #[arg(long)]
+        node: String,
+        /// How long the lease lasts unless renewed: 30s, 500ms, 60 (seconds); at most 1h.
+        #[arg(long, value_name = "DURATION", value_parser = duration)]
+        ttl: Duration,
+    },
+    /// Whether --node still holds the room under --token (POST /v1/lease/verify).
+    Verify {
+        #[command(flatten)]
+        room: RoomArgs,
+        /// The holder.
+        #[arg(long)]
+        node: String,
+        /// The lease token the holder was granted (`--token` is the caller's bearer token).
+        #[arg(long, value_name = "TOKEN")]
+        lease_token: String,
+    },
+    /// Give the room's lease back, by its token (POST /v1/lease/release).
+    Release {
+        #[command(flatten)]
+        room: RoomArgs,
+        /// The holder.
+        #[arg(long)]
+        node: String,
+        /// The lease token the holder was granted (`--token` is the caller's bearer token).
+        #[arg(long, value_name = "TOKEN")]
+        lease_token: String,
+    },
+    /// The room's stored lease, expired or not, or none (POST /v1/lease/lookup).
+    Lookup {
+        #[command(flatten)]
+        room: RoomArgs,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum NodesCommand {
+    /// A node's registration while it is valid, or none (POST /v1/nodes/lookup).
+    Lookup {
+        /// The node's project.
+        #[arg(long)]
+        project: String,
+        /// The node id.
+        #[arg(long)]
+        node: String,
+    },
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ListenKicksArgs {
+    /// Address to listen on; advertise http://ADDRESS/kick (any path) as the owner endpoint.
+    #[arg(long, default_value = "127.0.0.1:9001", value_name = "ADDRESS")]
+    pub(crate) listen: std::net::SocketAddr,
+    /// Verify every kick with this key file (the server's --kick-signing-keys); a kick
+    /// without a valid signature is answered 401 and not printed.
+    #[arg(long, value_name = "FILE", conflicts_with = "insecure_unsigned")]
+    pub(crate) signing_keys: Option<PathBuf>,
+    /// Take unsigned kicks on an address that is not loopback (refused otherwise; loopback
+    /// takes them without it). Only where every host that can reach it is trusted.
+    #[arg(long)]
+    pub(crate) insecure_unsigned: bool,
 }
 
 /// One session's key: `--project --env --uid [--slot]`.

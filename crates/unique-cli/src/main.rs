@@ -1,6 +1,6 @@
-//! The `unique` operator CLI: asks a unique server about a user's sessions and logs them out,
-//! mints caller tokens and kick signing keys in the files the server reads, and checks a
-//! node's kick receiver. See the README for every command and the exit statuses.
+//! The `unique` operator CLI: asks a unique server about itself, a user's sessions (and logs
+//! them out), rooms' leases and nodes' registrations, mints caller tokens and kick signing keys
+//! in the files the server reads, checks a node's kick receiver, and listens for kicks. See the README for every command and the exit statuses.
 
 use std::future::Future;
 use std::process::ExitCode;
@@ -15,8 +15,11 @@ mod check;
 mod cli;
 mod exit;
 mod keys;
+mod lease;
+mod listen;
 mod secret;
 mod server;
+mod status;
 mod tokens;
 
 fn main() -> ExitCode {
@@ -64,6 +67,14 @@ fn run(cli: &Cli) -> Result<u8, Failure> {
             }
             return Ok(check::status(&report));
         }
+        Command::Status => {
+            let (text, code) = block_on(status::status(cli))??;
+            println!("{text}");
+            return Ok(code);
+        }
+        Command::Lease(command) => println!("{}", block_on(lease::lease(cli, command))??),
+        Command::Nodes(command) => println!("{}", block_on(lease::nodes(cli, command))??),
+        Command::ListenKicks(args) => block_on(listen::listen(args))??,
         Command::Current(key) => call(cli, Call::Current(key))?,
         Command::Sessions(user) => call(cli, Call::Sessions(user))?,
         Command::Logout { key, reason } => call(cli, Call::Logout(key, reason))?,

@@ -75,7 +75,7 @@ pub(crate) async fn run(cli: &Cli, call: Call<'_>) -> Result<String, Failure> {
 }
 
 /// The transport the global options describe.
-fn transport(cli: &Cli) -> Result<HttpTransport, Failure> {
+pub(crate) fn transport(cli: &Cli) -> Result<HttpTransport, Failure> {
     let timeout = cli.timeout.unwrap_or(DEFAULT_TIMEOUT);
     let mut builder = HttpTransport::builder(cli.server.as_str())
         .timeout(timeout)

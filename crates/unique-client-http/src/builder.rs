@@ -205,6 +205,7 @@ impl Endpoints {
             logout: at(unique_wire::LOGOUT_PATH)?,
             sessions: at(unique_wire::SESSIONS_PATH)?,
             info: at(unique_wire::INFO_PATH)?,
+            ready: at(unique_wire::READY_PATH)?,
             leases: unique_wire::LeaseRoute::ALL
                 .iter()
                 .map(|route| at(route.path()))

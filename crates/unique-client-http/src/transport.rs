@@ -14,8 +14,8 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use unique_client::{ClaimInput, ClaimOutcome, Transport, async_trait};
 use unique_core::{
-    CurrentView, Error, Key, LogoutInput, LogoutOutcome, MAX_BATCH_KEYS, SessionsPage, UserKey,
-    UserSession,
+    CurrentView, Error, Key, LogoutInput, LogoutOutcome, MAX_BATCH_KEYS, ReleaseReason,
+    SessionsPage, UserKey, UserSession,
 };
 use unique_wire::{
     BatchAnswer, BatchBody, BatchView, ClaimAnswer, ClaimBody, CurrentAnswer, InfoAnswer, KeyBody,
@@ -65,6 +65,7 @@ pub(crate) struct Endpoints {
     pub(crate) logout: Uri,
     pub(crate) sessions: Uri,
     pub(crate) info: Uri,
+    pub(crate) ready: Uri,
     /// One per lease route, in the order of [`LeaseRoute::ALL`].
     pub(crate) leases: Vec<Uri>,
 }
@@ -187,6 +188,32 @@ impl HttpTransport {
             )
             .await?;
         classify("info", status, &body)
+    }
+
+    /// Whether the server's store answers: `GET /readyz`, open on every server. `Ok` for 200;
+    /// 503 is `Unavailable` with the server's reason (`store not ready: …`).
+    ///
+    /// # Errors
+    ///
+    /// `Unavailable` when not ready, unreachable or answering anything but 200 or 503.
+    pub async fn ready(&self) -> Result<(), Error> {
+        let (status, body) = self
+            .exchange(
+                "ready",
+                Request::get(self.inner.endpoints.ready.clone()),
+                None,
+            )
+            .await?;
+        match status {
+            StatusCode::OK => Ok(()),
+            StatusCode::SERVICE_UNAVAILABLE => Err(Error::unavailable(
+                unique_wire::error_message(&body).unwrap_or_else(|| "not ready".to_owned()),
+            )),
+            other => Err(Error::unavailable(format!(
+                "ready: unexpected status {}",
+                other.as_u16()
+            ))),
+        }
     }
 
     /// POSTs `body` as JSON to `uri` and classifies the answer.
@@ -328,6 +355,26 @@ impl Transport for HttpTransport {
         )
         .await
         .map(|r| r.released)
+    }
+
+    /// `POST /v1/release` with `reason`. A server older than the field refuses it as an
+    /// unknown field (400, `InvalidParams`): then the release is sent again without it, so a
+    /// draining node still hands its keys back during a rolling upgrade (a key the server
+    /// finds invalid is refused by the plain release too).
+    async fn release_with_reason(
+        &self,
+        key: &Key,
+        generation: i64,
+        reason: ReleaseReason,
+    ) -> Result<bool, Error> {
+        let body = ReleaseBody::new(key, generation).with_reason(Some(reason));
+        let told = self
+            .post::<_, ReleaseAnswer>("release", &self.inner.endpoints.release, &body)
+            .await;
+        match told {
+            Err(Error::InvalidParams(_)) => self.release(key, generation).await,
+            told => told.map(|r| r.released),
+        }
     }
 }
 
