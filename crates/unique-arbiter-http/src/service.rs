@@ -75,7 +75,12 @@ impl<S> Clone for ArbiterService<S> {
 impl<S: Store> ArbiterService<S> {
     /// Wraps an arbiter. Without [`with_tokens`](Self::with_tokens) every caller is
     /// trusted: serve it only where every host that can reach it is.
+    ///
+    /// Releases that name a reason are counted in `unique_releases_by_reason_total{reason,
+    /// released}` through the `metrics` facade; the series are registered here (install a
+    /// recorder first for them to read 0 before the first such release).
     pub fn new(arbiter: Arbiter<S>) -> Self {
+        telemetry::register_release_reasons();
         Self {
             arbiter,
             tokens: None,
@@ -389,7 +394,9 @@ impl<S: Store> ArbiterService<S> {
         grant: Option<&Grant>,
         request_id: &RequestId,
     ) -> Result<Response<ResponseBody>, Error> {
-        let (key, generation) = parse::<ReleaseBody>(body)?.into_parts();
+        let request = parse::<ReleaseBody>(body)?;
+        let reason = request.reason;
+        let (key, generation) = request.into_parts();
         if let Some(refused) = self.scope(Route::Release, grant, &key, request_id) {
             return Ok(refused);
         }
@@ -399,9 +406,13 @@ impl<S: Store> ArbiterService<S> {
             .release(&key, generation)
             .instrument(span)
             .await?;
+        if let Some(reason) = reason {
+            telemetry::count_release(reason, released);
+        }
         let event = AuditEvent::Release {
             generation,
             released,
+            reason,
         };
         self.audit(event, &key, grant, request_id).await?;
         Ok(json(StatusCode::OK, &ReleaseAnswer { released }))

@@ -1,8 +1,9 @@
-//! Caller-authentication metrics, through the `metrics` facade (a no-op without a recorder).
+//! Caller-authentication and release-reason metrics, through the `metrics` facade (a no-op without a recorder).
 
 use std::sync::OnceLock;
 
 use metrics::Counter;
+use unique_core::ReleaseReason;
 
 use crate::auth::Unauthenticated;
 
@@ -46,4 +47,38 @@ pub(crate) fn rejections() -> &'static [Counter; 4] {
         );
         Refusal::REASONS.map(|reason| metrics::counter!(AUTH_REJECTIONS_TOTAL, "reason" => reason))
     })
+}
+
+/// Counter: releases that named a known reason (`POST /v1/release` with `reason`), by
+/// `reason` (`node-draining`: a node draining for a deploy) and `released` (`true`: the
+/// session was tombstoned; `false`: a newer gen held the key, say a takeover that raced the
+/// drain). A release without a reason, or with one this server does not know, is not counted
+/// here; every release is in `unique_releases_total{released}`.
+pub const RELEASES_BY_REASON_TOTAL: &str = "unique_releases_by_reason_total";
+
+/// Registers every `reason` × `released` series with the recorder in force, so each reads 0
+/// before the first drain.
+pub(crate) fn register_release_reasons() {
+    metrics::describe_counter!(
+        RELEASES_BY_REASON_TOTAL,
+        "Releases that named a reason (node-draining), by reason and whether they released"
+    );
+    for reason in ReleaseReason::ALL {
+        for released in [true, false] {
+            // Registering is enough: the recorder keeps the series.
+            let _ = release_reason_counter(reason, released);
+        }
+    }
+}
+
+/// Counts one release that named `reason`.
+pub(crate) fn count_release(reason: ReleaseReason, released: bool) {
+    release_reason_counter(reason, released).increment(1);
+}
+
+/// Looked up at each call rather than cached: drains are rare, and the handle then follows
+/// whichever recorder is in force (one installed after the service was built included).
+fn release_reason_counter(reason: ReleaseReason, released: bool) -> Counter {
+    let released = if released { "true" } else { "false" };
+    metrics::counter!(RELEASES_BY_REASON_TOTAL, "reason" => reason.as_str(), "released" => released)
 }

@@ -5,7 +5,7 @@ use std::future::Future;
 use std::time::Duration;
 
 use tokio::time::{Instant, sleep, timeout_at};
-use unique_core::{ClaimInput, ClaimOutcome, Error, Key, Owner};
+use unique_core::{ClaimInput, ClaimOutcome, Error, Key, Owner, ReleaseReason};
 
 use crate::jitter::Jitter;
 use crate::transport::Transport;
@@ -226,14 +226,34 @@ impl<T: Transport> Claimer<T> {
     /// or `generation <= 0`); a repeated release at the same gen returns `true` again, so
     /// retrying is safe.
     pub async fn logout(&self, key: &Key, generation: i64) -> Result<bool, LoginError> {
-        self.retry("release", || self.transport.release(key, generation))
-            .await
-            .map(|(released, _)| released)
-            .map_err(|(error, attempts)| LoginError {
-                error,
-                claim_id: String::new(),
-                attempts,
-            })
+        self.logout_with_reason(key, generation, None).await
+    }
+
+    /// As [`logout`](Self::logout), telling the server why when `reason` is given
+    /// ([`Transport::release_with_reason`]).
+    pub async fn logout_with_reason(
+        &self,
+        key: &Key,
+        generation: i64,
+        reason: Option<ReleaseReason>,
+    ) -> Result<bool, LoginError> {
+        self.retry("release", || async move {
+            match reason {
+                Some(reason) => {
+                    self.transport
+                        .release_with_reason(key, generation, reason)
+                        .await
+                }
+                None => self.transport.release(key, generation).await,
+            }
+        })
+        .await
+        .map(|(released, _)| released)
+        .map_err(|(error, attempts)| LoginError {
+            error,
+            claim_id: String::new(),
+            attempts,
+        })
     }
 
     /// Runs `call` until it succeeds, fails with a non-retryable error, or the budget is

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use tokio::task::JoinSet;
 use tokio::time::{Instant, timeout_at};
-use unique_core::Key;
+use unique_core::{Key, ReleaseReason};
 
 use crate::event::NodeEvent;
 use crate::node::{Live, Node};
@@ -49,15 +49,18 @@ impl<T: Transport + Clone> Node<T> {
     pub async fn drain(&self, deadline: Duration) -> Drain {
         let deadline = Instant::now() + deadline;
         let ended = self.shared().take_all(&Ending::Drained);
-        let (released, unreleased) =
-            release_all(self, ended, deadline, |key, generation, released| {
-                NodeEvent::Drained {
-                    key,
-                    generation,
-                    released,
-                }
-            })
-            .await;
+        let (released, unreleased) = release_all(
+            self,
+            ended,
+            deadline,
+            Some(ReleaseReason::NodeDraining),
+            |key, generation, released| NodeEvent::Drained {
+                key,
+                generation,
+                released,
+            },
+        )
+        .await;
         Drain {
             released,
             unreleased,
@@ -70,13 +73,15 @@ impl<T: Transport + Clone> Node<T> {
     }
 }
 
-/// Stops the heartbeats of `ended` and releases them concurrently, reporting each as
-/// `report` says as its release ends, until `deadline`; what is still running then is
-/// abandoned and reported unreleased. Returns (released, unreleased).
+/// Stops the heartbeats of `ended` and releases them concurrently (telling the server
+/// `reason` when given), reporting each as `report` says as its release ends, until
+/// `deadline`; what is still running then is abandoned and reported unreleased. Returns
+/// (released, unreleased).
 pub(crate) async fn release_all<T: Transport + Clone>(
     node: &Node<T>,
     ended: Vec<(Key, Live)>,
     deadline: Instant,
+    reason: Option<ReleaseReason>,
     report: impl Fn(Key, i64, bool) -> NodeEvent,
 ) -> (usize, usize) {
     // Local only (a heartbeat polls its stop signal first), so this cannot wait on the
@@ -98,7 +103,7 @@ pub(crate) async fn release_all<T: Transport + Clone>(
     for (key, &generation) in &unfinished {
         let (claimer, key) = (node.claimer().clone(), key.clone());
         releasing.spawn(async move {
-            let released = claimer.logout(&key, generation).await;
+            let released = claimer.logout_with_reason(&key, generation, reason).await;
             (key, generation, released)
         });
     }

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use tokio::sync::{mpsc, watch};
 use tokio::time::{Instant, timeout};
-use unique_core::{EvictReason, Key, KickReason, Owner};
+use unique_core::{EvictReason, Key, KickReason, Owner, ReleaseReason};
 
 use crate::claimer::{Claimer, ClaimerOptions, Login, LoginError};
 use crate::drain::release_all;
@@ -273,7 +273,7 @@ impl<T: Transport + Clone> Node<T> {
             .kicks
             .close_with(|| self.shared.take_all(&Ending::ShutDown));
         let (released, unreleased) =
-            release_all(self, ended, deadline, |key, generation, released| {
+            release_all(self, ended, deadline, None, |key, generation, released| {
                 NodeEvent::LoggedOut {
                     key,
                     generation,
@@ -385,8 +385,10 @@ impl<T: Transport + Clone> Node<T> {
         if let Some(refused) = refused {
             // Shut down or draining while the claim was in flight: the gen it won is held
             // by nobody here, so release it as the shutdown or the drain released the others.
-            let released =
-                timeout(self.shutdown_timeout, self.claimer.logout(&key, generation)).await;
+            let reason =
+                matches!(refused, NodeLoginError::Draining).then_some(ReleaseReason::NodeDraining);
+            let release = self.claimer.logout_with_reason(&key, generation, reason);
+            let released = timeout(self.shutdown_timeout, release).await;
             if !matches!(released, Ok(Ok(_))) {
                 tracing::warn!(
                     %key,

@@ -4,7 +4,8 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use unique_core::{
-    Arbiter, ClaimInput, ClaimOutcome, CurrentView, Error, Key, MAX_BATCH_KEYS, Store,
+    Arbiter, ClaimInput, ClaimOutcome, CurrentView, Error, Key, MAX_BATCH_KEYS, ReleaseReason,
+    Store,
 };
 
 /// The calls a client makes to the arbitration, over any medium.
@@ -31,6 +32,25 @@ pub trait Transport: Send + Sync + 'static {
     /// Tombstones the session at `generation`; `false` when that gen no longer holds the key
     /// (or `generation <= 0`).
     async fn release(&self, key: &Key, generation: i64) -> Result<bool, Error>;
+
+    /// Tombstones the session at `generation` as [`release`](Transport::release) does,
+    /// telling the arbitration why, so that a server can count and audit it (what
+    /// [`Node::drain`](crate::Node::drain) sends, with [`ReleaseReason::NodeDraining`]). The
+    /// reason changes nothing about what is released.
+    ///
+    /// The default ignores `reason` and calls [`release`](Transport::release): correct for
+    /// any transport, the reason being only told. `unique-client-http` sends it in the
+    /// request's `reason`; the in-process [`Arbiter`] keeps the default, having no audit
+    /// log and no per-request metrics to tell.
+    async fn release_with_reason(
+        &self,
+        key: &Key,
+        generation: i64,
+        reason: ReleaseReason,
+    ) -> Result<bool, Error> {
+        let _ = reason;
+        self.release(key, generation).await
+    }
 
     /// Reads the self-eviction baselines of several keys (any number, any mix of tenants),
     /// answering in the order of `keys`; what [`Heartbeat`](crate::Heartbeat) sends for all
@@ -63,6 +83,14 @@ macro_rules! forward_transport {
             }
             async fn release(&self, key: &Key, generation: i64) -> Result<bool, Error> {
                 (**self).release(key, generation).await
+            }
+            async fn release_with_reason(
+                &self,
+                key: &Key,
+                generation: i64,
+                reason: ReleaseReason,
+            ) -> Result<bool, Error> {
+                (**self).release_with_reason(key, generation, reason).await
             }
             async fn current_batch(
                 &self,

@@ -9,6 +9,7 @@ mod log_budget;
 mod observer;
 mod queue;
 mod recent;
+mod release;
 mod store;
 mod sync;
 mod types;
@@ -27,6 +28,7 @@ pub use kicker::{KickOutcome, Kicker};
 pub use log_budget::{LogBudget, LogVerdict};
 pub use observer::{NoopObserver, Observer, ShedReason, TracingObserver};
 pub use recent::{RECENT_CLAIMS, RecentClaims};
+pub use release::{MAX_RELEASE_REASON_BYTES, ReleaseReason};
 pub use store::{
     MAX_BATCH_KEYS, Store, StoreAnswer, StoreCall, StoreLayer, StoreOperation, decode_owner,
     encode_owner, listed_session, ready_key,

@@ -247,7 +247,7 @@ fn session_rows() -> [Row; 9] {
             release(7, 2),
             200,
             Some(
-                r#"{"ts":"TS","event":"release","project":"game","env":"prod","uid":7,"slot":"","gen":2,"prev_gen":null,"token":"game-backend","request_id":"r-release","released":true}"#,
+                r#"{"ts":"TS","event":"release","project":"game","env":"prod","uid":7,"slot":"","gen":2,"prev_gen":null,"token":"game-backend","request_id":"r-release","released":true,"reason":null}"#,
             ),
         ),
         (

@@ -10,7 +10,7 @@ use std::borrow::Cow;
 
 use serde::{Deserialize, Serialize};
 use unique_core::{
-    ClaimInput, CurrentView, Error, Key, LogoutInput, MAX_BATCH_KEYS, Owner, UserKey,
+    ClaimInput, CurrentView, Error, Key, LogoutInput, MAX_BATCH_KEYS, Owner, ReleaseReason, UserKey,
 };
 
 use crate::ErrorCode;
@@ -132,7 +132,9 @@ pub struct SessionsAnswer {
     pub next: Option<String>,
 }
 
-/// `POST /v1/release` body: `{"project","env","uid","slot"?,"gen"}`.
+/// `POST /v1/release` body: `{"project","env","uid","slot"?,"gen","reason"?}`. `reason` may be
+/// omitted or `null`; a malformed one is refused and a well-formed one the server does not know
+/// reads as none ([`ReleaseReason::from_wire`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ReleaseBody<'a> {
@@ -152,6 +154,38 @@ pub struct ReleaseBody<'a> {
     /// The generation being released (`gen` on the wire).
     #[serde(rename = "gen", deserialize_with = "crate::integer::i64")]
     pub generation: i64,
+    /// Why the node released the session; omitted when none (a plain logout).
+    #[serde(
+        default,
+        deserialize_with = "release_reason",
+        serialize_with = "release_reason_name",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub reason: Option<ReleaseReason>,
+}
+
+/// Writes a release's `reason` as its wire name (only called when there is one).
+#[allow(
+    clippy::ref_option,
+    reason = "the signature serde's serialize_with calls"
+)]
+fn release_reason_name<S: serde::Serializer>(
+    reason: &Option<ReleaseReason>,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    serializer.serialize_str(reason.map_or("", ReleaseReason::as_str))
+}
+
+/// Reads a release's `reason`: absent or `null` is none, a string goes through
+/// [`ReleaseReason::from_wire`].
+fn release_reason<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<ReleaseReason>, D::Error> {
+    let name = Option::<Cow<'de, str>>::deserialize(deserializer)?;
+    name.map_or(Ok(None), |name| {
+        // The path names the field: `reason: must be a token …`.
+        ReleaseReason::from_wire(&name).map_err(|_| serde::de::Error::custom(ReleaseReason::RULE))
+    })
 }
 
 /// `POST /v1/release` answer: `{"released": bool}`.
@@ -403,10 +437,18 @@ impl<'a> ReleaseBody<'a> {
             uid,
             slot,
             generation,
+            reason: None,
         }
     }
 
-    /// The key and the generation to release.
+    /// The same body, telling the server why.
+    #[must_use]
+    pub fn with_reason(mut self, reason: Option<ReleaseReason>) -> Self {
+        self.reason = reason;
+        self
+    }
+
+    /// The key and the generation to release (the reason is the public field).
     pub fn into_parts(self) -> (Key, i64) {
         let Self {
             project,
@@ -414,6 +456,7 @@ impl<'a> ReleaseBody<'a> {
             uid,
             slot,
             generation,
+            reason: _,
         } = self;
         let key = KeyBody {
             project,
@@ -466,6 +509,38 @@ mod tests {
             serde_json::to_string(&ReleaseAnswer { released: true }).unwrap(),
             r#"{"released":true}"#
         );
+    }
+
+    #[test]
+    fn a_release_reason_is_sent_and_read_back() {
+        let k = key();
+        let body = ReleaseBody::new(&k, 7).with_reason(Some(ReleaseReason::NodeDraining));
+        let json = serde_json::to_string(&body).unwrap();
+        assert_eq!(
+            json,
+            r#"{"project":"game","env":"prod","uid":42,"gen":7,"reason":"node-draining"}"#
+        );
+        assert_eq!(parse::<ReleaseBody>(json.as_bytes()).unwrap(), body);
+        // null and a well-formed name this version does not know read as none.
+        for reason in ["null", r#""node-rebooting""#] {
+            let json =
+                format!(r#"{{"project":"game","env":"prod","uid":42,"gen":7,"reason":{reason}}}"#);
+            assert_eq!(parse::<ReleaseBody>(json.as_bytes()).unwrap().reason, None);
+        }
+        for reason in [
+            r#""""#,
+            r#""Node-Draining""#,
+            r#""node draining""#,
+            "1",
+            "[]",
+        ] {
+            let json =
+                format!(r#"{{"project":"game","env":"prod","uid":42,"gen":7,"reason":{reason}}}"#);
+            let error = parse::<ReleaseBody>(json.as_bytes())
+                .unwrap_err()
+                .to_string();
+            assert!(error.contains("reason"), "{reason}: {error}");
+        }
     }
 
     #[test]

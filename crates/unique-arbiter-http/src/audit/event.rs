@@ -4,7 +4,7 @@
 use std::net::IpAddr;
 use std::time::SystemTime;
 
-use unique_core::{ClaimOutcome, KickDetail, LogoutOutcome};
+use unique_core::{ClaimOutcome, KickDetail, LogoutOutcome, ReleaseReason};
 
 /// What happened. Gens follow the wire's naming: `gen` is the session's, `prev_gen` the one it
 /// replaced.
@@ -47,6 +47,9 @@ pub enum AuditEvent {
         generation: i64,
         /// Whether that gen held the key and is now a tombstone (false: a newer gen holds it).
         released: bool,
+        /// Why the node released it, when it said so with a reason this server knows
+        /// (`node-draining`); `None` for a plain logout.
+        reason: Option<ReleaseReason>,
     },
     /// An administrator's logout of the key (`POST /v1/logout`), as
     /// [`LogoutOutcome`] reports it.

@@ -3,7 +3,7 @@
 
 use std::time::SystemTime;
 
-use unique_core::{Key, KickDetail};
+use unique_core::{Key, KickDetail, ReleaseReason};
 
 use super::AuditEvent;
 
@@ -55,7 +55,7 @@ impl<'a> AuditRecord<'a> {
     /// `ts` (RFC 3339 UTC, milliseconds), `event`, `project`, `env`, `uid`, `slot`, `gen`,
     /// `prev_gen`, `token` and `request_id`, `null` where they do not apply; then the event's
     /// own fields: `kicked` and `kick_detail` (takeover), `current_gen` (superseded),
-    /// `released` (release), `released`, `kicked` and `kick_detail` (admin-logout), and
+    /// `released` and `reason` (release), `released`, `kicked` and `kick_detail` (admin-logout), and
     /// `status`, `reason`, `path`, `source`, `count`, `first_ts` and `last_ts` (refused, a
     /// tally of refusals whose `ts` is when it was written). Strings
     /// are escaped as JSON, so a line never holds a raw newline.
@@ -103,9 +103,13 @@ impl<'a> AuditRecord<'a> {
                 out.extend_from_slice(b",\"current_gen\":");
                 write_opt_i64(out, Some(current_generation));
             }
-            AuditEvent::Release { released, .. } => {
+            AuditEvent::Release {
+                released, reason, ..
+            } => {
                 out.extend_from_slice(b",\"released\":");
                 write_bool(out, released);
+                out.extend_from_slice(b",\"reason\":");
+                write_opt_str(out, reason.map(ReleaseReason::as_str));
             }
             AuditEvent::Refused {
                 reason,
@@ -297,10 +301,21 @@ mod tests {
                 AuditEvent::Release {
                     generation: 2,
                     released: true,
+                    reason: None,
                 },
                 r#""release""#,
                 r#""gen":2,"prev_gen":null"#,
-                r#","released":true"#,
+                r#","released":true,"reason":null"#,
+            ),
+            (
+                AuditEvent::Release {
+                    generation: 3,
+                    released: false,
+                    reason: Some(ReleaseReason::NodeDraining),
+                },
+                r#""release""#,
+                r#""gen":3,"prev_gen":null"#,
+                r#","released":false,"reason":"node-draining""#,
             ),
             (
                 AuditEvent::AdminLogout {
