@@ -107,10 +107,19 @@ func (c *Claimer) LoginWithClaimID(ctx context.Context, key Key, owner Owner, cl
 // Logout releases the session at gen with the same retry rules. false: gen no longer holds
 // the key. Errors: *LoginError.
 func (c *Claimer) Logout(ctx context.Context, key Key, gen int64) (bool, error) {
+	return c.LogoutWithReason(ctx, key, gen, "")
+}
+
+// LogoutWithReason is Logout telling the server why (Client.ReleaseWithReason); "" is none.
+func (c *Claimer) LogoutWithReason(ctx context.Context, key Key, gen int64, reason string) (bool, error) {
 	var released bool
 	attempts, err := c.retry(ctx, func(ctx context.Context) error {
 		var err error
-		released, err = c.client.Release(ctx, key, gen)
+		if reason == "" {
+			released, err = c.client.Release(ctx, key, gen)
+		} else {
+			released, err = c.client.ReleaseWithReason(ctx, key, gen, reason)
+		}
 		return err
 	})
 	if err != nil {

@@ -195,6 +195,24 @@ func (c *Client) Release(ctx context.Context, key Key, gen int64) (bool, error) 
 	return answer.Released, err
 }
 
+// ReleaseWithReason is Release telling the server why (ReasonNodeDraining for a drain), which
+// it counts and audits; the reason changes nothing about what is released. A server older than
+// the field refuses it (ErrInvalidParams): the release is then sent again without it.
+func (c *Client) ReleaseWithReason(ctx context.Context, key Key, gen int64, reason string) (bool, error) {
+	var answer struct {
+		Released bool `json:"released"`
+	}
+	err := c.call(ctx, routeRelease, struct {
+		Key
+		Gen    int64  `json:"gen"`
+		Reason string `json:"reason"`
+	}{key, gen, reason}, &answer)
+	if errors.Is(err, ErrInvalidParams) {
+		return c.Release(ctx, key, gen)
+	}
+	return answer.Released, err
+}
+
 // Sessions lists a user's online sessions, sorted by slot (the default slot first),
 // following the server's pages (a server older than paging answers one page with no next).
 // A next that does not move forward is refused rather than followed forever.

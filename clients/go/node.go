@@ -282,10 +282,11 @@ func (n *Node) admit(key Key, login Login) (*Session, error) {
 	n.endLogin(key)
 	if err := n.refusal(); err != nil {
 		n.mu.Unlock()
-		// The gen was won after the node stopped taking logins: hand it back.
+		// The gen was won after the node stopped taking logins: hand it back (a drain's
+		// telling the server so).
 		ctx, cancel := context.WithTimeout(context.Background(), n.options.ShutdownTimeout)
 		defer cancel()
-		_, _ = n.claimer.Logout(ctx, key, login.Gen)
+		_, _ = n.claimer.LogoutWithReason(ctx, key, login.Gen, releaseReason(err))
 		return nil, err
 	}
 	if replaced != nil {
@@ -492,6 +493,15 @@ func (n *Node) Shutdown(ctx context.Context) DrainReport {
 	return n.end(ctx, deadline, nodeShutDown, EndShutDown, "node-shutdown")
 }
 
+// releaseReason is what a release tells the server when the node refuses logins with
+// refusal: node-draining for a drain; none for a shutdown.
+func releaseReason(refusal error) string {
+	if errors.Is(refusal, ErrDraining) {
+		return ReasonNodeDraining
+	}
+	return ""
+}
+
 // releasers bounds the releases of a drain in flight at once.
 const releasers = 32
 
@@ -499,6 +509,10 @@ func (n *Node) end(ctx context.Context, deadline time.Time, state nodeState, kin
 	n.mu.Lock()
 	if state > n.state {
 		n.state = state
+	}
+	told := ""
+	if state == nodeDraining {
+		told = ReasonNodeDraining
 	}
 	ended := make([]*Session, 0, len(n.sessions))
 	for _, s := range n.sessions {
@@ -520,7 +534,7 @@ func (n *Node) end(ctx context.Context, deadline time.Time, state nodeState, kin
 		go func() {
 			defer wg.Done()
 			for s := range work {
-				released, _ := n.claimer.Logout(ctx, s.key, s.login.Gen)
+				released, _ := n.claimer.LogoutWithReason(ctx, s.key, s.login.Gen, told)
 				if released {
 					mu.Lock()
 					report.Released++

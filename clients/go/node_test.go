@@ -153,8 +153,9 @@ func TestSameNodeReplacementEndsTheOldSessionFirst(t *testing.T) {
 	}
 }
 
-// A drain ends every session with node-draining and releases its key; logins then fail
-// with ErrDraining and send no claim.
+// A drain ends every session with node-draining and releases its key, telling the server
+// (which counts 40 releases by reason node-draining); logins then fail with ErrDraining and
+// send no claim.
 func TestDrainEndsEverySessionAndReleasesItsKey(t *testing.T) {
 	srv := startServer(t)
 	n := srv.node(t, NodeOptions{})
@@ -167,9 +168,13 @@ func TestDrainEndsEverySessionAndReleasesItsKey(t *testing.T) {
 		}
 		sessions[i] = s
 	}
+	before := srv.drainedReleases(t)
 	report := n.Drain(ctx, time.Now().Add(30*time.Second))
 	if report != (DrainReport{Ended: 40, Released: 40}) {
 		t.Fatalf("drain report %+v", report)
+	}
+	if counted := srv.drainedReleases(t) - before; counted != 40 {
+		t.Fatalf("the server counted %v releases by reason node-draining, want 40", counted)
 	}
 	api := srv.client(t, adminToken)
 	for _, s := range sessions {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -196,6 +197,33 @@ var keySeq struct {
 }
 
 // freshKey is a key no other test uses.
+// drainedReleases reads unique_releases_by_reason_total{reason="node-draining",released="true"}
+// from the server's /metrics.
+func (s *server) drainedReleases(t testing.TB) float64 {
+	t.Helper()
+	resp, err := http.Get(s.url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(body), "\n") {
+		if strings.HasPrefix(line, "unique_releases_by_reason_total{") &&
+			strings.Contains(line, `reason="node-draining"`) && strings.Contains(line, `released="true"`) {
+			var value float64
+			if _, err := fmt.Sscan(line[strings.LastIndexByte(line, ' ')+1:], &value); err != nil {
+				t.Fatalf("%q: %v", line, err)
+			}
+			return value
+		}
+	}
+	t.Fatalf("no node-draining releases in /metrics:\n%s", body)
+	return 0
+}
+
 func freshKey() Key {
 	keySeq.Lock()
 	defer keySeq.Unlock()
