@@ -15,3 +15,9 @@ pub mod events;
 pub mod node;
 mod receiver;
 pub mod smoke;
+
+/// The top-level README's Rust blocks, compiled (and run, unless `no_run`) as doctests of this
+/// crate, which has every dependency they name; `tests/readme.rs` runs its shell blocks.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+pub struct ReadmeDoctests;
