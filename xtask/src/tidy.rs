@@ -1,8 +1,11 @@
 //! `cargo xtask tidy`: every clause or invariant id cited in the repository
 //! names a heading of `docs/design.md`, every link into it names a heading
 //! that exists, nothing cites a document the repository does not hold, the
-//! backend guide matches the code it quotes and counts (`guide`), and the crate
-//! map in `docs/architecture.md` matches the workspace (`architecture`).
+//! backend guide matches the code it quotes and counts (`guide`), the crate
+//! map in `docs/architecture.md` matches the workspace (`architecture`), and
+//! every relative link in the Markdown resolves, anchors included (`links`).
+
+mod links;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -52,6 +55,8 @@ pub(crate) fn check(root: &Path) -> Result<usize, Vec<Dangling>> {
     dangling.extend(crate::guide::check(root));
     // The crate map names every member once and allows every dependency they have.
     dangling.extend(crate::architecture::check(root));
+    // Relative links name files that exist, and headings that exist.
+    dangling.extend(links::check(root, &files));
     if dangling.is_empty() {
         Ok(files.len())
     } else {
