@@ -29,6 +29,8 @@ Exit status:
   3  the server refused the credentials (401: missing or unknown token; 403: a key outside
      the token's scope, or logout without the admin role)
   4  throttled by the store (429): retry later
+  status: 1 also when the store is not ready (the server's info is printed all the same)
+  lease, nodes: 2 also for a server that serves no leases (501)
   node-check: 0 every clause passed, 1 a clause failed, 2 usage or key file error";
 
 /// Why a command did not finish: the exit status and what to tell the operator. The message

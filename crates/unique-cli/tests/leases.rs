@@ -26,6 +26,11 @@ async fn lease_server(sessions: bool) -> String {
     format!("http://{}", spawn(service, ServeOptions::default()).await)
 }
 
+/// Runs the binary against `url` with the admin token.
+async fn admin(url: &str, args: &[&str]) -> common::Run {
+    unique(url, Some(ADMIN), args, None).await
+}
+
 fn room(rest: &[&'static str]) -> Vec<&'static str> {
     let mut args = vec!["--project", "game", "--room", "lobby"];
     args.extend_from_slice(rest);
@@ -42,13 +47,7 @@ fn command<'a>(words: &[&'a str], rest: &[&'a str]) -> Vec<&'a str> {
 async fn lease_commands_grant_verify_release_and_look_up_a_room() {
     let url = lease_server(true).await;
     let ensure = room(&["--node", "n1", "--ttl", "30s"]);
-    let run = unique(
-        &url,
-        Some(ADMIN),
-        &command(&["--json", "lease", "ensure"], &ensure),
-        None,
-    )
-    .await;
+    let run = admin(&url, &command(&["--json", "lease", "ensure"], &ensure)).await;
     let granted = run.status(0).json();
     assert_eq!(
         (&granted["room"], &granted["node"], &granted["epoch"]),
@@ -59,13 +58,7 @@ async fn lease_commands_grant_verify_release_and_look_up_a_room() {
 
     // Another node is told who holds it.
     let other = room(&["--node", "n2", "--ttl", "30s"]);
-    let run = unique(
-        &url,
-        Some(ADMIN),
-        &command(&["lease", "ensure"], &other),
-        None,
-    )
-    .await;
+    let run = admin(&url, &command(&["lease", "ensure"], &other)).await;
     assert!(
         run.status(0)
             .stdout
@@ -73,13 +66,7 @@ async fn lease_commands_grant_verify_release_and_look_up_a_room() {
         "{run:#?}"
     );
     // The holder renews: same token, and the text names it.
-    let run = unique(
-        &url,
-        Some(ADMIN),
-        &command(&["lease", "ensure"], &ensure),
-        None,
-    )
-    .await;
+    let run = admin(&url, &command(&["lease", "ensure"], &ensure)).await;
     assert!(
         run.status(0)
             .stdout
@@ -97,50 +84,24 @@ async fn lease_commands_grant_verify_release_and_look_up_a_room() {
         "--lease-token",
         &token,
     ];
-    let run = unique(
-        &url,
-        Some(ADMIN),
-        &command(&["lease", "verify"], &holding),
-        None,
-    )
-    .await;
+    let run = admin(&url, &command(&["lease", "verify"], &holding)).await;
     assert_eq!(
         run.status(0).stdout,
         "valid: n1 holds room lobby under this token\n"
     );
-    let run = unique(
-        &url,
-        Some(ADMIN),
-        &command(&["lease", "lookup", "--json"], &room(&[])),
-        None,
-    )
-    .await;
+    let run = admin(&url, &command(&["lease", "lookup", "--json"], &room(&[]))).await;
     assert_eq!(run.status(0).json()["lease"]["token"], json!(token));
 
-    let run = unique(
-        &url,
-        Some(ADMIN),
-        &command(&["lease", "release"], &holding),
-        None,
-    )
-    .await;
+    let run = admin(&url, &command(&["lease", "release"], &holding)).await;
     assert_eq!(run.status(0).stdout, "released room lobby held by n1\n");
-    let run = unique(
-        &url,
-        Some(ADMIN),
-        &command(&["lease", "verify", "--json"], &holding),
-        None,
-    )
-    .await;
+    let run = admin(&url, &command(&["lease", "verify", "--json"], &holding)).await;
     assert_eq!(run.status(0).json(), json!({"valid": false}));
-    let run = unique(
+    let run = admin(
         &url,
-        Some(ADMIN),
         &command(
             &["lease", "lookup"],
             &["--project", "game", "--room", "empty"],
         ),
-        None,
     )
     .await;
     assert_eq!(
@@ -154,13 +115,7 @@ async fn lease_refusals_have_the_exit_status_of_their_kind() {
     let url = lease_server(true).await;
     // 400: a ttl over the hour, with the server's message.
     let long = room(&["--node", "n1", "--ttl", "2h"]);
-    let run = unique(
-        &url,
-        Some(ADMIN),
-        &command(&["lease", "ensure"], &long),
-        None,
-    )
-    .await;
+    let run = admin(&url, &command(&["lease", "ensure"], &long)).await;
     assert!(run.status(2).stderr.contains("ttl_ms"), "{run:#?}");
     // 403: a token scoped to one env may not hold the project's rooms.
     let ensure = room(&["--node", "n1", "--ttl", "30s"]);
@@ -200,23 +155,23 @@ async fn nodes_lookup_shows_a_registration_or_none() {
         .await
         .unwrap();
     let lookup = ["nodes", "lookup", "--project", "game", "--node", "n1"];
-    let run = unique(&url, Some(ADMIN), &lookup, None).await;
+    let run = admin(&url, &lookup).await;
     assert!(
         run.status(0)
             .stdout
             .starts_with("n1 at 10.0.0.7:7000 (registered "),
         "{run:#?}"
     );
-    let run = unique(&url, Some(ADMIN), &command(&lookup, &["--json"]), None).await;
+    let run = admin(&url, &command(&lookup, &["--json"])).await;
     let found = run.status(0).json();
     assert_eq!(found["node"]["addr"], "10.0.0.7:7000", "{found}");
     let missing = ["nodes", "lookup", "--project", "game", "--node", "n9"];
-    let run = unique(&url, Some(ADMIN), &missing, None).await;
+    let run = admin(&url, &missing).await;
     assert_eq!(
         run.status(0).stdout,
         "no registration: node n9 is not registered (or expired)\n"
     );
-    let run = unique(&url, Some(ADMIN), &command(&missing, &["--json"]), None).await;
+    let run = admin(&url, &command(&missing, &["--json"])).await;
     assert_eq!(run.status(0).json(), json!({"node": null}));
 }
 
@@ -280,7 +235,7 @@ async fn a_lease_only_server_says_so_and_refuses_session_commands() {
         "--uid",
         "1",
     ];
-    let run = unique(&url, Some(ADMIN), &key, None).await;
+    let run = admin(&url, &key).await;
     assert!(
         run.status(2)
             .stderr
@@ -288,12 +243,7 @@ async fn a_lease_only_server_says_so_and_refuses_session_commands() {
         "{run:#?}"
     );
     let ensure = room(&["--node", "n1", "--ttl", "30s"]);
-    unique(
-        &url,
-        Some(ADMIN),
-        &command(&["lease", "ensure"], &ensure),
-        None,
-    )
-    .await
-    .status(0);
+    admin(&url, &command(&["lease", "ensure"], &ensure))
+        .await
+        .status(0);
 }

@@ -95,9 +95,8 @@ pub(crate) fn check(
              --insecure-unsigned-kicks if only trusted hosts can reach the kick receivers"
         )),
         (Auth::Tokens, Kicks::Signed | Kicks::None) => Ok(Vec::new()),
-        (Auth::Waived, Kicks::None) => Ok(vec![NO_AUTH]),
         (Auth::Tokens, Kicks::Waived) => Ok(vec![UNSIGNED]),
-        (Auth::Waived, Kicks::Signed) => Ok(vec![NO_AUTH]),
+        (Auth::Waived, Kicks::Signed | Kicks::None) => Ok(vec![NO_AUTH]),
         (Auth::Waived, Kicks::Waived | Kicks::Unsigned) => Ok(vec![NO_AUTH, UNSIGNED]),
     }
 }
