@@ -103,7 +103,7 @@ async fn a_drain_is_audited_and_counted_release_by_release() {
         .build()
         .unwrap();
     // No heartbeat during the test: the replaced session must still be here for the drain.
-    let quiet = HeartbeatOptions::default().interval(Duration::from_mins(60));
+    let quiet = HeartbeatOptions::default().interval(Duration::from_hours(1));
     let (node, _events) = Node::builder(transport.clone(), Owner::new("eu", "a", UNREACHABLE))
         .heartbeat_options(quiet)
         .build();

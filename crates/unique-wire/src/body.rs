@@ -167,6 +167,7 @@ pub struct ReleaseBody<'a> {
 /// Writes a release's `reason` as its wire name (only called when there is one).
 #[allow(
     clippy::ref_option,
+    clippy::trivially_copy_pass_by_ref,
     reason = "the signature serde's serialize_with calls"
 )]
 fn release_reason_name<S: serde::Serializer>(
