@@ -279,6 +279,32 @@ async fn any_other_status_is_unavailable() {
     }
 }
 
+/// A release with a reason sends it; a server older than the field refuses it as an unknown
+/// field (its real answer below), and the release is sent again without it.
+#[tokio::test]
+async fn a_release_reason_is_sent_and_dropped_for_a_server_older_than_the_field() {
+    let older = concat!(
+        r#"{"error":"invalid_params","message":"reason: unknown field `reason`, "#,
+        r#"expected one of `project`, `env`, `uid`, `slot`, `gen` at line 1 column 47"}"#
+    );
+    let server = ScriptServer::start(vec![
+        (200, r#"{"released":true}"#),
+        (400, older),
+        (200, r#"{"released":true}"#),
+    ])
+    .await;
+    let t = server.transport();
+    let drained = unique_core::ReleaseReason::NodeDraining;
+    assert!(t.release_with_reason(&key(), 3, drained).await.unwrap());
+    assert!(t.release_with_reason(&key(), 4, drained).await.unwrap());
+    let bodies: Vec<_> = server.seen().into_iter().map(|s| s.body).collect();
+    let body = |generation: i64, reason: &str| {
+        format!(r#"{{"project":"game","env":"prod","uid":42,"gen":{generation}{reason}}}"#)
+    };
+    let told = r#","reason":"node-draining""#;
+    assert_eq!(bodies, [body(3, told), body(4, told), body(4, "")]);
+}
+
 #[tokio::test]
 async fn a_bearer_token_is_sent_with_every_call() {
     let server = ScriptServer::start(vec![(200, r#"{"released":true}"#); 2]).await;
