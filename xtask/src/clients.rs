@@ -154,7 +154,7 @@ fn build_binaries(run: &mut Run, packages: &[&str]) -> bool {
 }
 
 /// Debian's packages, with `apt-get update` first.
-fn apt_install(run: &mut Run, packages: &[&str]) {
+pub(crate) fn apt_install(run: &mut Run, packages: &[&str]) {
     for args in [
         vec!["update"],
         [&["install", "-y", "--no-install-recommends"][..], packages].concat(),
@@ -169,7 +169,7 @@ fn apt_install(run: &mut Run, packages: &[&str]) {
 }
 
 /// Whether `program args` runs and exits 0.
-fn answers(program: &str, args: &[&str]) -> bool {
+pub(crate) fn answers(program: &str, args: &[&str]) -> bool {
     Command::new(program)
         .args(args)
         .stdout(Stdio::null())
@@ -179,7 +179,7 @@ fn answers(program: &str, args: &[&str]) -> bool {
 }
 
 /// `Run::step`, telling whether the step passed so the steps after it can be skipped.
-fn step(run: &mut Run, name: &str, mut cmd: Command) -> bool {
+pub(crate) fn step(run: &mut Run, name: &str, mut cmd: Command) -> bool {
     eprintln!("\n==> xtask: {name}");
     let started = Instant::now();
     let ok = match cmd.status() {

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 mod architecture;
 mod clients;
 mod contract;
+mod deploy;
 mod go;
 mod guide;
 mod node_check;
@@ -25,7 +26,8 @@ commands:
             compiled alone (cargo-hack), every test (doctests, contract suites and short
             history runs included), the out-of-tree backend example's contract run, loom
             models, smoke S1-S6, the Go module (`go`), the generated Python client
-            (`openapi`), the TypeScript package (`typescript`), benches compiled (not run),
+            (`openapi`), the TypeScript package (`typescript`), the deployment kit
+            (`kubernetes`, `dist --debug`, `image --debug`), benches compiled (not run),
             the package check
   test      every test: the test binaries of `cargo test --workspace --no-run`, several at a
             time (UNIQUE_TEST_JOBS, default twice the CPUs; one with a UNIQUE_TEST_* server),
@@ -68,6 +70,22 @@ commands:
             its warnings failing them; tsc strict; node --test against the real unique-server,
             unique-node-check on the TypeScript kick receiver); installs Debian's nodejs and
             npm when missing
+  dist [--debug]
+            target/dist/unique-<version>-<arch>-linux.tar.gz: unique-server, unique (the CLI),
+            the systemd unit, the Prometheus rules, the Grafana dashboard, the DynamoDB IAM
+            policy, SHA256SUMS; then unpacked, its sums checked, both binaries run (release
+            binaries, built; `--debug`: the dev-profile ones)
+  image [--debug]
+            the OCI image target/image/oci:<version>, built by umoci without a daemon or a
+            base image (the binaries, the libraries ldd lists, busybox's wget for the health
+            check; user 10001, port 7420, volume /data holding the fjall store), then run:
+            unpacked by umoci, its entrypoint in a mount namespace as its user
+            (unshare), a real claim through it, its health check; installs Debian's umoci
+            and busybox-static when missing
+  kubernetes
+            deploy/kubernetes rendered by kubectl kustomize (check.py --render without
+            kubectl), checked by deploy/kubernetes/check.py against unique-server --help, and
+            kubernetes-validate --strict (pinned, in a venv under .tools/)
   chaos     the history runs (memory, SQLite with SIGKILL and restart, two and three servers
             on one DynamoDB table, DynamoDB dropping answers, two and three servers on one
             PostgreSQL table), and the lease histories (memory, Redis, servers on SQLite,
@@ -127,6 +145,18 @@ fn main() -> ExitCode {
         "smoke" => smoke(&mut run),
         "chaos" => chaos(&mut run),
         "go" => go::run(&mut run),
+        "kubernetes" => deploy::kubernetes(&mut run),
+        "dist" | "image" => {
+            let made = if cmd == "dist" {
+                deploy::dist(&mut run, &args[1..])
+            } else {
+                deploy::image(&mut run, &args[1..])
+            };
+            if let Err(e) = made {
+                eprintln!("{e}\n\n{USAGE}");
+                return ExitCode::FAILURE;
+            }
+        }
         "openapi" => clients::openapi(&mut run),
         "typescript" => clients::typescript(&mut run),
         "bench" => bench(&mut run, &args[1..]),
@@ -174,6 +204,11 @@ fn ci(run: &mut Run) {
     go::run(run);
     clients::openapi(run);
     clients::typescript(run);
+    // The deployment kit, from the test build's dev-profile binaries (no release build).
+    deploy::kubernetes(run);
+    let debug = ["--debug".to_owned()];
+    let _ = deploy::dist(run, &debug);
+    let _ = deploy::image(run, &debug);
     // Compiles every criterion bench; the dev profile reuses the test step's build
     // (a second, optimised build of the workspace would double CI time). `cargo xtask
     // bench` and `cargo bench` build them optimised to measure.

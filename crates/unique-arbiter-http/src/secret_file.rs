@@ -298,7 +298,9 @@ mod tests {
              `chmod 600 /var/run/secrets/unique/tokens.json`, or give it a group of this process"
         );
         // Others, or a group that may write or execute, are refused even for the own group.
-        for mode in [0o444, 0o644, 0o660, 0o460, 0o450, 0o470, 0o441, 0o442, 0o420] {
+        for mode in [
+            0o444, 0o644, 0o660, 0o460, 0o450, 0o470, 0o441, 0o442, 0o420,
+        ] {
             assert!(
                 matches!(
                     check_private(path, mode, 2000, &ours),

@@ -92,7 +92,10 @@ fn prometheus_rules_name_only_metrics_the_server_exports() {
 /// Every `expr` of every panel's targets in a Grafana dashboard, with the panel's title.
 fn dashboard_queries(dashboard: &serde_json::Value) -> Vec<(String, String)> {
     let mut queries = Vec::new();
-    for panel in dashboard["panels"].as_array().expect("the dashboard has panels") {
+    for panel in dashboard["panels"]
+        .as_array()
+        .expect("the dashboard has panels")
+    {
         let title = panel["title"].as_str().unwrap_or("?").to_owned();
         let targets = panel["targets"].as_array();
         assert!(
@@ -100,7 +103,9 @@ fn dashboard_queries(dashboard: &serde_json::Value) -> Vec<(String, String)> {
             "panel {title:?} has no query"
         );
         for target in targets.into_iter().flatten() {
-            let expr = target["expr"].as_str().expect("a Prometheus target has an expr");
+            let expr = target["expr"]
+                .as_str()
+                .expect("a Prometheus target has an expr");
             queries.push((title.clone(), expr.to_owned()));
         }
     }
@@ -116,7 +121,10 @@ fn grafana_dashboard_queries_only_metrics_the_server_exports() {
     let (exported, exposition) = exported_metrics();
     for (title, expr) in &queries {
         let used = metric_names(expr);
-        assert!(!used.is_empty(), "panel {title:?} queries no unique_ metric: {expr}");
+        assert!(
+            !used.is_empty(),
+            "panel {title:?} queries no unique_ metric: {expr}"
+        );
         let missing: Vec<_> = used.difference(&exported).collect();
         assert!(
             missing.is_empty(),
@@ -242,7 +250,11 @@ fn systemd_unit_serves_tls_on_7420_and_rereads_its_secrets_in_place_on_reload() 
         Some("/etc/unique/kick-keys.json")
     );
     for copying in ["LoadCredential", "LoadCredentialEncrypted", "SetCredential"] {
-        assert_eq!(setting(&unit, copying), None, "{copying}= copies the secrets");
+        assert_eq!(
+            setting(&unit, copying),
+            None,
+            "{copying}= copies the secrets"
+        );
     }
     // The dynamic user reads the root-owned 0440 files through their group.
     assert_eq!(setting(&unit, "SupplementaryGroups"), Some("unique"));
@@ -389,8 +401,7 @@ fn iam_action(operation: &str) -> String {
 
 #[test]
 fn dynamodb_iam_policy_allows_exactly_the_operations_the_store_calls() {
-    let text =
-        std::fs::read_to_string(deploy("dynamodb").join("iam-policy.json")).unwrap();
+    let text = std::fs::read_to_string(deploy("dynamodb").join("iam-policy.json")).unwrap();
     let policy: serde_json::Value = serde_json::from_str(&text).unwrap();
     let mut allowed = BTreeSet::new();
     for statement in policy["Statement"].as_array().expect("statements") {
@@ -406,9 +417,8 @@ fn dynamodb_iam_policy_allows_exactly_the_operations_the_store_calls() {
             );
         }
     }
-    let called = dynamodb_actions_called(
-        &workspace_root().join("crates/unique-store-dynamodb/src"),
-    );
+    let called =
+        dynamodb_actions_called(&workspace_root().join("crates/unique-store-dynamodb/src"));
     // The scan itself must see the calls it is meant to find.
     for known in ["dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:Query"] {
         assert!(called.contains(known), "{called:?}");
@@ -426,10 +436,6 @@ fn dynamodb_iam_policy_allows_exactly_the_operations_the_store_calls() {
 fn client_calls_are_read_across_lines() {
     let code = "let out = self\n    .client\n    .batch_get_item()\n    .send();\n\
                 my_client.scan(); client.get_item().key(k); client.config();";
-    assert_eq!(
-        client_calls(code),
-        ["batch_get_item", "get_item", "config"]
-    );
+    assert_eq!(client_calls(code), ["batch_get_item", "get_item", "config"]);
     assert_eq!(iam_action("batch_get_item"), "dynamodb:BatchGetItem");
 }
-
