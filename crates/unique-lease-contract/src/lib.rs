@@ -16,6 +16,7 @@ mod lease;
 mod model;
 mod races;
 mod registry;
+mod sweep;
 
 use std::any::Any;
 use std::future::Future;
@@ -24,13 +25,14 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use check::Answer;
-use unique_lease::{Clock, Directory, Lease, MAX_ID_LEN, ManualClock, NodeRegistry};
+use unique_lease::{Clock, Directory, Lease, LeaseRows, MAX_ID_LEN, ManualClock, NodeRegistry};
 
 pub use broken::TrustsTheCaller;
 pub use lease::*;
 pub use model::*;
 pub use races::*;
 pub use registry::*;
+pub use sweep::*;
 
 /// What every case receives: a fresh backend seen through both traits.
 #[derive(Clone)]
@@ -54,6 +56,9 @@ pub struct Subject {
     /// The longest room and node id the directory takes (D9): [`MAX_ID_LEN`] unless a
     /// front in between needs bytes of its own (the HTTP routes store `<project>#<room>`).
     pub max_id_len: usize,
+    /// The backend's rows, for the sweep cases (D12, [`lease_sweep_tests!`]): the same
+    /// instance as `directory`, so it shares its step guard.
+    pub rows: Option<Arc<dyn LeaseRows>>,
 }
 
 impl Subject {
@@ -67,7 +72,15 @@ impl Subject {
             clock,
             keep_alive: None,
             max_id_len: MAX_ID_LEN,
+            rows: None,
         }
+    }
+
+    /// A subject over one [`LeaseRows`] backend, its rows included (the sweep cases).
+    pub fn with_rows<B: LeaseRows>(backend: Arc<B>, clock: Arc<ManualClock>) -> Self {
+        let mut subject = Self::new(Arc::clone(&backend), clock);
+        subject.rows = Some(backend);
+        subject
     }
 
     /// Sets the longest id the directory takes (see [`Subject::max_id_len`]).
@@ -219,6 +232,19 @@ macro_rules! __unique_lease_cases {
             registration_expires,
             unregister_removes_and_tolerates_unknown,
             invalid_registrations_are_rejected,
+        }
+    };
+}
+
+/// Expands to one `#[tokio::test]` per sweep case (D12), each on a fresh subject from
+/// `$factory` (an `async fn() -> Subject` built with [`Subject::with_rows`]). For the
+/// [`LeaseRows`] backends only: Redis expires its keys itself, DynamoDB keeps its items.
+#[macro_export]
+macro_rules! lease_sweep_tests {
+    ($factory:path) => {
+        $crate::__unique_lease_case_tests! { $factory;
+            sweeping_keeps_the_table_to_its_live_rows,
+            a_sweep_never_frees_a_held_room_nor_lowers_an_epoch,
         }
     };
 }

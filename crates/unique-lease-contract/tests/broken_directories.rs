@@ -118,6 +118,7 @@ fn subject_of<D: Directory>(broken: impl FnOnce(MemoryDirectory) -> D) -> Subjec
         clock,
         keep_alive: None,
         max_id_len: unique_lease::MAX_ID_LEN,
+        rows: None,
     }
 }
 
@@ -133,6 +134,7 @@ fn trusting_subject() -> Subject {
         clock,
         keep_alive: None,
         max_id_len: unique_lease::MAX_ID_LEN,
+        rows: None,
     }
 }
 

@@ -8,6 +8,7 @@ mod memory;
 mod redis;
 mod rules;
 mod step;
+mod sweep;
 pub mod time;
 mod types;
 mod validate;
@@ -26,6 +27,10 @@ pub use rules::{
     RoomOp, RoomOutcome, RoomWrite,
 };
 pub use step::{Expectation, ForwardStep, STEP_TOLERANCE_MS, StepGuard, StoreNow};
+pub use sweep::{
+    DEFAULT_SWEEP_GRACE, DEFAULT_SWEEP_INTERVAL, SWEEP_BATCH, SweepCursor, SweepTable, Swept,
+    grace_millis, sweep_pass,
+};
 pub use time::{
     Clock, DEFAULT_TTL, MAX_TIME_MILLIS, MAX_TTL, ManualClock, SystemClock, clock_millis,
 };

@@ -1,6 +1,7 @@
 //! The in-memory backend: for tests, simulations and single-process use.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
+use std::ops::Bound;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use async_trait::async_trait;
@@ -10,6 +11,7 @@ use crate::rules::{
     LeaseRow, LeaseRows, NodeDecision, NodeOp, NodeRow, NodeWrite, RoomDecision, RoomOp, RoomWrite,
 };
 use crate::step::{StepGuard, StoreNow};
+use crate::sweep::{SweepCursor, SweepTable, Swept};
 use crate::time::{Clock, SystemClock};
 
 /// A [`Directory`](crate::Directory) and [`NodeRegistry`](crate::NodeRegistry) in
@@ -20,9 +22,9 @@ use crate::time::{Clock, SystemClock};
 /// shares it, so their `now` arguments never matter (D10). A [`StepGuard`] beside the
 /// clock keeps leases safe across steps of it (D11).
 ///
-/// Expired leases stay until they are replaced or released (there is no background
-/// sweep), so a long-lived process with many short-lived rooms should prefer a
-/// shared backend or release rooms it stops serving. The epoch counter lives as long
+/// Expired leases and registrations stay until they are replaced, released, or swept
+/// ([`LeaseRows::sweep`], D12: `unique-server` sweeps in the background; a process of its
+/// own runs [`sweep_pass`](crate::sweep_pass) now and then). The epoch counter lives as long
 /// as the value: a new `MemoryDirectory` starts again at epoch 1, so fencing across
 /// process restarts needs a durable backend.
 #[derive(Debug)]
@@ -30,14 +32,15 @@ pub struct MemoryDirectory {
     state: Mutex<State>,
     clock: Arc<dyn Clock>,
     steps: StepGuard,
+    cursor: SweepCursor,
 }
 
 #[derive(Debug, Default)]
 struct State {
-    leases: HashMap<String, LeaseRow>,
+    leases: BTreeMap<String, LeaseRow>,
     /// The last epoch issued in any room (D4: one counter, never decreases).
     last_epoch: u64,
-    nodes: HashMap<String, NodeRow>,
+    nodes: BTreeMap<String, NodeRow>,
 }
 
 impl Default for MemoryDirectory {
@@ -58,6 +61,7 @@ impl MemoryDirectory {
             state: Mutex::new(State::default()),
             clock,
             steps: StepGuard::new(),
+            cursor: SweepCursor::new(),
         }
     }
 
@@ -132,6 +136,51 @@ impl LeaseRows for MemoryDirectory {
         }
         Ok(decision)
     }
+
+    async fn sweep(&self, grace_ms: u64, limit: usize) -> Result<Swept, LeaseError> {
+        let mut state = self.state();
+        let now = self.now()?;
+        let (table, after) = self.cursor.position();
+        let from = after.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
+        let (examined, doomed) = match table {
+            SweepTable::Rooms => batch(&state.leases, from, limit, |row| {
+                row.sweepable(&now, grace_ms)
+            }),
+            SweepTable::Nodes => batch(&state.nodes, from, limit, |row| {
+                row.sweepable(now.ms, grace_ms)
+            }),
+        };
+        let deleted = doomed.len();
+        for key in &doomed {
+            match table {
+                SweepTable::Rooms => drop(state.leases.remove(key)),
+                SweepTable::Nodes => drop(state.nodes.remove(key)),
+            }
+        }
+        let last = examined.1;
+        Ok(self.cursor.batch(table, last, (examined.0, deleted), limit))
+    }
+}
+
+/// Up to `limit` rows of `rows` from `from` on: how many were examined and the last key,
+/// and the keys `sweepable` picks.
+fn batch<T>(
+    rows: &BTreeMap<String, T>,
+    from: Bound<&str>,
+    limit: usize,
+    sweepable: impl Fn(&T) -> bool,
+) -> ((usize, Option<String>), Vec<String>) {
+    let mut examined = 0;
+    let mut last = None;
+    let mut doomed = Vec::new();
+    for (key, row) in rows.range::<str, _>((from, Bound::Unbounded)).take(limit) {
+        examined += 1;
+        last = Some(key);
+        if sweepable(row) {
+            doomed.push(key.clone());
+        }
+    }
+    ((examined, last.cloned()), doomed)
 }
 
 #[cfg(test)]

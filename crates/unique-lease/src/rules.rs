@@ -14,6 +14,9 @@ use async_trait::async_trait;
 use crate::directory::{LeaseBackend, StoredLease, StoredNode, new_lease_token};
 use crate::error::LeaseError;
 use crate::step::{STEP_TOLERANCE_MS, StoreNow};
+#[cfg(doc)]
+use crate::sweep::SweepCursor;
+use crate::sweep::Swept;
 
 /// A room's row as a row-atomic backend stores it: times are whole milliseconds on the
 /// store's clock.
@@ -63,6 +66,16 @@ impl LeaseRow {
         self.left(now) > 0
     }
 
+    /// D12: whether a sweep may delete this row at `now`: the holding is not in force
+    /// (so no forward step holds it either, D11) and it expired at least `grace_ms` ago on
+    /// the store's clock. Deleting such a row frees no room the rules count as held, and
+    /// lowers no epoch: a grant draws its epoch from the backend's counter, never from the
+    /// room's row (D4). A row that claims an expiry ahead of the clock (written before a
+    /// step back) waits until the clock passes it.
+    pub fn sweepable(&self, now: &StoreNow, grace_ms: u64) -> bool {
+        !self.in_force(now) && now.ms >= self.expires_ms.saturating_add(grace_ms)
+    }
+
     /// What the backend reports of this row at `now`.
     pub fn report(&self, now: &StoreNow) -> StoredLease {
         StoredLease {
@@ -104,6 +117,12 @@ impl NodeRow {
     /// Whether the registration is valid at `now_ms`.
     pub fn in_force(&self, now_ms: u64) -> bool {
         now_ms < self.expires_ms
+    }
+
+    /// D12: whether a sweep may delete this registration at `now_ms`: it expired at
+    /// least `grace_ms` ago (it already reads as absent, N2).
+    pub fn sweepable(&self, now_ms: u64, grace_ms: u64) -> bool {
+        !self.in_force(now_ms) && now_ms >= self.expires_ms.saturating_add(grace_ms)
     }
 
     fn report(&self, now_ms: u64) -> StoredNode {
@@ -401,6 +420,16 @@ pub trait LeaseRows: Send + Sync + 'static {
     /// [`NodeOp::decide`], apply [`NodeDecision::write`], return the decision.
     async fn node(&self, node_id: &str, op: NodeOp) -> Result<NodeDecision, LeaseError>;
 
+    /// One batch of a sweep (D12): examines at most `limit` rows of one table (rooms,
+    /// then registrations), starting after the last row the previous call on this instance
+    /// examined (keep the position in a [`SweepCursor`]), and deletes those the rules call
+    /// sweepable ([`LeaseRow::sweepable`] at the store's clock read through the step guard,
+    /// [`NodeRow::sweepable`]), each decided again on the row as it stands in the atomic
+    /// step that deletes it, so a row granted, renewed or registered again since it was
+    /// read stays. Holds no lock longer than one batch. [`Swept::done`] once the pass has
+    /// examined both tables to their end; the next call starts a new pass.
+    async fn sweep(&self, grace_ms: u64, limit: usize) -> Result<Swept, LeaseError>;
+
     /// The longest room or node id this backend takes (see
     /// [`LeaseBackend::max_id_len`]).
     fn max_id_len(&self) -> usize {
@@ -419,6 +448,9 @@ impl<T: LeaseRows + ?Sized> LeaseRows for Box<T> {
     }
     async fn node(&self, node_id: &str, op: NodeOp) -> Result<NodeDecision, LeaseError> {
         (**self).node(node_id, op).await
+    }
+    async fn sweep(&self, grace_ms: u64, limit: usize) -> Result<Swept, LeaseError> {
+        (**self).sweep(grace_ms, limit).await
     }
     fn max_id_len(&self) -> usize {
         (**self).max_id_len()
@@ -733,6 +765,35 @@ mod tests {
                 ));
             }
         }
+    }
+
+    #[test]
+    fn a_row_is_sweepable_only_past_its_grace_and_never_while_a_step_holds_it() {
+        let held = granted("a", 10_000, at(100_000));
+        assert!(!held.sweepable(&at(105_000), 0), "in force");
+        assert!(held.sweepable(&at(110_000), 0));
+        assert!(!held.sweepable(&at(169_999), 60_000), "within the grace");
+        assert!(held.sweepable(&at(170_000), 60_000));
+        // Written before a forward step the directory saw: held for its ttl, not swept.
+        let after_step = StoreNow {
+            ms: 3_700_000,
+            step: Some(crate::step::ForwardStep {
+                wall_ms: 3_600_000,
+                elapsed_ms: 4_000,
+            }),
+        };
+        assert!(held.in_force(&after_step));
+        assert!(!held.sweepable(&after_step, 60_000));
+        // Written before the clock went back: its expiry is ahead of the clock.
+        assert!(!held.sweepable(&at(50_000), 0));
+        let node = NodeRow {
+            grpc_addr: "a:1".into(),
+            updated_ms: 1_000,
+            expires_ms: 2_000,
+        };
+        assert!(!node.sweepable(1_999, 0));
+        assert!(!node.sweepable(2_500, 1_000));
+        assert!(node.sweepable(3_000, 1_000));
     }
 
     #[test]

@@ -76,6 +76,19 @@ pub(crate) struct Args {
     #[arg(long, env = "UNIQUE_LEASE_DB", value_name = "PATH")]
     pub(crate) lease_db: Option<PathBuf>,
 
+    /// How long an expired lease row or node registration stays before the sweep deletes
+    /// it, on the store's clock (a lookup reports a room's last holding until then; 0s:
+    /// at the first pass after it expired; at most 30 days). Rows a clock step keeps in
+    /// force are never swept (D11, D12). Memory, fjall, SQLite and PostgreSQL; Redis expires
+    /// its keys itself, and DynamoDB keeps its lease items (they carry D4's fencing).
+    #[arg(long, env = "UNIQUE_LEASE_SWEEP_GRACE", default_value_t = unique_lease::DEFAULT_SWEEP_GRACE.into(), value_parser = sweep_grace)]
+    pub(crate) lease_sweep_grace: humantime::Duration,
+
+    /// How often the sweep passes over the lease directory, in batches of 500 rows, each
+    /// one short transaction (0s: never sweep; otherwise 10ms to 1 day).
+    #[arg(long, env = "UNIQUE_LEASE_SWEEP_INTERVAL", default_value_t = unique_lease::DEFAULT_SWEEP_INTERVAL.into(), value_parser = sweep_interval)]
+    pub(crate) lease_sweep_interval: humantime::Duration,
+
     /// DynamoDB table of the lease directory (with --store dynamodb): a table of its own,
     /// partition key `pk` alone (--create-table creates it).
     #[arg(long, env = "UNIQUE_LEASE_TABLE", default_value = "unique-leases")]
@@ -306,6 +319,26 @@ pub(crate) struct Args {
 const DEFAULT_MAX_SLOTS_PER_USER: u32 = 16;
 /// The most `--max-slots-per-user` takes: a session listing's largest page.
 const MAX_SLOTS_PER_USER: u32 = 1000;
+
+/// `--lease-sweep-grace`: at most 30 days.
+fn sweep_grace(text: &str) -> Result<humantime::Duration, String> {
+    let duration: humantime::Duration = text.parse().map_err(|e| format!("{e}"))?;
+    if *duration > Duration::from_hours(30 * 24) {
+        return Err("must be at most 30 days".to_owned());
+    }
+    Ok(duration)
+}
+
+/// `--lease-sweep-interval`: 0 (off), or 10 ms to 1 day.
+fn sweep_interval(text: &str) -> Result<humantime::Duration, String> {
+    let duration: humantime::Duration = text.parse().map_err(|e| format!("{e}"))?;
+    if !duration.is_zero()
+        && (*duration < Duration::from_millis(10) || *duration > Duration::from_hours(24))
+    {
+        return Err("must be 0s (no sweep) or between 10ms and 1 day".to_owned());
+    }
+    Ok(duration)
+}
 
 /// A humantime duration above zero (a zero timeout would close every connection).
 fn positive_duration(text: &str) -> Result<humantime::Duration, String> {

@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use unique_arbiter_http::LeaseService;
+use unique_lease::LeaseRows;
 
 use crate::args::Args;
 use crate::error::StartupError;
@@ -19,18 +20,18 @@ use crate::stores::{OpenedStore, STARTUP_CHECK_TIMEOUT};
 pub(crate) async fn open_leases(
     args: &Args,
     opened: &OpenedStore,
-) -> Result<Arc<dyn LeaseService>, StartupError> {
+) -> Result<OpenedLeases, StartupError> {
     match opened {
         OpenedStore::Memory(_) => {
             tracing::info!("lease directory in memory");
-            Ok(Arc::new(unique_lease::MemoryDirectory::new()))
+            Ok(OpenedLeases::rows(unique_lease::MemoryDirectory::new()))
         }
         OpenedStore::Sqlite(_) => sqlite_leases(args, || default_lease_db(&args.db)),
         OpenedStore::Fjall(store) => {
             let directory = store.directory();
             import_old_lease_file(args, &directory).await?;
             tracing::info!(dir = %args.fjall_dir.display(), "lease directory in the fjall store");
-            Ok(Arc::new(directory))
+            Ok(OpenedLeases::rows(directory))
         }
         OpenedStore::Postgres(store) => {
             let directory = unique_store_postgres::PostgresDirectory::builder(store)
@@ -56,7 +57,7 @@ pub(crate) async fn open_leases(
                     &format!("no answer within {STARTUP_CHECK_TIMEOUT:?}"),
                 ),
             }
-            Ok(Arc::new(directory))
+            Ok(OpenedLeases::rows(directory))
         }
         OpenedStore::Dynamodb(store) => {
             let directory = unique_store_dynamodb::DynamoDirectory::builder(&args.lease_table)
@@ -79,7 +80,27 @@ pub(crate) async fn open_leases(
                 }
                 Err(e) => lease_routes_failing(&what, &e.to_string()),
             }
-            Ok(Arc::new(directory))
+            // Lease items are never deleted: each carries D4's fencing (design.md, D12).
+            Ok(OpenedLeases {
+                service: Arc::new(directory),
+                rows: None,
+            })
+        }
+    }
+}
+
+/// The lease directory served, and its rows when the server sweeps them (D12).
+pub(crate) struct OpenedLeases {
+    pub(crate) service: Arc<dyn LeaseService>,
+    pub(crate) rows: Option<Arc<dyn LeaseRows>>,
+}
+
+impl OpenedLeases {
+    fn rows<D: LeaseRows>(directory: D) -> Self {
+        let directory = Arc::new(directory);
+        Self {
+            service: directory.clone(),
+            rows: Some(directory),
         }
     }
 }
@@ -88,7 +109,7 @@ pub(crate) async fn open_leases(
 fn sqlite_leases(
     args: &Args,
     default: impl FnOnce() -> PathBuf,
-) -> Result<Arc<dyn LeaseService>, StartupError> {
+) -> Result<OpenedLeases, StartupError> {
     let path = args.lease_db.clone().unwrap_or_else(default);
     let directory = unique_store_sqlite::SqliteDirectory::builder(&path)
         .synchronous(args.db_sync.synchronous())
@@ -101,7 +122,7 @@ fn sqlite_leases(
             )
         })?;
     tracing::info!(lease_db = %path.display(), "sqlite lease directory open");
-    Ok(Arc::new(directory))
+    Ok(OpenedLeases::rows(directory))
 }
 
 /// Before fjall held leases, the default install kept them in a SQLite file beside the fjall

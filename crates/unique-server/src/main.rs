@@ -32,6 +32,7 @@ mod secrets;
 mod served;
 mod signals;
 mod stores;
+mod sweep;
 
 // mimalloc: about 40 % of the instructions of glibc's malloc and free on the claim
 // path, which allocates a few times per request (see BENCHMARKS.md).
@@ -157,6 +158,11 @@ async fn run(args: Args, metrics: Option<PrometheusHandle>) -> Result<Stopped, S
         };
         Some(leases?)
     };
+    let _sweeper = leases.as_ref().and_then(|leases| {
+        let rows = leases.rows.clone()?;
+        sweep::spawn(rows, *args.lease_sweep_grace, *args.lease_sweep_interval)
+    });
+    let leases = leases.map(|leases| leases.service);
     let served = Served {
         tokens: tokens.map(SharedTokens::new),
         keys,

@@ -8,7 +8,7 @@ use fjall::Keyspace;
 use unique_core::{CasOutcome, Error, Fence, OwnerState, VacantClaim};
 use unique_lease::{
     Clock, LeaseDump, LeaseError, LeaseRow, NodeDecision, NodeOp, NodeRow, NodeWrite, RoomOp,
-    RoomWrite, StepGuard, clock_millis,
+    RoomWrite, StepGuard, SweepTable, clock_millis,
 };
 
 use crate::lease_record::{LAST_EPOCH, decode_epoch, decode_lease, decode_node};
@@ -133,6 +133,17 @@ impl Decide<'_> {
                 clock,
                 answer,
             } => decided(answer, self.decide_node(node, &op, &*clock, pending)),
+            Write::Sweep {
+                table,
+                keys,
+                grace_ms,
+                clock,
+                steps,
+                answer,
+            } => decided(
+                answer,
+                self.sweep(table, keys, grace_ms, (&*clock, &steps), pending),
+            ),
             Write::Import { dump, answer } => decided(answer, self.import(dump, pending)),
         }
     }
@@ -199,6 +210,38 @@ impl Decide<'_> {
         Ok(decision)
     }
 
+    /// Deletes each of `keys` whose row, as it stands, the rules still call sweepable
+    /// (D12): a row granted, renewed or registered since the snapshot stays.
+    fn sweep(
+        &self,
+        table: SweepTable,
+        keys: Vec<String>,
+        grace_ms: u64,
+        (clock, steps): (&dyn Clock, &StepGuard),
+        pending: &mut Pending,
+    ) -> Result<usize, LeaseError> {
+        let now = steps.read(clock)?;
+        let mut deleted = 0;
+        for key in keys {
+            let sweepable = match table {
+                SweepTable::Rooms => self
+                    .lease_row(&key, pending)?
+                    .is_some_and(|row| row.sweepable(&now, grace_ms)),
+                SweepTable::Nodes => self
+                    .node_row(&key, pending)?
+                    .is_some_and(|row| row.sweepable(now.ms, grace_ms)),
+            };
+            if sweepable {
+                match table {
+                    SweepTable::Rooms => drop(pending.leases.insert(key, None)),
+                    SweepTable::Nodes => drop(pending.nodes.insert(key, None)),
+                }
+                deleted += 1;
+            }
+        }
+        Ok(deleted)
+    }
+
     /// Merges another directory's rows: the counter ends above every epoch either side
     /// issued, and a room keeps whichever row has the higher epoch (D4).
     fn import(&self, dump: LeaseDump, pending: &mut Pending) -> Result<(), LeaseError> {
@@ -228,6 +271,13 @@ impl Decide<'_> {
         match pending.leases.get(room) {
             Some(row) => Ok(row.clone()),
             None => read_row(&self.keyspaces.leases, room.as_bytes(), decode_lease),
+        }
+    }
+
+    fn node_row(&self, node: &str, pending: &Pending) -> Result<Option<NodeRow>, LeaseError> {
+        match pending.nodes.get(node) {
+            Some(row) => Ok(row.clone()),
+            None => read_row(&self.keyspaces.nodes, node.as_bytes(), decode_node),
         }
     }
 

@@ -1,13 +1,14 @@
 //! [`FjallDirectory`]: the lease directory and node registry of `unique-lease` in the
 //! store's own fjall directory.
 
+use std::ops::Bound;
 use std::sync::Arc;
 
 use fjall::{Keyspace, Readable};
 use tokio::sync::oneshot;
 use unique_lease::{
     Clock, LeaseDump, LeaseError, LeaseRows, NodeDecision, NodeOp, NodeWrite, RoomDecision, RoomOp,
-    StepGuard, async_trait, clock_millis,
+    StepGuard, SweepCursor, SweepTable, Swept, async_trait, clock_millis,
 };
 
 use crate::lease_record::{decode_lease, decode_node};
@@ -37,6 +38,7 @@ pub struct FjallDirectory {
     published: Published,
     clock: Arc<dyn Clock>,
     steps: Arc<StepGuard>,
+    cursor: Arc<SweepCursor>,
 }
 
 impl std::fmt::Debug for FjallDirectory {
@@ -52,6 +54,7 @@ impl FjallDirectory {
             published,
             clock,
             steps: Arc::new(StepGuard::new()),
+            cursor: Arc::new(SweepCursor::new()),
         }
     }
 
@@ -71,6 +74,47 @@ impl FjallDirectory {
             .await
     }
 
+    /// Up to `limit` keys of `table` after `after` in the last durable snapshot, with the
+    /// keys of the rows the rules call sweepable there (D12); the writer decides those
+    /// again on the rows as they stand before it deletes them.
+    fn sweep_candidates(
+        &self,
+        table: SweepTable,
+        after: Option<&str>,
+        grace_ms: u64,
+        limit: usize,
+    ) -> Result<Candidates, LeaseError> {
+        let view = latest(&self.published).map_err(LeaseError::from_store)?;
+        let keyspace = match table {
+            SweepTable::Rooms => &view.keyspaces.leases,
+            SweepTable::Nodes => &view.keyspaces.nodes,
+        };
+        let now = self.steps.read(&*self.clock)?;
+        let from = after.map_or(Bound::Unbounded, |key| Bound::Excluded(key.as_bytes()));
+        let (mut examined, mut last, mut doomed) = (0, None, Vec::new());
+        for entry in view
+            .snapshot
+            .range::<&[u8], _>(keyspace, (from, Bound::Unbounded))
+            .take(limit)
+        {
+            let (key, bytes) = entry
+                .into_inner()
+                .map_err(|e| LeaseError::from_store(unavailable(e)))?;
+            let key = String::from_utf8(key.to_vec())
+                .map_err(|_| LeaseError::Corrupt("fjall lease key is not utf-8".to_owned()))?;
+            let sweepable = match table {
+                SweepTable::Rooms => decode_lease(&bytes)?.sweepable(&now, grace_ms),
+                SweepTable::Nodes => decode_node(&bytes)?.sweepable(now.ms, grace_ms),
+            };
+            examined += 1;
+            if sweepable {
+                doomed.push(key.clone());
+            }
+            last = Some(key);
+        }
+        Ok(((examined, last), doomed))
+    }
+
     /// The row of `key` in the keyspace `which` picks, as the last durable snapshot holds it.
     fn read<T>(
         &self,
@@ -86,6 +130,10 @@ impl FjallDirectory {
             .transpose()
     }
 }
+
+/// A sweep batch as read: how many rows it examined and the last key, and the keys of
+/// the rows to delete.
+type Candidates = ((usize, Option<String>), Vec<String>);
 
 #[async_trait]
 impl LeaseRows for FjallDirectory {
@@ -132,5 +180,30 @@ impl LeaseRows for FjallDirectory {
                 answer,
             })
             .await
+    }
+
+    /// A range read of the durable snapshot on the calling task, then the candidates
+    /// through the writer in one group (decided again there, deleted durably).
+    async fn sweep(&self, grace_ms: u64, limit: usize) -> Result<Swept, LeaseError> {
+        let (table, after) = self.cursor.position();
+        let ((examined, last), doomed) =
+            self.sweep_candidates(table, after.as_deref(), grace_ms, limit)?;
+        let deleted = if doomed.is_empty() {
+            0
+        } else {
+            let clock = Arc::clone(&self.clock);
+            let steps = Arc::clone(&self.steps);
+            self.writer
+                .ask(|answer| Write::Sweep {
+                    table,
+                    keys: doomed,
+                    grace_ms,
+                    clock,
+                    steps,
+                    answer,
+                })
+                .await?
+        };
+        Ok(self.cursor.batch(table, last, (examined, deleted), limit))
     }
 }

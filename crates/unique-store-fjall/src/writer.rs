@@ -24,7 +24,7 @@ use fjall::PersistMode;
 use tokio::sync::oneshot;
 use unique_core::{CasOutcome, Error, OwnerState, VacantClaim, WriteHealth, probe_writable};
 use unique_lease::{
-    Clock, LeaseDump, LeaseError, NodeDecision, NodeOp, RoomDecision, RoomOp, StepGuard,
+    Clock, LeaseDump, LeaseError, NodeDecision, NodeOp, RoomDecision, RoomOp, StepGuard, SweepTable,
 };
 
 use crate::decide::{Decide, Pending};
@@ -81,6 +81,16 @@ pub(crate) enum Write {
         op: NodeOp,
         clock: Arc<dyn Clock>,
         answer: oneshot::Sender<Result<NodeDecision, LeaseError>>,
+    },
+    /// Rows a sweep found sweepable in the snapshot (D12): each decided again on the row
+    /// as it stands and deleted when it still is; answers how many were deleted.
+    Sweep {
+        table: SweepTable,
+        keys: Vec<String>,
+        grace_ms: u64,
+        clock: Arc<dyn Clock>,
+        steps: Arc<StepGuard>,
+        answer: oneshot::Sender<Result<usize, LeaseError>>,
     },
     /// Rows of another lease directory, merged in (see `FjallDirectory::import`).
     Import {
@@ -146,6 +156,7 @@ impl Write {
             Self::Raw { answer, .. } => refused(answer, error),
             Self::Room { answer, .. } => refused(answer, error),
             Self::Node { answer, .. } => refused(answer, error),
+            Self::Sweep { answer, .. } => refused(answer, error),
             Self::Import { answer, .. } => refused(answer, error),
         }
     }

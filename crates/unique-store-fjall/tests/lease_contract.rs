@@ -23,6 +23,17 @@ async fn subject() -> Subject {
 
 unique_lease_contract::lease_contract_tests!(subject);
 
+/// The sweep cases (D12) with the directory's rows.
+async fn rows_subject() -> Subject {
+    let dir = TempDir::new().expect("tempdir");
+    let store = FjallStore::open(dir.path().join("unique.fjall")).expect("open the store");
+    let clock = Arc::new(ManualClock::new(contract::start_time()));
+    let directory = store.directory_with_clock(clock.clone());
+    Subject::with_rows(Arc::new(directory), clock).keep_alive(Arc::new((store, dir)))
+}
+
+unique_lease_contract::lease_sweep_tests!(rows_subject);
+
 /// Leases, registrations and the epoch counter are durable: a reopened store still has
 /// the holding, and the next grant of any room is fenced above it (D4 across restarts).
 /// An imported dump moves the counter above its epochs, and a second import of it

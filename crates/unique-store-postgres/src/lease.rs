@@ -9,7 +9,8 @@ use tokio_postgres::Row;
 use tokio_postgres::error::SqlState;
 use unique_lease::{
     Clock, LeaseError, LeaseRow, LeaseRows, NodeDecision, NodeOp, NodeRow, NodeWrite, RoomDecision,
-    RoomOp, RoomWrite, StepGuard, StoreNow, SystemClock, async_trait, clock_millis,
+    RoomOp, RoomWrite, StepGuard, StoreNow, SweepCursor, SweepTable, Swept, SystemClock,
+    async_trait, clock_millis,
 };
 
 use crate::error::Failure;
@@ -46,13 +47,13 @@ macro_rules! now_ms {
 ///   is in Unix milliseconds on **the database server's clock**. Every step reads that clock
 ///   (`clock_timestamp()`) in the statement that reads the row, so the callers' clocks never
 ///   decide who holds a room (D10). Expired rows stay until the room is granted again or
-///   released.
+///   released, or a sweep deletes them once their grace has passed (D12).
 /// - `<prefix>_epoch`: a sequence (`CACHE 1`, `NO CYCLE`) that every new holding of any room
 ///   takes its epoch from. A sequence never goes back, not on rollback, release or expiry, so
 ///   epochs strictly increase and are never issued twice (D4).
 /// - `<prefix>_nodes (node text PRIMARY KEY, addr text, updated_ms bigint, expires_ms
 ///   bigint)`: the registrations, on the server's clock; an expired one is deleted when it
-///   is next looked up.
+///   is next looked up or swept.
 ///
 /// [`create_tables`](Self::create_tables) creates them (opt-in, like the session store's
 /// `--create-table`); [`check`](Self::check) is the startup check.
@@ -82,6 +83,8 @@ struct Inner {
     /// `None`: the database's clock judges (production). `Some`: a test clock does.
     clock: Option<Arc<dyn Clock>>,
     steps: Steps,
+    /// Where this directory's sweep stands (D12).
+    cursor: SweepCursor,
 }
 
 /// Forward steps of the database server's clock (D11), noticed against this process's
@@ -158,6 +161,7 @@ impl PostgresDirectoryBuilder {
                     monotonic: self.clock.clone().unwrap_or_else(|| Arc::new(SystemClock)),
                 },
                 clock: self.clock,
+                cursor: SweepCursor::new(),
             }),
         })
     }
@@ -337,6 +341,16 @@ struct LeaseStatements {
     put_node: String,
     /// `$1` node.
     delete_node: String,
+    /// `$1` the key to start after, `$2` how many, `$3` clock → rows `now, room, node,
+    /// token, epoch, expires_ms, ttl_ms` in key order (one row of NULLs but `now` when
+    /// there are none).
+    sweep_rooms: String,
+    /// `$1` rooms, `$2` tokens, `$3` expiries: deletes each row still at that version.
+    sweep_delete_rooms: String,
+    /// As `sweep_rooms`: `now, node, addr, updated_ms, expires_ms`.
+    sweep_nodes: String,
+    /// `$1` nodes, `$2` updated, `$3` expiries: as `sweep_delete_rooms`.
+    sweep_delete_nodes: String,
     /// The tables and the sequence, `IF NOT EXISTS`.
     create: String,
 }
@@ -371,6 +385,12 @@ impl LeaseStatements {
                 now_ms!("$2")
             )
         };
+        let [
+            sweep_rooms,
+            sweep_delete_rooms,
+            sweep_nodes,
+            sweep_delete_nodes,
+        ] = sweep_statements(&leases, &nodes);
         // The quoted name holds no `'` (only letters, digits, `_`, `-`, `.` and `"`).
         let nextval = format!("nextval('{epoch}'::regclass)");
         Ok(Self {
@@ -412,6 +432,10 @@ impl LeaseStatements {
                  updated_ms = excluded.updated_ms, expires_ms = excluded.expires_ms"
             ),
             delete_node: format!("DELETE FROM {nodes} WHERE node = $1"),
+            sweep_rooms,
+            sweep_delete_rooms,
+            sweep_nodes,
+            sweep_delete_nodes,
             create: format!(
                 "CREATE TABLE IF NOT EXISTS {leases} (room text PRIMARY KEY, \
                  node text NOT NULL, token text NOT NULL, epoch bigint NOT NULL, \
@@ -429,8 +453,12 @@ impl LeaseStatements {
     }
 
     /// Every statement an operation prepares.
-    fn all(&self) -> [&str; 9] {
+    fn all(&self) -> [&str; 13] {
         [
+            &self.sweep_rooms,
+            &self.sweep_delete_rooms,
+            &self.sweep_nodes,
+            &self.sweep_delete_nodes,
             &self.read,
             &self.lock_read,
             &self.grant,
@@ -454,6 +482,35 @@ impl LeaseStatements {
     fn node_lock_key(&self, node_id: &str) -> i64 {
         fnv1a(&self.nodes, node_id)
     }
+}
+
+/// The sweep's statements (D12) on the quoted `leases` and `nodes` tables: `sweep_rooms`,
+/// `sweep_delete_rooms`, `sweep_nodes`, `sweep_delete_nodes` (see [`LeaseStatements`]).
+fn sweep_statements(leases: &str, nodes: &str) -> [String; 4] {
+    [
+        format!(
+            "SELECT n.now, r.* FROM (SELECT {} AS now) n LEFT JOIN LATERAL \
+             (SELECT room, node, token, epoch, expires_ms, ttl_ms FROM {leases} \
+             WHERE room > $1 ORDER BY room LIMIT $2) r ON true",
+            now_ms!("$3")
+        ),
+        format!(
+            "DELETE FROM {leases} l USING unnest($1::text[], $2::text[], $3::bigint[]) \
+             AS d(room, token, expires_ms) WHERE l.room = d.room AND l.token = d.token \
+             AND l.expires_ms = d.expires_ms"
+        ),
+        format!(
+            "SELECT n.now, r.* FROM (SELECT {} AS now) n LEFT JOIN LATERAL \
+             (SELECT node, addr, updated_ms, expires_ms FROM {nodes} \
+             WHERE node > $1 ORDER BY node LIMIT $2) r ON true",
+            now_ms!("$3")
+        ),
+        format!(
+            "DELETE FROM {nodes} x USING unnest($1::text[], $2::bigint[], $3::bigint[]) \
+             AS d(node, updated_ms, expires_ms) WHERE x.node = d.node \
+             AND x.updated_ms = d.updated_ms AND x.expires_ms = d.expires_ms"
+        ),
+    ]
 }
 
 /// 64-bit FNV-1a of `table`, a `/` and `id`.
@@ -722,6 +779,104 @@ async fn node_locked(
     Ok(decision)
 }
 
+/// A row a sweep deletes, at the version it read: the key, and the token (rooms) or
+/// `updated_ms` (nodes) with the expiry.
+struct Doomed {
+    key: String,
+    token: String,
+    updated_ms: i64,
+    expires_ms: i64,
+}
+
+/// A sweep batch's keys as read, and the rows the rules call sweepable.
+type SweepBatch = (Vec<String>, Vec<Doomed>);
+
+/// The rows of a `sweep_rooms` / `sweep_nodes` answer, judged by the rules at its clock
+/// reading (D12).
+fn sweep_batch(
+    rows: &[Row],
+    table: SweepTable,
+    steps: &Steps,
+    grace_ms: u64,
+) -> Result<SweepBatch, LeaseError> {
+    let Some(first) = rows.first() else {
+        return Ok((Vec::new(), Vec::new()));
+    };
+    let now = steps.observe(now_of(first)?);
+    let (mut keys, mut doomed) = (Vec::new(), Vec::new());
+    for row in rows {
+        let Some(key) = get::<Option<String>>(row, 1, "key")? else {
+            continue;
+        };
+        let (sweepable, version) = match table {
+            SweepTable::Rooms => {
+                let lease = LeaseRow {
+                    node_id: get(row, 2, "node")?,
+                    lease_token: get(row, 3, "token")?,
+                    epoch: whole(get(row, 4, "epoch")?, "epoch")?,
+                    expires_ms: whole(get(row, 5, "expires_ms")?, "expires_ms")?,
+                    ttl_ms: get::<Option<i64>>(row, 6, "ttl_ms")?
+                        .map(|ttl| whole(ttl, "ttl_ms"))
+                        .transpose()?,
+                };
+                let version = (lease.lease_token.clone(), 0, to_i64(lease.expires_ms));
+                (lease.sweepable(&now, grace_ms), version)
+            }
+            SweepTable::Nodes => {
+                let updated: i64 = get(row, 3, "updated_ms")?;
+                let node = NodeRow {
+                    grpc_addr: get(row, 2, "addr")?,
+                    updated_ms: whole(updated, "updated_ms")?,
+                    expires_ms: whole(get(row, 4, "expires_ms")?, "expires_ms")?,
+                };
+                let version = (String::new(), updated, to_i64(node.expires_ms));
+                (node.sweepable(now.ms, grace_ms), version)
+            }
+        };
+        if sweepable {
+            doomed.push(Doomed {
+                key: key.clone(),
+                token: version.0,
+                updated_ms: version.1,
+                expires_ms: version.2,
+            });
+        }
+        keys.push(key);
+    }
+    Ok((keys, doomed))
+}
+
+/// Deletes the rows of `doomed` still at the version read (compare and delete: a row
+/// granted, renewed or registered again since stays), in one statement.
+async fn sweep_delete(
+    client: &Object,
+    sql: &LeaseStatements,
+    table: SweepTable,
+    doomed: Vec<Doomed>,
+) -> Result<u64, tokio_postgres::Error> {
+    if doomed.is_empty() {
+        return Ok(0);
+    }
+    let expiries: Vec<i64> = doomed.iter().map(|d| d.expires_ms).collect();
+    let updated: Vec<i64> = doomed.iter().map(|d| d.updated_ms).collect();
+    let (keys, tokens): (Vec<String>, Vec<String>) =
+        doomed.into_iter().map(|d| (d.key, d.token)).unzip();
+    match table {
+        SweepTable::Rooms => {
+            let statement = client.prepare_cached(&sql.sweep_delete_rooms).await?;
+            client
+                .execute(&statement, &[&keys, &tokens, &expiries])
+                .await
+        }
+        SweepTable::Nodes => {
+            let statement = client.prepare_cached(&sql.sweep_delete_nodes).await?;
+            client
+                .execute(&statement, &[&keys, &updated, &expiries])
+                .await
+        }
+    }
+}
+
 #[async_trait]
 impl LeaseRows for PostgresDirectory {
     async fn room(
@@ -794,6 +949,41 @@ impl LeaseRows for PostgresDirectory {
             Ok((c, answer))
         })
         .await
+    }
+
+    /// Two statements, no transaction and no lock held between them: the batch read with
+    /// the server's clock, then one compare-and-delete of the rows the rules call sweepable.
+    async fn sweep(&self, grace_ms: u64, limit: usize) -> Result<Swept, LeaseError> {
+        let clock = self.clock_param()?;
+        let (sql, steps) = (&self.inner.sql, &self.inner.steps);
+        let (table, after) = self.inner.cursor.position();
+        let after = after.unwrap_or_default();
+        let count = i64::try_from(limit).unwrap_or(i64::MAX);
+        let (keys, deleted) = self
+            .with_connection("sweep", |c| async move {
+                let read = match table {
+                    SweepTable::Rooms => &sql.sweep_rooms,
+                    SweepTable::Nodes => &sql.sweep_nodes,
+                };
+                let statement = c.client().prepare_cached(read).await?;
+                let rows = c
+                    .client()
+                    .query(&statement, &[&after, &count, &clock])
+                    .await?;
+                let (keys, doomed) = match sweep_batch(&rows, table, steps, grace_ms) {
+                    Ok(batch) => batch,
+                    Err(e) => return Ok((c, Err(e))),
+                };
+                let deleted = sweep_delete(c.client(), sql, table, doomed).await?;
+                Ok((c, Ok((keys, deleted))))
+            })
+            .await?;
+        let deleted = usize::try_from(deleted).unwrap_or(usize::MAX);
+        let last = keys.last().cloned();
+        Ok(self
+            .inner
+            .cursor
+            .batch(table, last, (keys.len(), deleted), limit))
     }
 }
 

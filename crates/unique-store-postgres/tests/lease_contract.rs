@@ -70,6 +70,16 @@ fn directory_prefix(directory: &PostgresDirectory) -> String {
 
 unique_lease_contract::lease_contract_tests!(subject);
 
+/// The sweep cases (D12) with the directory's rows.
+async fn rows_subject() -> Subject {
+    let server = postgres::shared();
+    let clock = Arc::new(ManualClock::new(contract::start_time()));
+    let directory = created(&store(&server), Some(clock.clone())).await;
+    Subject::with_rows(Arc::new(directory), clock).keep_alive(server)
+}
+
+unique_lease_contract::lease_sweep_tests!(rows_subject);
+
 /// D10 on the database's clock (no test clock): callers whose clocks are ten minutes apart
 /// never both hold a room. Node a takes it saying it is T; node b, on another directory,
 /// says it is T + 10 min, far past a's 30 s lease by its clock, and is told a holds it.

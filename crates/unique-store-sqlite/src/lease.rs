@@ -10,7 +10,8 @@ use rusqlite::{
 };
 use unique_lease::{
     Clock, LeaseDump, LeaseError, LeaseRow, LeaseRows, NodeDecision, NodeOp, NodeRow, NodeWrite,
-    RoomDecision, RoomOp, RoomWrite, StepGuard, SystemClock, async_trait,
+    RoomDecision, RoomOp, RoomWrite, StepGuard, SweepCursor, SweepTable, Swept, SystemClock,
+    async_trait,
 };
 
 use crate::error::map_sqlite;
@@ -70,6 +71,12 @@ const LAST_EPOCH: &str = "SELECT last FROM lease_epoch WHERE id = 1";
 const ALL_LEASES: &str =
     "SELECT room, node, token, epoch, expires_ms, ttl_ms FROM leases ORDER BY room";
 const ALL_NODES: &str = "SELECT node, addr, updated_ms, expires_ms FROM nodes ORDER BY node";
+/// A sweep's batch (D12): up to `?2` rows after the key `?1`, in key order (ids are never
+/// empty, so `''` starts at the first).
+const SWEEP_LEASES: &str = "SELECT room, node, token, epoch, expires_ms, ttl_ms FROM leases \
+     WHERE room > ?1 ORDER BY room LIMIT ?2";
+const SWEEP_NODES: &str = "SELECT node, addr, updated_ms, expires_ms FROM nodes \
+     WHERE node > ?1 ORDER BY node LIMIT ?2";
 
 /// The name [`RoomOp::decide`] gives a corrupt record.
 const STORE: &str = "sqlite";
@@ -89,8 +96,9 @@ const STORE: &str = "sqlite";
 /// expires_ms)` and `lease_epoch`, one row holding the last epoch issued: every new holding
 /// of any room takes the next one in the transaction that writes it, so epochs strictly
 /// increase and are never reused, whatever was released or expired (D4). Expired leases
-/// stay until the room is granted again or released; an expired registration is deleted
-/// when it is next looked up.
+/// stay until the room is granted again or released, or a sweep deletes them once their
+/// grace has passed ([`LeaseRows::sweep`], D12); an expired registration is deleted when
+/// it is next looked up or swept.
 ///
 /// # The file
 ///
@@ -126,6 +134,8 @@ struct Inner {
     /// Forward steps of the clock (D11), per directory: each process sharing the file
     /// notices a step itself.
     steps: StepGuard,
+    /// Where this directory's sweep stands (D12).
+    cursor: SweepCursor,
     path: PathBuf,
 }
 
@@ -224,6 +234,7 @@ impl SqliteDirectoryBuilder {
                 conn: Mutex::new(conn),
                 clock: self.clock,
                 steps: StepGuard::new(),
+                cursor: SweepCursor::new(),
                 path: self.path,
             }),
         })
@@ -601,6 +612,59 @@ fn node_step(
     Ok(Some(decision))
 }
 
+/// A sweep's batch of `table` in `tx` (under the write lock): up to `limit` rows after
+/// `after`, those the rules call sweepable at the clock deleted (D12). Answers how many
+/// rows were examined, the last key, and how many were deleted.
+fn sweep_step(
+    tx: &Transaction<'_>,
+    timing: &Timing<'_>,
+    (table, after): (SweepTable, &str),
+    grace_ms: u64,
+    limit: usize,
+) -> Result<(usize, Option<String>, usize), Failure> {
+    let now = timing.now()?;
+    let limit_param = i64::try_from(limit).unwrap_or(i64::MAX);
+    let (keys, doomed): (Vec<String>, Vec<String>) = match table {
+        SweepTable::Rooms => {
+            let rows = tx
+                .prepare_cached(SWEEP_LEASES)?
+                .query_map(params![after, limit_param], |r| {
+                    Ok((r.get::<_, String>(0)?, lease_row(r, 1)?))
+                })?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            let doomed = rows
+                .iter()
+                .filter(|(_, row)| row.sweepable(&now, grace_ms))
+                .map(|(key, _)| key.clone())
+                .collect();
+            (rows.into_iter().map(|(key, _)| key).collect(), doomed)
+        }
+        SweepTable::Nodes => {
+            let rows = tx
+                .prepare_cached(SWEEP_NODES)?
+                .query_map(params![after, limit_param], |r| {
+                    Ok((r.get::<_, String>(0)?, node_row(r, 1)?))
+                })?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            let doomed = rows
+                .iter()
+                .filter(|(_, row)| row.sweepable(now.ms, grace_ms))
+                .map(|(key, _)| key.clone())
+                .collect();
+            (rows.into_iter().map(|(key, _)| key).collect(), doomed)
+        }
+    };
+    let delete = match table {
+        SweepTable::Rooms => DELETE,
+        SweepTable::Nodes => DELETE_NODE,
+    };
+    let mut statement = tx.prepare_cached(delete)?;
+    for key in &doomed {
+        statement.execute([key])?;
+    }
+    Ok((keys.len(), keys.last().cloned(), doomed.len()))
+}
+
 #[async_trait]
 impl LeaseRows for SqliteDirectory {
     async fn room(
@@ -637,6 +701,25 @@ impl LeaseRows for SqliteDirectory {
             })
         })
         .await
+    }
+
+    /// One `BEGIN IMMEDIATE` transaction per batch: the rows read, the clock read, the
+    /// sweepable ones deleted, committed.
+    async fn sweep(&self, grace_ms: u64, limit: usize) -> Result<Swept, LeaseError> {
+        let (table, after) = self.inner.cursor.position();
+        let (examined, last, deleted) = self
+            .run("sweep", move |conn, timing| {
+                let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+                let after = after.as_deref().unwrap_or_default();
+                let done = sweep_step(&tx, timing, (table, after), grace_ms, limit)?;
+                tx.commit()?;
+                Ok(done)
+            })
+            .await?;
+        Ok(self
+            .inner
+            .cursor
+            .batch(table, last, (examined, deleted), limit))
     }
 }
 

@@ -28,3 +28,18 @@ async fn subject() -> Subject {
 }
 
 unique_lease_contract::lease_contract_tests!(subject);
+
+/// The sweep cases (D12) with the directory's rows; `synchronous = NORMAL`, so that a
+/// hundred thousand grants do not wait for as many fsyncs (durability is not what they test).
+async fn rows_subject() -> Subject {
+    let dir = TempDir::new().expect("tempdir");
+    let clock = Arc::new(ManualClock::new(contract::start_time()));
+    let directory = SqliteDirectory::builder(dir.path().join("leases.db"))
+        .clock(clock.clone())
+        .synchronous(unique_store_sqlite::Synchronous::Normal)
+        .open()
+        .expect("open the lease directory");
+    Subject::with_rows(Arc::new(directory), clock).keep_alive(Arc::new(dir))
+}
+
+unique_lease_contract::lease_sweep_tests!(rows_subject);
