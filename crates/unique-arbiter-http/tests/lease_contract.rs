@@ -394,14 +394,14 @@ async fn callers_need_a_token_of_the_project_with_every_env() {
         .await,
         json!({"node": null})
     );
-    // Through the client: a refused token is `Backend` (no retry fixes it).
+    // Through the client: a refused token is `Forbidden` (no retry fixes it).
     let refused = server
         .directory(CHAT, "game")
         .lookup("r")
         .await
         .unwrap_err();
     assert!(
-        matches!(refused, LeaseError::Backend { .. }) && !refused.is_retryable(),
+        matches!(refused, LeaseError::Forbidden(_)) && !refused.is_retryable(),
         "{refused}"
     );
     assert!(refused.to_string().contains("(403)"), "{refused}");

@@ -1,5 +1,5 @@
 //! A game server's player connections: one WebSocket per player, one [`Session`] per
-//! socket, and the socket closed with the session's [`EndNotice`] when the session ends.
+//! socket, and the socket closed with the session's [`EndNotice`](unique_sessions::node::EndNotice) when the session ends.
 //!
 //! `GET /play/{uid}` logs the player in on the node *before* upgrading the connection: a
 //! login that fails is an HTTP answer (400 for a bad uid, 503 while the node drains or when
@@ -8,8 +8,8 @@
 //!
 //! - **the session ends** ([`Session::ended`]): a login elsewhere, an admin logout, a newer
 //!   login of the player on this node, a heartbeat eviction, a drain. The socket closes with
-//!   the notice's code and JSON reason ([`EndNotice::close_code`],
-//!   [`EndNotice::close_reason`]), so the client shows why and knows whether to reconnect:
+//!   the notice's code and JSON reason ([`EndNotice::close_code`](unique_sessions::node::EndNotice::close_code),
+//!   [`EndNotice::close_reason`](unique_sessions::node::EndNotice::close_reason)), so the client shows why and knows whether to reconnect:
 //!   4001 (logged in elsewhere) and 4002 (logged out by an operator) mean do not, 4100
 //!   (node draining) means reconnect now, and the load balancer sends it to another node;
 //! - **the player leaves** (a close frame, or the connection drops): the session is logged
