@@ -78,7 +78,7 @@ fn run(args: &Args) -> Result<(), String> {
     // Built before anything is pinned: cargo gets every CPU.
     let server_bin = match (&args.server_bin, needs_server) {
         (Some(path), _) => Some(path.clone()),
-        (None, true) => Some(server::build_release()?),
+        (None, true) => Some(unique_testsupport::build_release_server()?),
         (None, false) => None,
     };
     let allowed = pin::allowed(None);

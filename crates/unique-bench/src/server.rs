@@ -2,13 +2,13 @@
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{ChildStdout, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
 use tempfile::TempDir;
-use unique_testsupport::{ChildGuard, workspace_root};
+use unique_testsupport::ChildGuard;
 
 /// How long a fresh server gets to print its address.
 const START_LIMIT: Duration = Duration::from_secs(30);
@@ -34,31 +34,6 @@ pub(crate) enum DbSync {
     Full,
     /// fsync at checkpoints only.
     Normal,
-}
-
-/// Runs `cargo build --release -p unique-server` and returns the binary's path.
-pub(crate) fn build_release() -> Result<PathBuf, String> {
-    let root = workspace_root();
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    eprintln!("unique-bench: cargo build --release -p unique-server");
-    let status = Command::new(cargo)
-        .args(["build", "--release", "-p", "unique-server"])
-        .current_dir(&root)
-        .status()
-        .map_err(|e| format!("cannot run cargo: {e}"))?;
-    if !status.success() {
-        return Err(format!(
-            "cargo build --release -p unique-server failed with {status}"
-        ));
-    }
-    let target =
-        std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from);
-    let binary = target.join("release").join("unique-server");
-    if binary.is_file() {
-        Ok(binary)
-    } else {
-        Err(format!("the build left no binary at {}", binary.display()))
-    }
 }
 
 /// The SQLite store's file, in the server's directory ([`UniqueServer::dir`]).

@@ -145,6 +145,36 @@ pub fn workspace_root() -> PathBuf {
         .to_path_buf()
 }
 
+/// Runs `cargo build --release -p unique-server` in the workspace and returns the binary's
+/// path (under `CARGO_TARGET_DIR` when set): the server the bench and the soak drive.
+///
+/// # Errors
+///
+/// When cargo cannot run, the build fails, or it leaves no binary.
+pub fn build_release_server() -> Result<PathBuf, String> {
+    let root = workspace_root();
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    eprintln!("cargo build --release -p unique-server");
+    let status = std::process::Command::new(cargo)
+        .args(["build", "--release", "-p", "unique-server"])
+        .current_dir(&root)
+        .status()
+        .map_err(|e| format!("cannot run cargo: {e}"))?;
+    if !status.success() {
+        return Err(format!(
+            "cargo build --release -p unique-server failed with {status}"
+        ));
+    }
+    let target =
+        std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from);
+    let binary = target.join("release").join("unique-server");
+    if binary.is_file() {
+        Ok(binary)
+    } else {
+        Err(format!("the build left no binary at {}", binary.display()))
+    }
+}
+
 /// `.tools/` under the workspace root: where test tooling installs what it needs.
 pub fn tools_dir() -> PathBuf {
     workspace_root().join(".tools")

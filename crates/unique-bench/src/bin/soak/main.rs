@@ -16,7 +16,7 @@ mod report;
 mod server;
 
 use std::path::PathBuf;
-use std::process::{Command, ExitCode};
+use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -104,7 +104,7 @@ fn run(args: &Args) -> Result<bool, String> {
     }
     let binary = match &args.server_bin {
         Some(path) => path.clone(),
-        None => build_release()?,
+        None => unique_testsupport::build_release_server()?,
     };
     let cpus = server::allowed_cpus().unwrap_or_default();
     let server_cpu = if let ([server, client, ..], false) = (&cpus[..], args.no_pin) {
@@ -150,26 +150,6 @@ fn secret(path: &std::path::Path, text: &str) -> Result<PathBuf, String> {
     unique_testsupport::write_secret(path, text)
         .map(|()| path.to_path_buf())
         .map_err(|e| format!("cannot write {}: {e}", path.display()))
-}
-
-/// Runs `cargo build --release -p unique-server` and returns the binary's path.
-fn build_release() -> Result<PathBuf, String> {
-    let root = unique_testsupport::workspace_root();
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    eprintln!("soak: cargo build --release -p unique-server");
-    let status = Command::new(cargo)
-        .args(["build", "--release", "-p", "unique-server"])
-        .current_dir(&root)
-        .status()
-        .map_err(|e| format!("cannot run cargo: {e}"))?;
-    if !status.success() {
-        return Err(format!(
-            "cargo build --release -p unique-server failed with {status}"
-        ));
-    }
-    let target =
-        std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from);
-    Ok(target.join("release").join("unique-server"))
 }
 
 async fn soak(
