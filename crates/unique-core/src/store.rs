@@ -14,17 +14,21 @@ use crate::types::{CurrentView, Key, Owner, OwnerState, UserKey, UserSession};
 ///
 /// # Record
 ///
-/// One record per [`Key`] with three attributes: `gen` (number), `owner` (the JSON
-/// of [`Owner`]; the empty string for a tombstone) and `cid` (the claim_id of the
-/// last successful claim; absent on a tombstone). Records live forever: no TTL,
-/// `gen` is never reset or recycled, its domain is `[1, i64::MAX)`.
+/// One record per [`Key`] (slot included) with four attributes: `gen` (number),
+/// `owner` (the JSON of [`Owner`]; the empty string for a tombstone), `cid` (the
+/// claim_id of the last successful claim; absent on a tombstone) and `won` (the
+/// last [`RECENT_CLAIMS`](crate::RECENT_CLAIMS) winning claims as JSON
+/// `[["claim_id",gen],…]`, oldest first, C9; absent on records written before
+/// it). Records live forever: no TTL, `gen` is never reset or recycled, its
+/// domain is `[1, i64::MAX)`.
 ///
 /// Read stored attributes with [`OwnerState::from_record`]: it is the one
 /// place a raw record gets its meaning. A record stored at gen 0 was never
 /// claimed and reads as absent; an absent or empty `owner` is a tombstone; a
 /// non-empty owner that is not an [`Owner`] JSON object (or not a string,
 /// [`StoredOwner::NotText`](crate::StoredOwner::NotText)) is corrupt; an
-/// absent `cid` is `None` and an empty one `Some("")`.
+/// absent `cid` is `None` and an empty one `Some("")`; an absent or unreadable
+/// `won` is no recent claims, never an error.
 ///
 /// # Writing a backend
 ///
@@ -33,9 +37,15 @@ use crate::types::{CurrentView, Key, Owner, OwnerState, UserKey, UserSession};
 /// [`OwnerState::into_current_view`]; a claim takes its condition and the gen
 /// it writes from [`Fence::for_snapshot`](crate::Fence::for_snapshot) and
 /// [`Fence::next_generation`](crate::Fence::next_generation) (or checks it in
-/// process with [`Fence::holds`](crate::Fence::holds)), and stores the owner
-/// as [`encode_owner`] returns it; [`decode_owner`] is the inverse
-/// `from_record` uses. Then run the contract suite, `unique-store-contract`,
+/// process with [`Fence::holds`](crate::Fence::holds)), stores the owner
+/// as [`encode_owner`] returns it ([`decode_owner`] is the inverse
+/// `from_record` uses) and `won` as [`OwnerState::won_after`] returns it, in
+/// the same write. A listing reads the user's key and
+/// [`UserKey::slot_range`] and makes each entry with [`listed_session`].
+/// Required are `read_owner`, `claim_cas`, `current` and `release`; the
+/// others have defaults that stay correct (`read_owners` loops `read_owner`,
+/// `check_ready` reads [`ready_key`], `claim_vacant` sends nothing) except
+/// `list_sessions`, whose default fails. Then run the contract suite, `unique-store-contract`,
 /// on the backend: its test target hands the suite the store and a raw-record
 /// hook kept behind a `test-util` feature. The repository's
 /// `docs/backend-guide.md` walks through all of it, with a complete
@@ -53,13 +63,13 @@ use crate::types::{CurrentView, Key, Owner, OwnerState, UserKey, UserSession};
 /// - **C3** [`claim_cas`](Store::claim_cas) MUST write under the condition of
 ///   [`Fence::for_snapshot(snap)`](crate::Fence::for_snapshot), which picks it
 ///   from `snap.claim_id`, never from `snap.owner`:
-///   first login → the record must still not exist;
+///   first login → the record must still not exist (or be stored at gen 0);
 ///   double pin → `gen == snap.gen && cid == snap.claim_id`;
 ///   tombstone → `gen == snap.gen && cid absent`.
 /// - **C4** The condition check and the write of `gen =`
 ///   [`Fence::next_generation`](crate::Fence::next_generation) (1 on first
-///   login, else `snap.gen + 1`), `owner` and `cid` MUST happen in one atomic
-///   write; the reported gen is the written value, not a re-read. At most one
+///   login, else `snap.gen + 1`), `owner`, `cid` and `won` (C9) MUST happen in
+///   one atomic write; the reported gen is the written value, not a re-read. At most one
 ///   of concurrent claims on a key succeeds. When the fence refuses the
 ///   snapshot (the next gen would reach `i64::MAX`) the store MUST return that
 ///   [`Error::Unavailable`] and write nothing.
@@ -91,6 +101,9 @@ use crate::types::{CurrentView, Key, Owner, OwnerState, UserKey, UserSession};
 ///   store it wraps, called once, passing its answer through (it may time, count, delay or
 ///   fail a call). Write one as a [`StoreLayer`], which forwards every method by
 ///   construction; `unique-store-contract`'s `wrapper_contract_tests!` checks a wrapper.
+/// - **C13** A store whose [`count_online`](Store::count_online) answers `Some` counts
+///   exactly the records holding a session: after claims and releases complete, the count
+///   moved by the sessions they opened and closed.
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
     /// Strongly consistent snapshot of the key's record (C2, C6, C7).
@@ -195,6 +208,26 @@ pub trait Store: Send + Sync + 'static {
         ))
     }
 
+    /// How many records hold a session across the whole store (every project, env and
+    /// slot), or `None` when the store has no cheap way to count them (C13): what the
+    /// server's `unique_sessions_online` gauge reports.
+    ///
+    /// A record counts when its gen is above 0 and its `owner` attribute is not empty (a
+    /// corrupt owner counts: the count does not decode owners); tombstones, gen-0 records
+    /// and absent keys do not. The count is one query, not a snapshot of every key: claims
+    /// and releases that complete before the call are in it, those running during it may
+    /// or may not be. Call it seldom: it may read every record (a scan of the table).
+    ///
+    /// The default answers `Ok(None)` without a request (a store that cannot count, such
+    /// as DynamoDB, where a count is a full table scan billed per item).
+    ///
+    /// # Errors
+    ///
+    /// `Unavailable` when the store cannot be read; `Throttled` when it throttled.
+    async fn count_online(&self) -> Result<Option<u64>, Error> {
+        Ok(None)
+    }
+
     /// Whether the store answers now: what a readiness probe asks.
     ///
     /// The default is one strongly consistent [`read_owner`](Store::read_owner) of
@@ -243,11 +276,13 @@ pub enum StoreOperation {
     ListSessions,
     /// [`Store::check_ready`].
     CheckReady,
+    /// [`Store::count_online`].
+    CountOnline,
 }
 
 impl StoreOperation {
     /// Every operation, in declaration order.
-    pub const ALL: [Self; 8] = [
+    pub const ALL: [Self; 9] = [
         Self::ReadOwner,
         Self::ClaimCas,
         Self::ClaimVacant,
@@ -256,6 +291,7 @@ impl StoreOperation {
         Self::ReadOwners,
         Self::ListSessions,
         Self::CheckReady,
+        Self::CountOnline,
     ];
 
     /// The method's name (`read_owner`, `claim_cas`, …): a metric label or a log field.
@@ -269,6 +305,7 @@ impl StoreOperation {
             Self::ReadOwners => "read_owners",
             Self::ListSessions => "list_sessions",
             Self::CheckReady => "check_ready",
+            Self::CountOnline => "count_online",
         }
     }
 }
@@ -295,6 +332,7 @@ impl StoreAnswer for bool {}
 impl StoreAnswer for () {}
 impl StoreAnswer for Vec<Result<OwnerState, Error>> {}
 impl StoreAnswer for Vec<UserSession> {}
+impl StoreAnswer for Option<u64> {}
 
 /// The future of one call of the wrapped store, as a [`StoreLayer`] receives it.
 pub type StoreCall<'a, T> = Pin<Box<dyn Future<Output = Result<T, Error>> + Send + 'a>>;
@@ -308,7 +346,7 @@ pub type StoreCall<'a, T> = Pin<Box<dyn Future<Output = Result<T, Error>> + Send
 /// implementation is the one blanket implementation below, which spells every method of
 /// the trait (`clippy::missing_trait_methods` is denied on it, so a method added to `Store`
 /// without a forward fails clippy). The trait's defaults (`vacant_claims`, `claim_vacant`,
-/// `read_owners`, `list_sessions`, `check_ready`) are for backends; through a layer each
+/// `read_owners`, `list_sessions`, `check_ready`, `count_online`) are for backends; through a layer each
 /// method is the wrapped store's own. Write a wrapper as a `StoreLayer`, never as an
 /// `impl Store` of its own: `MeteredStore` lost two forwards that way.
 ///
@@ -413,6 +451,10 @@ impl<L: StoreLayer> Store for L {
     }
     async fn check_ready(&self) -> Result<(), Error> {
         self.around(StoreOperation::CheckReady, self.inner().check_ready())
+            .await
+    }
+    async fn count_online(&self) -> Result<Option<u64>, Error> {
+        self.around(StoreOperation::CountOnline, self.inner().count_online())
             .await
     }
 }

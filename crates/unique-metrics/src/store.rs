@@ -8,7 +8,7 @@ use unique_core::{Error, Store, StoreAnswer, StoreCall, StoreLayer, StoreOperati
 use crate::{STORE_ERRORS_TOTAL, STORE_LOST_RACES_TOTAL, STORE_OPERATION_DURATION_SECONDS};
 
 /// The timed operations, in the order of their handles. Readiness is not one of them.
-const OPERATIONS: [StoreOperation; 7] = [
+const OPERATIONS: [StoreOperation; 8] = [
     StoreOperation::ReadOwner,
     StoreOperation::ClaimCas,
     StoreOperation::Current,
@@ -16,6 +16,7 @@ const OPERATIONS: [StoreOperation; 7] = [
     StoreOperation::ReadOwners,
     StoreOperation::ListSessions,
     StoreOperation::ClaimVacant,
+    StoreOperation::CountOnline,
 ];
 /// The `kind` label values of store errors: the [`Error::code`]s.
 const ERROR_KINDS: [&str; 3] = ["throttled", "unavailable", "invalid_params"];
@@ -30,6 +31,7 @@ fn handle_index(operation: StoreOperation) -> Option<usize> {
         StoreOperation::ReadOwners => Some(4),
         StoreOperation::ListSessions => Some(5),
         StoreOperation::ClaimVacant => Some(6),
+        StoreOperation::CountOnline => Some(7),
         // A probe, not an operation claims make.
         StoreOperation::CheckReady => None,
     }
@@ -68,7 +70,7 @@ struct Handles {
 pub struct MeteredStore<S> {
     inner: S,
     /// Indexed like [`OPERATIONS`].
-    operations: [Handles; 7],
+    operations: [Handles; OPERATIONS.len()],
     lost_races: Counter,
 }
 

@@ -8,7 +8,7 @@
 //! answered what the witness answered. A wrapper that leaves a method to the trait's default
 //! fails the case named for the method: the default `check_ready` reads with `read_owner`,
 //! the default `claim_vacant` and `vacant_claims` call nothing, the default `read_owners`
-//! calls `read_owner` per key, the default `list_sessions` calls nothing.
+//! calls `read_owner` per key, the default `list_sessions` and `count_online` call nothing.
 //!
 //! [`wrapper_contract_tests!`]: crate::wrapper_contract_tests
 
@@ -110,6 +110,10 @@ impl Store for Witness {
     }
     async fn check_ready(&self) -> Result<(), Error> {
         self.record("check_ready", self.inner.check_ready()).await
+    }
+    async fn count_online(&self) -> Result<Option<u64>, Error> {
+        self.record("count_online", self.inner.count_online())
+            .await
     }
 }
 
@@ -242,4 +246,12 @@ pub async fn list_sessions(subject: Wrapped) {
 pub async fn check_ready(subject: Wrapped) {
     let answer = subject.wrapper.check_ready().await;
     subject.forwarded("check_ready", &answer);
+}
+
+/// C12: `count_online` reaches the wrapped store's `count_online` (the default answers
+/// `None` without a call).
+pub async fn count_online(subject: Wrapped) {
+    subject.claimed(1).await;
+    let answer = subject.wrapper.count_online().await;
+    subject.forwarded("count_online", &answer);
 }

@@ -32,6 +32,7 @@ pub mod invariants;
 pub mod linearizability;
 pub mod listing;
 pub mod model;
+pub mod online_count;
 pub mod recent_claims;
 mod rival;
 pub mod slots;
@@ -303,6 +304,57 @@ where
     report
 }
 
+/// The count cases (C13), run by [`online_count_tests!`] and [`check_online_count`]: apart
+/// from the others, since each needs a store of its own.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __online_count_cases {
+    ($callback:ident ! $args:tt) => {
+        $crate::$callback! {
+            $args
+            online_count {
+                counts_exactly_the_sessions_held,
+                count_sees_completed_concurrent_writes,
+            }
+        }
+    };
+}
+
+/// Expands to one test per count case (C13) in a module `online_count_contract`, for a
+/// store whose [`Store::count_online`] answers `Some`. The count is of the whole store, so
+/// `$factory` must hand each case a store no other test writes while the case runs (a fresh
+/// store, or a table of its own), unlike [`store_contract_tests!`]'s factory.
+#[macro_export]
+macro_rules! online_count_tests {
+    ($factory:expr $(,)?) => {
+        mod online_count_contract {
+            #[allow(unused_imports)]
+            use super::*;
+
+            async fn __subject() -> $crate::Subject {
+                ($factory)().await
+            }
+
+            $crate::__online_count_cases!(__store_contract_test_fns!());
+        }
+    };
+}
+
+/// Every count case name as `online_count::case`.
+pub const ONLINE_COUNT_CASES: &[&str] = __online_count_cases!(__store_contract_names!());
+
+/// Runs every count case (C13), each on a fresh subject from `factory` (a store no one else
+/// writes meanwhile, as for [`online_count_tests!`]), and reports every failure.
+pub async fn check_online_count<F, Fut>(factory: F) -> Report
+where
+    F: Fn() -> Fut,
+    Fut: Future<Output = Subject>,
+{
+    let mut report = Report::new("store");
+    __online_count_cases!(__store_contract_run_all!(report, factory));
+    report
+}
+
 /// What [`check_all`] found: the passed cases and every failure with its clause.
 pub use unique_suite_kit::{Failure, Report};
 
@@ -324,6 +376,7 @@ macro_rules! __wrapper_contract_cases {
                 read_owners,
                 list_sessions,
                 check_ready,
+                count_online,
             }
         }
     };

@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use unique_store_contract::CASES;
+use unique_store_contract::{CASES, ONLINE_COUNT_CASES};
 
 /// Every `pub async fn NAME(subject: Subject)` in `src/<module>.rs`, as `module::NAME`.
 fn cases_in_sources() -> BTreeSet<String> {
@@ -35,14 +35,15 @@ fn cases_in_sources() -> BTreeSet<String> {
 
 #[test]
 fn cases_list_matches_sources() {
-    let listed: BTreeSet<String> = CASES.iter().map(|s| (*s).to_owned()).collect();
-    assert_eq!(listed.len(), CASES.len(), "a case is listed twice");
+    let all: Vec<&str> = CASES.iter().chain(ONLINE_COUNT_CASES).copied().collect();
+    let listed: BTreeSet<String> = all.iter().map(|s| (*s).to_owned()).collect();
+    assert_eq!(listed.len(), all.len(), "a case is listed twice");
     let sources = cases_in_sources();
     let missing: Vec<_> = sources.difference(&listed).collect();
     let stale: Vec<_> = listed.difference(&sources).collect();
     assert!(
         missing.is_empty(),
-        "cases not in __store_contract_cases!: {missing:?}"
+        "cases not in __store_contract_cases! nor __online_count_cases!: {missing:?}"
     );
     assert!(
         stale.is_empty(),

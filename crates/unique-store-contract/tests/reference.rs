@@ -49,6 +49,8 @@ enum Bug {
     VacantOverSession,
     /// `claim_vacant` ignores the recent claims: a superseded claim_id takes a tombstone.
     VacantIgnoresWins,
+    /// `count_online` counts every record with a gen, tombstones included.
+    CountsTombstones,
 }
 
 struct Entry {
@@ -214,6 +216,22 @@ impl Store for RefStore {
         }))
     }
 
+    /// Every record holding an owner, read under one lock (C13).
+    async fn count_online(&self) -> Result<Option<u64>, Error> {
+        let records = self.records.lock().unwrap();
+        let online = records
+            .values()
+            .map(|entry| entry.model.state())
+            .filter(|state| {
+                state.exists
+                    && (state.owner.is_some()
+                        || state.owner_corrupt
+                        || self.bug == Bug::CountsTombstones)
+            })
+            .count();
+        Ok(Some(online as u64))
+    }
+
     /// Every record of `user`, read under one lock (one linearizable read).
     async fn list_sessions(&self, user: &UserKey) -> Result<Vec<UserSession>, Error> {
         let records = self.records.lock().unwrap();
@@ -278,6 +296,25 @@ async fn correct() -> Subject {
 }
 
 store_contract_tests!(correct);
+unique_store_contract::online_count_tests!(correct);
+
+/// The count cases fail on a store that counts tombstones, naming C13.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_count_of_tombstones_fails_the_count_cases() {
+    let report = unique_store_contract::check_online_count(|| async {
+        subject_with(Bug::CountsTombstones)
+    })
+    .await;
+    println!("{report}");
+    for case in unique_store_contract::ONLINE_COUNT_CASES {
+        let failure = report
+            .failures
+            .iter()
+            .find(|f| f.case == *case)
+            .unwrap_or_else(|| panic!("{case} passed on a store counting tombstones"));
+        assert_eq!(failure.clause(), "C13", "{failure}");
+    }
+}
 
 /// Each deliberate bug, with the clause its failures must name. The bug's own
 /// trap case must fail, and every failure it causes must name that clause:
@@ -415,7 +452,7 @@ async fn run_all_passes_on_reference_store() {
 }
 
 /// A wrapper written as an `impl Store` of its own, spelling only the required methods:
-/// the trait's defaults stand in for the other five, as they did twice in `MeteredStore`.
+/// the trait's defaults stand in for the other six, as they did twice in `MeteredStore`.
 struct Forgetful(Arc<dyn Store>);
 
 #[async_trait]
@@ -484,6 +521,7 @@ async fn a_wrapper_that_drops_a_method_fails_its_forwarding_case() {
         [
             ("forwarding::check_ready", "C12"),
             ("forwarding::claim_vacant", "C12"),
+            ("forwarding::count_online", "C12"),
             ("forwarding::list_sessions", "C12"),
             ("forwarding::read_owners", "C12"),
             ("forwarding::vacant_claims", "C12"),

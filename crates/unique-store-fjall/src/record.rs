@@ -30,6 +30,12 @@ impl Record {
         )
     }
 
+    /// Whether the record counts as a session (C13): a gen above 0 and an owner that is not
+    /// empty (not decoded: a corrupt owner counts).
+    pub(crate) fn holds_session(&self) -> bool {
+        self.generation > 0 && self.owner.as_deref().is_some_and(|owner| !owner.is_empty())
+    }
+
     /// The record a claim writes.
     pub(crate) fn claimed(owner: String, claim_id: String, generation: i64, won: String) -> Self {
         Self {

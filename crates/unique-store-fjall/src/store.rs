@@ -276,6 +276,33 @@ impl Store for FjallStore {
         self.read_owner(&unique_core::ready_key()).await.map(drop)
     }
 
+    /// C13: one pass over a snapshot of the records, on a thread of its own (a scan of the
+    /// whole tree is too long for an async worker).
+    async fn count_online(&self) -> Result<Option<u64>, Error> {
+        let view = latest(&self.published)?;
+        let (answer, counted) = tokio::sync::oneshot::channel();
+        std::thread::Builder::new()
+            .name("fjall-count".into())
+            .spawn(move || {
+                let mut online = 0_u64;
+                let mut count = || -> Result<u64, Error> {
+                    for entry in view.snapshot.iter(&view.keyspaces.records) {
+                        let (_, bytes) = entry.into_inner().map_err(unavailable)?;
+                        if Record::decode(&bytes)?.holds_session() {
+                            online += 1;
+                        }
+                    }
+                    Ok(online)
+                };
+                let _ = answer.send(count());
+            })
+            .map_err(|e| Error::unavailable(format!("fjall store: cannot start a count: {e}")))?;
+        let online = counted
+            .await
+            .map_err(|_| Error::unavailable("fjall store: the count stopped"))??;
+        Ok(Some(online))
+    }
+
     async fn list_sessions(&self, user: &UserKey) -> Result<Vec<UserSession>, Error> {
         // The default slot's key, then the range of the user's other slots, from one
         // snapshot: one strongly consistent read (C10).

@@ -3,6 +3,8 @@
 #[cfg(all(test, loom))]
 mod loom_models;
 mod owners;
+#[cfg(all(test, loom))]
+mod pool_loom_models;
 mod record;
 mod sync;
 mod table;
@@ -147,6 +149,11 @@ impl Store for MemoryStore {
     /// index names the user's slots, so nothing is scanned.
     async fn list_sessions(&self, user: &UserKey) -> Result<Vec<UserSession>, Error> {
         self.table.sessions(user)
+    }
+
+    /// C13: every shard counted under its own lock, one after the other.
+    async fn count_online(&self) -> Result<Option<u64>, Error> {
+        Ok(Some(self.table.count_online()))
     }
 
     /// One pass over the keys, each shard locked once.

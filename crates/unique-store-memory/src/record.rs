@@ -120,6 +120,17 @@ impl Record {
         }
     }
 
+    /// Whether the record counts as a session (C13): a gen above 0 and an owner attribute
+    /// that is not empty (a corrupt one counts, as in every store).
+    pub(crate) fn holds_session(&self) -> bool {
+        self.generation > 0
+            && match self.held.as_deref() {
+                None => false,
+                Some(Held::Session(_)) => true,
+                Some(Held::Raw { owner, .. }) => *owner != OwnerAttr::Empty,
+            }
+    }
+
     /// The claim_id of the last win in `won`: a session's cid.
     fn last_claim_id(&self) -> Option<&str> {
         self.won.last_claim_id()

@@ -313,6 +313,18 @@ impl Table {
         lock(&self.shards[self.shard_index(user.uid)]).sessions(user)
     }
 
+    /// How many records hold a session (C13), each shard counted under its lock in turn.
+    pub(crate) fn count_online(&self) -> u64 {
+        self.shards
+            .iter()
+            .map(|shard| {
+                let shard = lock(shard);
+                let online = shard.records.values().filter(|r| r.holds_session()).count();
+                u64::try_from(online).unwrap_or(u64::MAX)
+            })
+            .sum()
+    }
+
     /// The fenced claim: checks `fence` against the stored record and, when it
     /// holds, writes `gen`, `owner`, `cid` and `won` together, all under one lock.
     /// `won` is `previous`, the snapshot's list, followed by this win: whenever

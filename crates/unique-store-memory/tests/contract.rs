@@ -33,6 +33,7 @@ async fn subject() -> Subject {
 }
 
 store_contract_tests!(subject);
+unique_store_contract::online_count_tests!(subject);
 
 /// The single entry point runs the same cases in sequence.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

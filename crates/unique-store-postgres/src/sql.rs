@@ -95,6 +95,8 @@ pub(crate) struct Statements {
     /// `en_US` ignores `#` and `$` and the range would miss slots. The listing index
     /// serves it; `pk = $1` is the primary key's lookup.
     pub(crate) list: String,
+    /// The records holding a session (C13): one `count(*)`, a scan of the table.
+    pub(crate) count_online: String,
     /// The listing index's name as a quoted identifier (in the table's schema).
     pub(crate) listing_index: String,
     /// Creates the listing index on an existing table: a btree on `pk COLLATE "C"`.
@@ -145,6 +147,7 @@ impl Statements {
                 "SELECT pk, gen, owner, cid, won FROM {table} WHERE pk = $1 \
                  OR (pk COLLATE \"C\" >= $2 AND pk COLLATE \"C\" < $3)"
             ),
+            count_online: format!("SELECT count(*) FROM {table} WHERE gen > 0 AND owner <> ''"),
             // A record at gen 0 reads as absent, so the first login takes it too (C3).
             first_login: format!(
                 "WITH w AS (INSERT INTO {table} AS r (pk, gen, owner, cid, won) \

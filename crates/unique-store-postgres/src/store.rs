@@ -273,6 +273,16 @@ impl Store for PostgresStore {
     /// One statement (`Statements::list`): the default key by the primary key, the slots'
     /// byte range by the listing index, every row from the statement's one snapshot, taken
     /// on the primary after the call began (C10).
+    /// C13: one `count(*)` under the operation timeout.
+    async fn count_online(&self) -> Result<Option<u64>, Error> {
+        let sql = &self.inner.sql.count_online;
+        let counts = self
+            .query("count", sql, &[], &[], |row| column::<i64>(row, 0, "count"))
+            .await?;
+        let online = counts.first().copied().unwrap_or_default();
+        Ok(Some(online.cast_unsigned()))
+    }
+
     async fn list_sessions(&self, user: &UserKey) -> Result<Vec<UserSession>, Error> {
         let default_key = user.to_string();
         let (start, end) = user.slot_range();

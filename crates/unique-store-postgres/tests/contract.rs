@@ -7,6 +7,8 @@ mod common;
 use unique_store_contract::store_contract_tests;
 
 store_contract_tests!(common::subject);
+// C13 counts the whole table: each case on a table of its own.
+unique_store_contract::online_count_tests!(common::subject_on_own_table);
 
 /// The write-first cases (C11) run in full here: the store claims absent records and
 /// tombstones in one statement, so none of them passes by skipping.

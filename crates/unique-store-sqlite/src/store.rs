@@ -225,6 +225,22 @@ impl Store for SqliteStore {
         Ok(sessions)
     }
 
+    /// C13: one `count(*)` on a reader (a scan of the table, which holds only records).
+    async fn count_online(&self) -> Result<Option<u64>, Error> {
+        let online: i64 = self
+            .readers
+            .run(|conn| {
+                conn.query_row(
+                    "SELECT count(*) FROM records WHERE gen > 0 AND owner <> ''",
+                    [],
+                    |row| row.get(0),
+                )
+                .map_err(|e| map_sqlite("counting", e))
+            })
+            .await?;
+        Ok(Some(online.cast_unsigned()))
+    }
+
     /// Whether the store can commit now: after a batch failed as a whole (a full disk),
     /// a probe write in the file's directory (see [`unique_core::probe_writable`]) must pass
     /// before it is ready again; then [`check`](SqliteStore::check): the read pool answers

@@ -10,6 +10,7 @@ mod common;
 use unique_store_contract::store_contract_tests;
 
 store_contract_tests!(common::subject);
+unique_store_contract::online_count_tests!(common::subject);
 
 /// The single entry point runs the same cases in sequence.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

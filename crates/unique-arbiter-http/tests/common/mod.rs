@@ -45,7 +45,8 @@ impl StoreLayer for CountingStore {
             | StoreOperation::Current
             | StoreOperation::ReadOwners
             | StoreOperation::ListSessions
-            | StoreOperation::CheckReady => &self.reads,
+            | StoreOperation::CheckReady
+            | StoreOperation::CountOnline => &self.reads,
         };
         counter.fetch_add(1, Ordering::SeqCst);
         call.await

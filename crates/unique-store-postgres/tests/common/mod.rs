@@ -133,6 +133,26 @@ pub async fn subject() -> Subject {
     }
 }
 
+/// As [`subject`], on a table of its own (the count cases, C13, need a store no other case
+/// writes): named from the clock and a process-wide sequence, so runs sharing a database
+/// (`UNIQUE_TEST_DATABASE_URL`) do not meet either.
+pub async fn subject_on_own_table() -> Subject {
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_nanos();
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let table = format!("unique_count_{nanos:x}_{n}");
+    let server = server();
+    let store = store_on(&server, &table).await;
+    let raw = PgRaw::new(server, &store).await;
+    Subject {
+        store: Arc::new(store),
+        raw: Arc::new(raw),
+    }
+}
+
 /// As [`subject`], in the [punctuation-blind database](punctuation_blind_database).
 pub async fn punctuation_blind_subject() -> Subject {
     let server = server();
