@@ -17,6 +17,8 @@
 //!   and [`OwnerState::won_after`] is the `won` to write with them (C9);
 //! - releases: a tombstone at the stored gen, `won` kept, `false` for any
 //!   other gen;
+//! - batched reads: every key of a batch read under one lock, each as
+//!   `read_owner` reads it;
 //! - listings: [`UserKey::slot_range`] is the range of partition keys that
 //!   holds the user's slots besides the default one, [`UserKey::slot_of`]
 //!   names the slot of each, and [`listed_session`] decides each record's
@@ -26,7 +28,8 @@
 //! `p#e#uid#slot` off the default slot) in an ordered map, as an ordered store
 //! keeps them, so a listing is one range read. The one lock makes every
 //! operation atomic and linearizable (C1); a real backend gets the same from
-//! its conditional write.
+//! its conditional write. It keeps the trait's defaults for `check_ready` (a
+//! map is always ready) and for write-first claims (`claim_vacant`).
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -150,6 +153,20 @@ impl Store for MapStore {
 
     async fn current(&self, key: &Key) -> Result<CurrentView, Error> {
         self.read_owner(key).await?.into_current_view()
+    }
+
+    async fn read_owners(&self, keys: &[Key]) -> Result<Vec<Result<OwnerState, Error>>, Error> {
+        // Every key under one lock (a real store: one round trip, a SQL `IN` or a
+        // BatchGetItem), each answered as `read_owner` answers it, in order.
+        let records = self.lock();
+        Ok(keys
+            .iter()
+            .map(|key| {
+                Ok(records
+                    .get(&key.to_string())
+                    .map_or_else(OwnerState::absent, Record::state))
+            })
+            .collect())
     }
 
     async fn release(&self, key: &Key, generation: i64) -> Result<bool, Error> {
