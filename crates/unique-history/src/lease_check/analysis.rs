@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::{Duration, Instant};
 
-use super::rules::{epoch_order, overlaps, revivals, stale_verifies};
+use super::rules::{epoch_order, overlaps, revivals, stale_verifies, ttl_left};
 use super::{LeaseCounts, LeaseRule, LeaseViolation};
 use crate::lease::{LeaseHistory, LeaseOp, LeaseOpKind, LeaseOutcome, short};
 
@@ -45,6 +45,10 @@ pub(super) struct Room<'a> {
     pub(super) verified: Vec<&'a LeaseOp>,
     /// Answers to a holder naming a token it had been told it holds before.
     pub(super) renewed: Vec<&'a LeaseOp>,
+    /// Ensures answered with a lease of a consistent token, any node's, in send order.
+    pub(super) answers: Vec<&'a LeaseOp>,
+    /// Every node's ensures of the room (answered or not), each node's in send order.
+    pub(super) ensures: HashMap<&'a str, Vec<&'a LeaseOp>>,
 }
 
 pub(super) struct Analysis<'a> {
@@ -109,7 +113,10 @@ impl<'a> Analysis<'a> {
                 holdings: BTreeMap::new(),
                 verified: Vec::new(),
                 renewed: Vec::new(),
+                answers: Vec::new(),
+                ensures: HashMap::new(),
             });
+            room.answers.push(op);
             let holding = room.holdings.entry(token).or_insert_with(|| Holding {
                 token,
                 node: seen.node.as_str(),
@@ -142,6 +149,11 @@ impl<'a> Analysis<'a> {
             let mut answers: HashMap<&'a str, Vec<&'a LeaseOp>> = HashMap::new();
             let mut releases: HashMap<&'a str, Vec<&'a LeaseOp>> = HashMap::new();
             for &op in ops {
+                if let (LeaseOpKind::Ensure { .. }, Some(room)) =
+                    (&op.kind, self.rooms.get_mut(op.room.as_str()))
+                {
+                    room.ensures.entry(op.node.as_str()).or_default().push(op);
+                }
                 match (&op.kind, &op.outcome) {
                     (LeaseOpKind::Ensure { .. }, LeaseOutcome::Indeterminate(_)) => {
                         unanswered.entry(op.room.as_str()).or_insert(op.sent);
@@ -201,6 +213,7 @@ impl<'a> Analysis<'a> {
             epoch_order(name, room, &mut violations);
             stale_verifies(name, room, &mut violations);
             revivals(name, room, &mut violations);
+            ttl_left(name, room, &mut violations);
         }
         violations
     }

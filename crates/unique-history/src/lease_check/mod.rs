@@ -1,4 +1,4 @@
-//! The lease checker: the five rules over a [`LeaseHistory`], judged on the one monotonic
+//! The lease checker: the six rules over a [`LeaseHistory`], judged on the one monotonic
 //! clock of the machine, and the report a run prints.
 //!
 //! A **holding** is one token. It is *in force* for its holder from the arrival of an
@@ -46,16 +46,20 @@ pub enum LeaseRule {
     /// A holding is never renewed after a holding with a higher epoch was seen: that one was
     /// granted after this one ended, and an ended holding never comes back (D1, D2).
     Revived,
+    /// No answer reports more time left than the ttl the holding was granted or last
+    /// extended with, whatever the store's clock did (D11).
+    TtlLeft,
 }
 
 impl LeaseRule {
     /// Every rule.
-    pub const ALL: [LeaseRule; 5] = [
+    pub const ALL: [LeaseRule; 6] = [
         LeaseRule::Overlap,
         LeaseRule::EpochOrder,
         LeaseRule::OneTokenOneHolding,
         LeaseRule::StaleVerify,
         LeaseRule::Revived,
+        LeaseRule::TtlLeft,
     ];
 
     /// The rule in words.
@@ -66,6 +70,7 @@ impl LeaseRule {
             Self::OneTokenOneHolding => "one token, one holding",
             Self::StaleVerify => "no verify for a superseded token",
             Self::Revived => "an ended holding never comes back",
+            Self::TtlLeft => "no more left than the ttl granted",
         }
     }
 }

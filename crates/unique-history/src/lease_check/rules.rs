@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use super::analysis::{Holding, Interval, Room};
 use super::{LeaseRule, LeaseViolation};
-use crate::lease::{LeaseOp, short};
+use crate::lease::{LeaseOp, LeaseOpKind, short};
 
 /// The in-force intervals seen so far with the latest ends, of two different tokens: the
 /// latest end of any token is `first`; the latest end of any other token is `second`.
@@ -247,6 +247,50 @@ pub(super) fn revivals(name: &str, room: &Room<'_>, violations: &mut Vec<LeaseVi
                     "{} renewed after {} had been seen",
                     describe(renewed),
                     describe(later)
+                ),
+            });
+        }
+    }
+}
+
+/// [`LeaseRule::TtlLeft`]: an answer's `ttl_left` is at most the ttl its holding was granted
+/// or last extended with. That ttl is one its holder asked for in the room, at or after its
+/// grant was asked for (a renewal never shortens, so an earlier, longer ttl of the same
+/// holding may still stand) and before the answer arrived; the largest of those bounds it.
+pub(super) fn ttl_left(name: &str, room: &Room<'_>, violations: &mut Vec<LeaseViolation>) {
+    for &op in &room.answers {
+        let Some(seen) = op.outcome.lease() else {
+            continue;
+        };
+        let (Some(holding), Some(asked)) = (
+            room.holdings.get(seen.token.as_str()),
+            room.ensures.get(seen.node.as_str()),
+        ) else {
+            continue;
+        };
+        let since = holding.granted.map(|(_, asked)| asked);
+        let granting = asked
+            .iter()
+            .filter(|e| e.sent < op.arrived && since.is_none_or(|since| e.sent >= since))
+            .filter_map(|&e| match e.kind {
+                LeaseOpKind::Ensure { ttl } => Some((ttl, e)),
+                _ => None,
+            })
+            .max_by_key(|(ttl, _)| *ttl);
+        let Some((ttl, asking)) = granting else {
+            continue;
+        };
+        if seen.ttl_left > ttl {
+            violations.push(LeaseViolation {
+                rule: LeaseRule::TtlLeft,
+                room: name.to_owned(),
+                ops: ops_of(&[asking, op]),
+                message: format!(
+                    "{} was told {} has {:?} left, above the largest ttl its holder asked \
+                     for ({ttl:?})",
+                    op.node,
+                    describe(holding),
+                    seen.ttl_left
                 ),
             });
         }

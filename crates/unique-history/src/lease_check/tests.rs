@@ -75,6 +75,15 @@ impl Script {
         self.ensure(node, at, node, token, epoch, left)
     }
 
+    /// The last operation (an ensure) asked for `ttl` ms, whatever it was told.
+    fn asking(mut self, ttl: u64) -> Self {
+        let last = self.ops.last_mut().expect("an operation to amend");
+        last.kind = LeaseOpKind::Ensure {
+            ttl: Duration::from_millis(ttl),
+        };
+        self
+    }
+
     fn lost_ensure(self, node: &str, at: (u64, u64)) -> Self {
         let ttl = Duration::from_millis(10);
         self.op(
@@ -179,9 +188,11 @@ fn a_renewal_extends_the_holding_until_its_own_deadline() {
 
 #[test]
 fn only_the_holders_own_answers_put_a_holding_in_force() {
-    // b was told a holds with more time left than a itself was: a never acted on it.
+    // b was told a holds with more time left than a itself was (a asked for 50 ms, its
+    // answer said 10 were left): a never acted on it.
     let violations = Script::new()
         .holds("a", (0, 1), "t1", 1, 10)
+        .asking(50)
         .ensure("b", (2, 3), "a", "t1", 1, 50)
         .holds("c", (20, 21), "t2", 2, 10)
         .check();
@@ -318,6 +329,46 @@ fn a_grant_counts_from_the_holders_first_unanswered_ensure() {
         .holds("a", (20, 21), "t1", 1, 10)
         .check();
     assert_eq!(rules(&answered), [LeaseRule::EpochOrder], "{answered:#?}");
+}
+
+#[test]
+fn no_answer_reports_more_left_than_the_ttl_granted() {
+    // A step back of the store's clock: the holder asked for 1.5 s and was told 119 s.
+    let holder = Script::new()
+        .holds("a", (0, 1), "t1", 1, 119_000)
+        .asking(1_500)
+        .check();
+    assert_eq!(rules(&holder), [LeaseRule::TtlLeft], "{holder:#?}");
+    assert!(
+        holder[0].to_string().starts_with(
+            "[no more left than the ttl granted] r: a was told epoch 1 (a token t1) has \
+             119s left, above the largest ttl its holder asked for (1.5s)"
+        ),
+        "{}",
+        holder[0]
+    );
+    // Another node told so: the holder's ttls bound it too.
+    let other = Script::new()
+        .holds("a", (0, 1), "t1", 1, 100)
+        .ensure("b", (10, 11), "a", "t1", 1, 118_000)
+        .check();
+    assert_eq!(rules(&other), [LeaseRule::TtlLeft], "{other:#?}");
+    // A renewal never shortens: a renewal asking 20 ms may report the 100 ms still left.
+    let renewed = Script::new()
+        .holds("a", (0, 1), "t1", 1, 100)
+        .holds("a", (10, 11), "t1", 1, 90)
+        .asking(20)
+        .ensure("b", (12, 13), "a", "t1", 1, 88)
+        .check();
+    assert!(renewed.is_empty(), "{renewed:#?}");
+    // A ttl asked for an earlier holding does not bound a later one.
+    let earlier = Script::new()
+        .holds("a", (0, 1), "t1", 1, 500)
+        .release("a", (2, 3), "t1", true)
+        .holds("a", (10, 11), "t2", 2, 10)
+        .ensure("b", (12, 13), "a", "t2", 2, 400)
+        .check();
+    assert_eq!(rules(&earlier), [LeaseRule::TtlLeft], "{earlier:#?}");
 }
 
 #[test]
