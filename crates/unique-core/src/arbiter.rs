@@ -1,6 +1,10 @@
 //! The kick-then-write arbitration.
 
+mod pool;
+
+use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
 use std::time::{Duration, Instant};
 
 use tokio::time::Instant as Deadline;
@@ -9,6 +13,7 @@ use crate::error::Error;
 use crate::fence::{CasOutcome, Fence, VacantClaim, VacantClaims};
 use crate::kicker::{KickOutcome, Kicker};
 use crate::observer::{NoopObserver, Observer, ShedReason};
+use crate::pool::{DEFAULT_SESSION_LIMIT, MAX_POOL_PLACES, place_index};
 use crate::queue::{ClaimQueue, Turn};
 use crate::store::{MAX_BATCH_KEYS, Store};
 use crate::types::{
@@ -73,6 +78,12 @@ struct Inner<S> {
     limits: ValidationLimits,
     queue: ClaimQueue,
     max_slots_per_user: Option<usize>,
+    /// Every project's session limit but those in `session_limits`.
+    session_limit: usize,
+    session_limits: HashMap<String, usize>,
+    /// The last pooled login time handed out (ms since the epoch), so that this arbiter's
+    /// logins are stamped in the order they were decided.
+    pool_clock: AtomicU64,
 }
 
 impl<S> Clone for Arbiter<S> {
@@ -92,6 +103,8 @@ impl<S> std::fmt::Debug for Arbiter<S> {
             .field("claim_timeout", &self.inner.claim_timeout)
             .field("limits", &self.inner.limits)
             .field("max_slots_per_user", &self.inner.max_slots_per_user)
+            .field("session_limit", &self.inner.session_limit)
+            .field("session_limits", &self.inner.session_limits)
             .finish_non_exhaustive()
     }
 }
@@ -109,6 +122,8 @@ pub struct ArbiterBuilder<S> {
     limits: ValidationLimits,
     max_queued_claims: usize,
     max_slots_per_user: Option<usize>,
+    session_limit: usize,
+    session_limits: HashMap<String, usize>,
 }
 
 impl<S: Store> ArbiterBuilder<S> {
@@ -187,6 +202,29 @@ impl<S: Store> ArbiterBuilder<S> {
         self
     }
 
+    /// The session limit `N` of every project not named by
+    /// [`session_limit_for`](Self::session_limit_for): the most pooled sessions one user may
+    /// hold (`docs/design.md#pooled-sessions`), places `#0` to `#<N-1>`. A pooled claim may
+    /// ask for fewer, never more. Places are slots: with
+    /// [`max_slots_per_user`](Self::max_slots_per_user) they count toward that cap too.
+    /// Lowering it leaves sessions on higher places online until they end; new pooled claims
+    /// use the lower places only. Clamped to 1..=[`MAX_POOL_PLACES`]. Default
+    /// [`DEFAULT_SESSION_LIMIT`].
+    #[must_use]
+    pub fn session_limit(mut self, limit: usize) -> Self {
+        self.session_limit = limit.clamp(1, MAX_POOL_PLACES);
+        self
+    }
+
+    /// The session limit of one project, over [`session_limit`](Self::session_limit)'s.
+    /// Clamped like it.
+    #[must_use]
+    pub fn session_limit_for(mut self, project: impl Into<String>, limit: usize) -> Self {
+        self.session_limits
+            .insert(project.into(), limit.clamp(1, MAX_POOL_PLACES));
+        self
+    }
+
     /// Builds the arbiter.
     pub fn build(self) -> Arbiter<S> {
         Arbiter {
@@ -200,6 +238,9 @@ impl<S: Store> ArbiterBuilder<S> {
                 limits: self.limits,
                 queue: ClaimQueue::new(self.max_queued_claims),
                 max_slots_per_user: self.max_slots_per_user,
+                session_limit: self.session_limit,
+                session_limits: self.session_limits,
+                pool_clock: AtomicU64::new(0),
             }),
         }
     }
@@ -218,6 +259,8 @@ impl<S: Store> Arbiter<S> {
             limits: ValidationLimits::default(),
             max_queued_claims: DEFAULT_MAX_QUEUED_CLAIMS,
             max_slots_per_user: None,
+            session_limit: DEFAULT_SESSION_LIMIT,
+            session_limits: HashMap::new(),
         }
     }
 
@@ -235,6 +278,16 @@ impl<S: Store> Arbiter<S> {
     /// ([`ArbiterBuilder::max_slots_per_user`]).
     pub fn max_slots_per_user(&self) -> Option<usize> {
         self.inner.max_slots_per_user
+    }
+
+    /// The session limit `N` of `project`: the most pooled sessions one of its users may hold
+    /// ([`ArbiterBuilder::session_limit`], [`ArbiterBuilder::session_limit_for`]).
+    pub fn session_limit(&self, project: &str) -> usize {
+        self.inner
+            .session_limits
+            .get(project)
+            .copied()
+            .unwrap_or(self.inner.session_limit)
     }
 
     /// The validation limits in force.
@@ -274,6 +327,20 @@ impl<S: Store> Arbiter<S> {
     /// claim_id's login was replaced or logged out while it was in flight (C9).
     pub async fn claim(&self, input: &ClaimInput) -> Result<ClaimOutcome, Error> {
         let started = Instant::now();
+        // A login time is the arbiter's to stamp, on pooled claims only.
+        let unstamped;
+        let input = if input.owner.since.is_some() {
+            unstamped = ClaimInput {
+                owner: Owner {
+                    since: None,
+                    ..input.owner.clone()
+                },
+                ..input.clone()
+            };
+            &unstamped
+        } else {
+            input
+        };
         let (result, attempts) = match self.validate_claim(input) {
             Ok(()) => {
                 let deadline = Deadline::now() + self.inner.claim_timeout;
@@ -515,6 +582,12 @@ impl<S: Store> Arbiter<S> {
     fn validate_claim(&self, input: &ClaimInput) -> Result<(), Error> {
         let limits = &self.inner.limits;
         limits.check_key(&input.key)?;
+        if place_index(&input.key.slot).is_some() {
+            return Err(Error::invalid(format!(
+                "slot '{}' is a pool place: claim with \"pool\" instead",
+                input.key.slot
+            )));
+        }
         limits.check_claim_id(&input.claim_id)?;
         limits.check_owner(&input.owner)?;
         // An endpoint the kicker refuses could never be kicked: refuse the session
@@ -709,11 +782,25 @@ impl<S: Store> Arbiter<S> {
         snap: &OwnerState,
         deadline: Deadline,
     ) -> KickOutcome {
+        self.kick_replaced(&input.key, &input.owner, snap, deadline, None)
+            .await
+    }
+
+    /// The kick of the session `snap` holds on `key`, which `new_owner`'s claim replaces:
+    /// `login-elsewhere`, announcing `snap`'s gen + 1, with `message` when given.
+    async fn kick_replaced(
+        &self,
+        key: &Key,
+        new_owner: &Owner,
+        snap: &OwnerState,
+        deadline: Deadline,
+        message: Option<String>,
+    ) -> KickOutcome {
         let inner = &*self.inner;
         let outcome = match &snap.owner {
             None => KickOutcome::Failed(KickDetail::NoEndpoint),
             Some(old) if old.endpoint.is_empty() => KickOutcome::Failed(KickDetail::NoEndpoint),
-            Some(old) if old.endpoint == input.owner.endpoint => {
+            Some(old) if old.endpoint == new_owner.endpoint => {
                 KickOutcome::Failed(KickDetail::SelfReplaceSkipped)
             }
             Some(old) => {
@@ -721,8 +808,9 @@ impl<S: Store> Arbiter<S> {
                 let budget = inner
                     .kick_timeout
                     .min(deadline.saturating_duration_since(Deadline::now()));
-                let payload = || {
-                    KickPayload::new(&input.key, snap.generation + 1, KickReason::LoginElsewhere)
+                let payload = || KickPayload {
+                    message,
+                    ..KickPayload::new(key, snap.generation + 1, KickReason::LoginElsewhere)
                 };
                 self.deliver_kick(&old.endpoint, payload, budget).await
             }
@@ -861,6 +949,7 @@ fn store_fault(e: Error) -> Error {
         Error::InvalidParams(_)
         | Error::Superseded { .. }
         | Error::TooManySlots { .. }
+        | Error::LimitReached { .. }
         | Error::Unauthenticated(_)
         | Error::Forbidden(_) => Error::unavailable_with("store returned an unexpected error", e),
     }

@@ -44,6 +44,16 @@ pub enum Error {
         /// The most online sessions one user may hold.
         limit: usize,
     },
+    /// A pooled claim with the `deny-new` policy found all `limit` places of the user online
+    /// (`docs/design.md#pooled-sessions`). Nothing was kicked or written. Not retryable, and
+    /// never a superseded login: the user must end one of `sessions` first.
+    #[error("limit reached: the user already has {limit} online sessions in the pool")]
+    LimitReached {
+        /// The pool's limit `k`.
+        limit: usize,
+        /// The places online, by place: slots, gens and login times, never owners.
+        sessions: Vec<crate::PooledSession>,
+    },
     /// A server refused the caller's credentials (HTTP 401: a missing, malformed or unknown
     /// token). Only a client reports it; no retry fixes it.
     #[error("unauthenticated: {0}")]
@@ -102,6 +112,11 @@ impl Error {
         matches!(self, Self::TooManySlots { .. })
     }
 
+    /// A `deny-new` pooled claim found the user's pool full.
+    pub fn is_limit_reached(&self) -> bool {
+        matches!(self, Self::LimitReached { .. })
+    }
+
     /// A server refused the caller's credentials (401) or their scope (403).
     pub fn is_refused_credentials(&self) -> bool {
         matches!(self, Self::Unauthenticated(_) | Self::Forbidden(_))
@@ -113,7 +128,7 @@ impl Error {
     }
 
     /// The stable wire code: `invalid_params`, `throttled`, `unavailable`, `superseded`,
-    /// `too_many_slots`, `unauthenticated`, `forbidden`.
+    /// `too_many_slots`, `limit_reached`, `unauthenticated`, `forbidden`.
     pub fn code(&self) -> &'static str {
         match self {
             Self::InvalidParams(_) => "invalid_params",
@@ -121,6 +136,7 @@ impl Error {
             Self::Unavailable { .. } => "unavailable",
             Self::Superseded { .. } => "superseded",
             Self::TooManySlots { .. } => "too_many_slots",
+            Self::LimitReached { .. } => "limit_reached",
             Self::Unauthenticated(_) => "unauthenticated",
             Self::Forbidden(_) => "forbidden",
         }
@@ -145,6 +161,13 @@ mod tests {
                 [false, false, false, false],
             ),
             (Error::TooManySlots { limit: 16 }, [false; 4]),
+            (
+                Error::LimitReached {
+                    limit: 3,
+                    sessions: Vec::new(),
+                },
+                [false; 4],
+            ),
             (Error::Unauthenticated("x".into()), [false; 4]),
             (Error::Forbidden("x".into()), [false; 4]),
         ];

@@ -7,6 +7,7 @@ mod fence;
 mod kicker;
 mod log_budget;
 mod observer;
+mod pool;
 mod queue;
 mod recent;
 mod release;
@@ -27,6 +28,10 @@ pub use fence::{CasOutcome, Fence, Pins, VacantClaim, VacantClaims};
 pub use kicker::{KickOutcome, Kicker};
 pub use log_budget::{LogBudget, LogVerdict};
 pub use observer::{NoopObserver, Observer, ShedReason, TracingObserver};
+pub use pool::{
+    DEFAULT_SESSION_LIMIT, MAX_POOL_PLACES, PoolPolicy, PoolRequest, PooledOutcome, PooledSession,
+    place_index, place_slot,
+};
 pub use recent::{RECENT_CLAIMS, RecentClaims};
 pub use release::{MAX_RELEASE_REASON_BYTES, ReleaseReason};
 pub use store::{

@@ -169,6 +169,24 @@ pub struct Owner {
     /// Absolute `http`/`https` URL that receives kicks for this session.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub endpoint: String,
+    /// When the session logged in, in milliseconds since the Unix epoch by the claiming
+    /// server's clock: set by the [`Arbiter`](crate::Arbiter) on a pooled claim (the oldest
+    /// login is the one `evict-oldest` evicts, `docs/design.md#pooled-sessions`), `None`
+    /// otherwise. Never compared by a heartbeat ([`decide_evict`](crate::decide_evict)); a
+    /// value that is not a non-negative integer reads as `None`.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "lenient_since"
+    )]
+    pub since: Option<u64>,
+}
+
+/// `since` as stored: a non-negative integer, else none (a damaged login time must not make
+/// the whole owner corrupt).
+fn lenient_since<'de, D: serde::Deserializer<'de>>(de: D) -> Result<Option<u64>, D::Error> {
+    let value = Option::<serde_json::Value>::deserialize(de)?;
+    Ok(value.and_then(|v| v.as_u64()))
 }
 
 impl Owner {
@@ -182,6 +200,7 @@ impl Owner {
             region: region.into(),
             cluster: cluster.into(),
             endpoint: endpoint.into(),
+            since: None,
         }
     }
 }

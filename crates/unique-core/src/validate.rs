@@ -40,10 +40,12 @@ impl Default for ValidationLimits {
 
 impl ValidationLimits {
     /// Checks a key: project and env 1..=tenant characters without `#` or control
-    /// characters, uid ≥ 1, slot empty (the default slot) or like env.
+    /// characters, uid ≥ 1, slot empty (the default slot), like env, or a pool place
+    /// (`#0` to `#999`, [`place_index`](crate::place_index)): places name existing pooled
+    /// sessions, and only a claim refuses them (a pooled claim picks its place).
     pub fn check_key(&self, key: &Key) -> Result<(), Error> {
         self.check_user_parts(&key.project, &key.env, key.uid)?;
-        if !key.slot.is_empty() {
+        if !key.slot.is_empty() && crate::place_index(&key.slot).is_none() {
             self.check_tenant_part("slot", &key.slot)?;
         }
         Ok(())
@@ -258,13 +260,26 @@ mod tests {
     fn slots_are_checked_like_env_but_may_be_empty() {
         let limits = ValidationLimits::default();
         let key = |slot: &str| Key::new("p", "e", 1).with_slot(slot);
-        for ok in ["", "mobile", "pc-2", "é", &"s".repeat(64), &"é".repeat(64)] {
+        for ok in [
+            "",
+            "mobile",
+            "pc-2",
+            "é",
+            &"s".repeat(64),
+            &"é".repeat(64),
+            "#0",
+            "#999",
+        ] {
             assert!(limits.check_key(&key(ok)).is_ok(), "{ok:?}");
         }
         for (bad, rule) in [
             (&*"s".repeat(65), "slot must be at most 64 characters"),
             (&*"é".repeat(65), "slot must be at most 64 characters"),
             ("a#b", "slot must not contain '#'"),
+            ("#", "slot must not contain '#'"),
+            ("#01", "slot must not contain '#'"),
+            ("#1000", "slot must not contain '#'"),
+            ("##1", "slot must not contain '#'"),
             ("tab\t", "slot must not contain control characters"),
             ("c1\u{85}", "slot must not contain control characters"),
         ] {

@@ -4,7 +4,9 @@
 //! also has a writer of its own ([`write_claim_answer`]).
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
-use unique_core::{ClaimOutcome, CurrentView, KickDetail, LogoutOutcome, Owner, UserSession};
+use unique_core::{
+    ClaimOutcome, CurrentView, KickDetail, LogoutOutcome, Owner, PooledOutcome, UserSession,
+};
 
 /// `POST /v1/claim` answer:
 /// `{"gen","prev_gen","has_prev","prev_owner","kicked","kick_detail","replayed"}`.
@@ -120,6 +122,64 @@ mod detail_name {
     }
 }
 
+/// `POST /v1/claim` answer to a pooled claim (`"pool"` in the body): the claim answer on the
+/// place taken plus `"slot"` (the place, `#0`, `#1`, …) and `"evicted"` (the claim took the
+/// oldest login's place; the claim answer's `has_prev`, `prev_gen`, `prev_owner`, `kicked` and
+/// `kick_detail` then describe the evicted session).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PooledClaimAnswer {
+    /// The claim on the place, as a claim on a named slot answers it.
+    #[serde(flatten)]
+    pub claim: ClaimAnswer,
+    /// The place taken: the slot of the session's key for every later call.
+    pub slot: String,
+    /// A session was evicted to make room.
+    pub evicted: bool,
+}
+
+impl From<PooledOutcome> for PooledClaimAnswer {
+    fn from(outcome: PooledOutcome) -> Self {
+        let PooledOutcome {
+            slot,
+            evicted,
+            claim,
+        } = outcome;
+        Self {
+            claim: claim.into(),
+            slot,
+            evicted,
+        }
+    }
+}
+
+impl From<PooledClaimAnswer> for PooledOutcome {
+    fn from(answer: PooledClaimAnswer) -> Self {
+        let PooledClaimAnswer {
+            claim,
+            slot,
+            evicted,
+        } = answer;
+        Self {
+            slot,
+            evicted,
+            claim: claim.into(),
+        }
+    }
+}
+
+/// Appends `outcome` as its [`PooledClaimAnswer`] in serde_json's compact form: the claim
+/// answer [`write_claim_answer`] writes, then `slot` and `evicted`.
+pub fn write_pooled_claim_answer(out: &mut Vec<u8>, outcome: &PooledOutcome) {
+    write_claim_answer(out, &outcome.claim);
+    // Reopen the object the claim answer closed.
+    out.pop();
+    out.extend_from_slice(b",\"slot\":");
+    write_str(out, &outcome.slot);
+    out.extend_from_slice(b",\"evicted\":");
+    write_bool(out, outcome.evicted);
+    out.push(b'}');
+}
+
 /// Appends `outcome` as its [`ClaimAnswer`] in serde_json's compact form, without building
 /// the answer.
 ///
@@ -175,6 +235,13 @@ fn write_owner(out: &mut Vec<u8>, owner: &Owner) {
         out.extend_from_slice(name.as_bytes());
         out.extend_from_slice(b"\":");
         write_str(out, value);
+    }
+    if let Some(since) = owner.since {
+        if !first {
+            out.push(b',');
+        }
+        out.extend_from_slice(b"\"since\":");
+        out.extend_from_slice(itoa::Buffer::new().format(since).as_bytes());
     }
     out.push(b'}');
 }
@@ -297,8 +364,16 @@ mod tests {
 
     fn any_outcome() -> impl Strategy<Value = ClaimOutcome> {
         let owner = proptest::option::of(
-            (any_string(), any_string(), any_string())
-                .prop_map(|(region, cluster, endpoint)| Owner::new(region, cluster, endpoint)),
+            (
+                any_string(),
+                any_string(),
+                any_string(),
+                proptest::option::of(any::<u64>()),
+            )
+                .prop_map(|(region, cluster, endpoint, since)| Owner {
+                    since,
+                    ..Owner::new(region, cluster, endpoint)
+                }),
         );
         let detail = proptest::option::of(proptest::sample::select(KickDetail::ALL.to_vec()));
         (
@@ -343,6 +418,23 @@ mod tests {
             prop_assert_eq!(written(&outcome), expected.clone());
             let back: ClaimAnswer = serde_json::from_str(&expected).expect("reads back");
             prop_assert_eq!(ClaimOutcome::from(back), outcome);
+        }
+
+        /// The same for a pooled claim's answer.
+        #[test]
+        fn pooled_identical_to_serde_json(
+            claim in any_outcome(),
+            slot in "#[0-9]{1,3}",
+            evicted in any::<bool>(),
+        ) {
+            let outcome = PooledOutcome { slot, evicted, claim };
+            let expected = serde_json::to_string(&PooledClaimAnswer::from(outcome.clone()))
+                .expect("serialises");
+            let mut out = Vec::new();
+            write_pooled_claim_answer(&mut out, &outcome);
+            prop_assert_eq!(String::from_utf8(out).unwrap(), expected.clone());
+            let back: PooledClaimAnswer = serde_json::from_str(&expected).expect("reads back");
+            prop_assert_eq!(PooledOutcome::from(back), outcome);
         }
     }
 }

@@ -10,13 +10,15 @@ use std::borrow::Cow;
 
 use serde::{Deserialize, Serialize};
 use unique_core::{
-    ClaimInput, CurrentView, Error, Key, LogoutInput, MAX_BATCH_KEYS, Owner, ReleaseReason, UserKey,
+    ClaimInput, CurrentView, Error, Key, LogoutInput, MAX_BATCH_KEYS, Owner, PoolPolicy,
+    PoolRequest, ReleaseReason, UserKey,
 };
 
 use crate::ErrorCode;
 use crate::answer::{CurrentAnswer, SessionEntry};
 
-/// `POST /v1/claim` body: `{"project","env","uid","owner":{…},"claim_id"}`.
+/// `POST /v1/claim` body: `{"project","env","uid","slot"?,"owner":{…},"claim_id","pool"?}`;
+/// `slot` and `pool` are exclusive (read it with [`into_claim`](Self::into_claim)).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ClaimBody<'a> {
@@ -39,6 +41,86 @@ pub struct ClaimBody<'a> {
     /// The login's idempotency token.
     #[serde(borrow)]
     pub claim_id: Cow<'a, str>,
+    /// A pooled claim: take a place in the user's pool instead of a named slot
+    /// (`docs/design.md#pooled-sessions`). Omitted when absent, so a plain claim is byte for
+    /// byte what it was before pools.
+    #[serde(borrow, default, skip_serializing_if = "Option::is_none")]
+    pub pool: Option<PoolBody<'a>>,
+}
+
+/// `pool` inside a claim: `{"policy"?: "evict-oldest" | "deny-new", "limit"?: k}`; the policy
+/// defaults to `evict-oldest`, the limit to the project's session limit.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PoolBody<'a> {
+    /// `evict-oldest` or `deny-new`; `evict-oldest` when omitted.
+    #[serde(borrow, default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<Cow<'a, str>>,
+    /// The most sessions the user may hold, from 1 to the project's session limit; that
+    /// limit when omitted.
+    #[serde(
+        default,
+        deserialize_with = "crate::integer::option_u64",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub limit: Option<u64>,
+}
+
+impl From<&PoolRequest> for PoolBody<'static> {
+    fn from(pool: &PoolRequest) -> Self {
+        Self {
+            policy: Some(Cow::Borrowed(pool.policy.as_str())),
+            limit: pool.limit.map(|k| u64::try_from(k).unwrap_or(u64::MAX)),
+        }
+    }
+}
+
+impl PoolBody<'_> {
+    /// The pool request, its policy checked.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidParams` for a policy that is neither `evict-oldest` nor `deny-new`.
+    pub fn into_request(self) -> Result<PoolRequest, Error> {
+        let policy = match self.policy.as_deref() {
+            None => PoolPolicy::default(),
+            Some(name) => PoolPolicy::from_wire(name).ok_or_else(|| {
+                Error::invalid("pool.policy must be \"evict-oldest\" or \"deny-new\"")
+            })?,
+        };
+        // A limit past usize is past every project's limit too.
+        let limit = self.limit.map(|k| usize::try_from(k).unwrap_or(usize::MAX));
+        Ok(PoolRequest { policy, limit })
+    }
+}
+
+impl ClaimBody<'_> {
+    /// The same body asking for a place in the user's pool (`self`'s slot must be the
+    /// default one).
+    #[must_use]
+    pub fn with_pool(mut self, pool: &PoolRequest) -> Self {
+        self.pool = Some(pool.into());
+        self
+    }
+
+    /// The claim, and the pool it asks for when it does.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidParams` when the body names both a slot and a pool, or a pool whose policy is
+    /// unknown.
+    pub fn into_claim(mut self) -> Result<(ClaimInput, Option<PoolRequest>), Error> {
+        let pool = match self.pool.take() {
+            None => None,
+            Some(_) if !self.slot.is_empty() => {
+                return Err(Error::invalid(
+                    "slot and pool are exclusive: a pooled claim names the user, and the pool picks the slot",
+                ));
+            }
+            Some(pool) => Some(pool.into_request()?),
+        };
+        Ok((self.into(), pool))
+    }
 }
 
 /// `owner` inside a claim: `region` and `cluster` may be omitted (read as empty),
@@ -353,10 +435,12 @@ impl<'a> From<&'a ClaimInput> for ClaimBody<'a> {
             uid,
             slot,
         } = KeyBody::from(&input.key);
+        // The login time is the arbiter's to stamp: never sent.
         let Owner {
             region,
             cluster,
             endpoint,
+            since: _,
         } = &input.owner;
         Self {
             project,
@@ -369,6 +453,7 @@ impl<'a> From<&'a ClaimInput> for ClaimBody<'a> {
                 endpoint: Cow::Borrowed(endpoint),
             },
             claim_id: Cow::Borrowed(&input.claim_id),
+            pool: None,
         }
     }
 }
@@ -382,6 +467,8 @@ impl From<ClaimBody<'_>> for ClaimInput {
             slot,
             owner,
             claim_id,
+            // Read by `into_claim`; a plain conversion is the claim on the key.
+            pool: _,
         } = body;
         ClaimInput {
             key: KeyBody {
@@ -391,11 +478,11 @@ impl From<ClaimBody<'_>> for ClaimInput {
                 slot,
             }
             .into(),
-            owner: Owner {
-                region: owner.region.into_owned(),
-                cluster: owner.cluster.into_owned(),
-                endpoint: owner.endpoint.into_owned(),
-            },
+            owner: Owner::new(
+                owner.region.into_owned(),
+                owner.cluster.into_owned(),
+                owner.endpoint.into_owned(),
+            ),
             claim_id: claim_id.into_owned(),
         }
     }
@@ -473,6 +560,58 @@ impl<'a> ReleaseBody<'a> {
 mod tests {
     use super::*;
     use crate::parse;
+
+    #[test]
+    fn a_pooled_claim_reads_its_pool_and_refuses_a_slot_beside_it() {
+        let read = |body: &str| crate::parse_claim(body.as_bytes()).and_then(ClaimBody::into_claim);
+        let head =
+            r#"{"project":"p","env":"e","uid":1,"owner":{"endpoint":"http://h"},"claim_id":"c""#;
+        let (input, pool) = read(&format!(r#"{head},"pool":{{}}}}"#)).unwrap();
+        assert_eq!(
+            (input.key.slot.as_str(), pool),
+            ("", Some(PoolRequest::default()))
+        );
+        let (_, pool) = read(&format!(
+            r#"{head},"pool":{{"policy":"deny-new","limit":3}}}}"#
+        ))
+        .unwrap();
+        let deny = PoolRequest {
+            policy: PoolPolicy::DenyNew,
+            limit: Some(3),
+        };
+        assert_eq!(pool, Some(deny));
+        assert_eq!(read(&format!("{head}}}")).unwrap().1, None);
+        for (body, message) in [
+            (
+                format!(r#"{head},"slot":"pc","pool":{{}}}}"#),
+                "invalid params: slot and pool are exclusive",
+            ),
+            (
+                format!(r#"{head},"pool":{{"policy":"evict"}}}}"#),
+                r#"invalid params: pool.policy must be "evict-oldest" or "deny-new""#,
+            ),
+            (
+                format!(r#"{head},"pool":{{"limit":-1}}}}"#),
+                "invalid params: pool.limit: ",
+            ),
+            (
+                format!(r#"{head},"pool":{{"size":2}}}}"#),
+                "invalid params: pool.size: unknown field `size`",
+            ),
+        ] {
+            let e = read(&body).unwrap_err();
+            assert!(e.to_string().starts_with(message), "{body}: {e}");
+        }
+        // A client's body carries the pool, and reads back as it was.
+        let input = ClaimInput {
+            key: Key::new("p", "e", 1),
+            owner: Owner::new("", "", "http://h"),
+            claim_id: "c".into(),
+        };
+        let body = serde_json::to_vec(&ClaimBody::from(&input).with_pool(&deny)).unwrap();
+        let (back, pool) = crate::parse_claim(&body).unwrap().into_claim().unwrap();
+        assert_eq!((back, pool), (input, Some(deny)));
+    }
 
     fn key() -> Key {
         Key::new("game", "prod", 42)

@@ -2,7 +2,7 @@
 
 use http::StatusCode;
 use serde::{Deserialize, Serialize};
-use unique_core::Error;
+use unique_core::{Error, PooledSession};
 
 /// The `error` of an [`ErrorBody`]; each code goes with one HTTP status.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -42,6 +42,11 @@ pub enum ErrorCode {
     /// holds the most online sessions the server allows (`--max-slots-per-user`). Nothing
     /// was kicked or written. Not worth retrying until one of the user's sessions ends.
     TooManySlots,
+    /// 409: a pooled claim with the `deny-new` policy found all `limit` places of the user
+    /// online. Nothing was kicked or written; the body adds `limit` and `sessions` (each
+    /// `{"slot","gen","since"}`, never an owner). Not worth retrying until a session ends;
+    /// never a superseded login.
+    LimitReached,
 }
 
 impl ErrorCode {
@@ -61,6 +66,7 @@ impl ErrorCode {
             Self::Internal => "internal",
             Self::NotImplemented => "not_implemented",
             Self::TooManySlots => "too_many_slots",
+            Self::LimitReached => "limit_reached",
         }
     }
 
@@ -75,7 +81,7 @@ impl ErrorCode {
             Self::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             Self::Unauthenticated => StatusCode::UNAUTHORIZED,
             Self::Forbidden => StatusCode::FORBIDDEN,
-            Self::Superseded | Self::TooManySlots => StatusCode::CONFLICT,
+            Self::Superseded | Self::TooManySlots | Self::LimitReached => StatusCode::CONFLICT,
             Self::Corrupt | Self::Internal => StatusCode::INTERNAL_SERVER_ERROR,
             Self::NotImplemented => StatusCode::NOT_IMPLEMENTED,
         }
@@ -90,8 +96,28 @@ pub const SUPERSEDED_MESSAGE: &str =
 pub const TOO_MANY_SLOTS_MESSAGE: &str =
     "the user already holds the most online sessions allowed; end one before a login in a new slot";
 
+/// The `message` of a `limit_reached` answer.
+pub const LIMIT_REACHED_MESSAGE: &str =
+    "the user already holds the most sessions the pool allows; end one before a new login";
+
+/// One online session of a full pool in a `limit_reached` answer: `{"slot","gen","since"}`
+/// (`since` is `null` when the record does not say).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PooledSessionEntry {
+    /// The place (`#0`, `#1`, …).
+    pub slot: String,
+    /// The session's gen.
+    #[serde(rename = "gen")]
+    pub generation: i64,
+    /// Its login time, milliseconds since the Unix epoch.
+    pub since: Option<u64>,
+}
+
+mirror!(PooledSessionEntry <=> PooledSession { slot, generation, since });
+
 /// Every error answer: `{"error": code, "message": text}`; a `superseded` one adds
-/// `"gen"` and `"current_gen"`, a `too_many_slots` one `"limit"`.
+/// `"gen"` and `"current_gen"`, a `too_many_slots` one `"limit"`, a `limit_reached` one
+/// `"limit"` and `"sessions"`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct ErrorBody<'a> {
     /// What kind of failure; also decides the status.
@@ -104,9 +130,27 @@ pub struct ErrorBody<'a> {
     /// `superseded` only: the key's gen now (`current_gen` on the wire); omitted otherwise.
     #[serde(rename = "current_gen", skip_serializing_if = "Option::is_none")]
     pub current_generation: Option<i64>,
-    /// `too_many_slots` only: the most online sessions one user may hold; omitted otherwise.
+    /// `too_many_slots` and `limit_reached` only: the most online sessions one user may
+    /// hold (in the pool); omitted otherwise.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub limit: Option<usize>,
+    /// `limit_reached` only: the pool's online sessions; omitted otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sessions: Option<PooledSessions<'a>>,
+}
+
+/// The `sessions` of a `limit_reached` body, written as [`PooledSessionEntry`]s.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PooledSessions<'a>(pub &'a [PooledSession]);
+
+impl Serialize for PooledSessions<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(
+            self.0
+                .iter()
+                .map(|session| PooledSessionEntry::from(session.clone())),
+        )
+    }
 }
 
 impl<'a> ErrorBody<'a> {
@@ -118,6 +162,7 @@ impl<'a> ErrorBody<'a> {
             generation: None,
             current_generation: None,
             limit: None,
+            sessions: None,
         }
     }
 
@@ -129,6 +174,7 @@ impl<'a> ErrorBody<'a> {
             generation: Some(generation),
             current_generation: Some(current),
             limit: None,
+            sessions: None,
         }
     }
 
@@ -140,6 +186,19 @@ impl<'a> ErrorBody<'a> {
             generation: None,
             current_generation: None,
             limit: Some(limit),
+            sessions: None,
+        }
+    }
+
+    /// The 409 `limit_reached` body: the pool of `limit` places is full with `sessions`.
+    pub const fn limit_reached(limit: usize, sessions: &'a [PooledSession]) -> Self {
+        Self {
+            error: ErrorCode::LimitReached,
+            message: LIMIT_REACHED_MESSAGE,
+            generation: None,
+            current_generation: None,
+            limit: Some(limit),
+            sessions: Some(PooledSessions(sessions)),
         }
     }
 
@@ -157,6 +216,7 @@ impl<'a> ErrorBody<'a> {
                 current,
             } => Self::superseded(*generation, *current),
             Error::TooManySlots { limit } => Self::too_many_slots(*limit),
+            Error::LimitReached { limit, sessions } => Self::limit_reached(*limit, sessions),
             Error::Unauthenticated(reason) => Self::new(ErrorCode::Unauthenticated, reason),
             Error::Forbidden(reason) => Self::new(ErrorCode::Forbidden, reason),
             _ => Self::new(ErrorCode::Unavailable, "unavailable"),
@@ -239,11 +299,35 @@ pub fn too_many_slots_limit(body: &[u8]) -> Option<usize> {
     read.limit
 }
 
+/// The `limit` and `sessions` of a 409 `limit_reached` answer: `None` unless `body` is a JSON
+/// object whose `error` is `limit_reached` and whose `limit` is a non-negative integer;
+/// `sessions` missing or unreadable reads as none. Read leniently otherwise.
+pub fn limit_reached(body: &[u8]) -> Option<(usize, Vec<PooledSession>)> {
+    #[derive(Deserialize)]
+    struct Lenient {
+        #[serde(default)]
+        error: Option<String>,
+        #[serde(default)]
+        limit: Option<usize>,
+        #[serde(default)]
+        sessions: Option<serde_json::Value>,
+    }
+    let read = serde_json::from_slice::<Lenient>(body).ok()?;
+    if read.error.as_deref() != Some(ErrorCode::LimitReached.as_str()) {
+        return None;
+    }
+    let sessions = read
+        .sessions
+        .and_then(|v| serde_json::from_value::<Vec<PooledSessionEntry>>(v).ok())
+        .unwrap_or_default();
+    Some((read.limit?, sessions.into_iter().map(Into::into).collect()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    const CODES: [ErrorCode; 13] = [
+    const CODES: [ErrorCode; 14] = [
         ErrorCode::InvalidParams,
         ErrorCode::Throttled,
         ErrorCode::Unavailable,
@@ -257,6 +341,7 @@ mod tests {
         ErrorCode::Internal,
         ErrorCode::NotImplemented,
         ErrorCode::TooManySlots,
+        ErrorCode::LimitReached,
     ];
 
     #[test]
@@ -279,7 +364,7 @@ mod tests {
         assert_eq!(
             statuses,
             [
-                400, 429, 503, 404, 405, 413, 401, 403, 409, 500, 500, 501, 409
+                400, 429, 503, 404, 405, 413, 401, 403, 409, 500, 500, 501, 409, 409
             ]
         );
     }
@@ -329,12 +414,50 @@ mod tests {
         }
         let refused = Error::Forbidden("key out of scope".into());
         assert_eq!(ErrorBody::from_error(&refused).status().as_u16(), 403);
+        let pool = Error::LimitReached {
+            limit: 2,
+            sessions: vec![
+                PooledSession {
+                    slot: "#0".into(),
+                    generation: 5,
+                    since: Some(1_700_000_000_000),
+                },
+                PooledSession {
+                    slot: "#1".into(),
+                    generation: 1,
+                    since: None,
+                },
+            ],
+        };
+        let body = serde_json::to_string(&ErrorBody::from_error(&pool)).unwrap();
+        assert_eq!(
+            body,
+            format!(
+                r##"{{"error":"limit_reached","message":"{LIMIT_REACHED_MESSAGE}","limit":2,"sessions":[{{"slot":"#0","gen":5,"since":1700000000000}},{{"slot":"#1","gen":1,"since":null}}]}}"##
+            )
+        );
+        assert_eq!(ErrorBody::from_error(&pool).status().as_u16(), 409);
+        let Error::LimitReached { sessions, .. } = &pool else {
+            unreachable!()
+        };
+        assert_eq!(limit_reached(body.as_bytes()), Some((2, sessions.clone())));
+        assert_eq!(
+            limit_reached(br#"{"error":"limit_reached","limit":3,"sessions":7}"#),
+            Some((3, Vec::new()))
+        );
+        for none in [
+            &br#"{"error":"too_many_slots","limit":3}"#[..],
+            br#"{"error":"limit_reached"}"#,
+        ] {
+            assert_eq!(limit_reached(none), None);
+        }
         for e in [
             &invalid,
             &Error::Throttled,
             &down,
             &superseded,
             &full,
+            &pool,
             &refused,
         ] {
             assert_eq!(ErrorBody::from_error(e).error.as_str(), e.code());

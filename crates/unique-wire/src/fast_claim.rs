@@ -49,6 +49,7 @@ impl<'a> Scan<'a> {
             slot: Cow::Borrowed(slot.unwrap_or_default()),
             owner: owner?,
             claim_id: Cow::Borrowed(claim_id?),
+            pool: None,
         })
     }
 
@@ -364,7 +365,7 @@ mod tests {
             let body = ClaimBody {
                 project: project.into(), env: env.into(), uid, slot: slot.into(),
                 owner: OwnerBody { region: region.into(), cluster: Cow::Borrowed(""), endpoint: endpoint.into() },
-                claim_id: claim_id.into(),
+                claim_id: claim_id.into(), pool: None,
             };
             let text = serde_json::to_string(&body).expect("serialises");
             let plain = !text.contains('\\');

@@ -33,13 +33,17 @@ mod limit;
 mod parse;
 mod route;
 
-pub use answer::{ClaimAnswer, CurrentAnswer, LogoutAnswer, SessionEntry, write_claim_answer};
+pub use answer::{
+    ClaimAnswer, CurrentAnswer, LogoutAnswer, PooledClaimAnswer, SessionEntry, write_claim_answer,
+    write_pooled_claim_answer,
+};
 pub use body::{
-    BatchAnswer, BatchBody, BatchView, ClaimBody, KeyBody, LogoutBody, OwnerBody, ReleaseAnswer,
-    ReleaseBody, SessionsAnswer, UserBody,
+    BatchAnswer, BatchBody, BatchView, ClaimBody, KeyBody, LogoutBody, OwnerBody, PoolBody,
+    ReleaseAnswer, ReleaseBody, SessionsAnswer, UserBody,
 };
 pub use error::{
-    ErrorBody, ErrorCode, SUPERSEDED_MESSAGE, TOO_MANY_SLOTS_MESSAGE, error_code, error_message,
+    ErrorBody, ErrorCode, LIMIT_REACHED_MESSAGE, PooledSessionEntry, PooledSessions,
+    SUPERSEDED_MESSAGE, TOO_MANY_SLOTS_MESSAGE, error_code, error_message, limit_reached,
     superseded_generations, too_many_slots_limit,
 };
 pub use info::{INFO_PATH, InfoAnswer, InfoAuth, InfoFeatures, InfoKicks, InfoLimits};

@@ -311,11 +311,7 @@ mod tests {
     fn current(generation: i64, endpoint: Option<&str>) -> CurrentAnswer {
         CurrentAnswer {
             generation,
-            owner: endpoint.map(|endpoint| Owner {
-                region: String::new(),
-                cluster: String::new(),
-                endpoint: endpoint.to_owned(),
-            }),
+            owner: endpoint.map(|endpoint| Owner::new("", "", endpoint)),
             exists: generation > 0,
         }
     }
