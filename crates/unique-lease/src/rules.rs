@@ -210,6 +210,9 @@ pub struct RoomDecision {
     pub write: RoomWrite,
     answer: RoomAnswer,
     now: StoreNow,
+    /// For a grant over another node's row (expired: D3 never grants a room in force): that
+    /// node.
+    taken_from: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -235,7 +238,12 @@ impl RoomOp {
         if let Some(row) = &row {
             row.check(store)?;
         }
-        let decided = |write, answer| RoomDecision { write, answer, now };
+        let decided = |write, answer| RoomDecision {
+            write,
+            answer,
+            now,
+            taken_from: None,
+        };
         Ok(match self {
             Self::Read => decided(RoomWrite::Nothing, RoomAnswer::Row(row)),
             Self::Ensure { node_id, ttl_ms } => {
@@ -265,15 +273,20 @@ impl RoomOp {
                     }
                     // D1: free, expired, or expired under this very node (its old token
                     // is dead too).
-                    _ => decided(
-                        RoomWrite::Grant(Grant {
-                            node_id: node_id.clone(),
-                            lease_token: new_lease_token(),
-                            expires_ms: wanted,
-                            ttl_ms: *ttl_ms,
-                        }),
-                        RoomAnswer::Row(None),
-                    ),
+                    before => RoomDecision {
+                        taken_from: before
+                            .map(|row| row.node_id)
+                            .filter(|holder| holder != node_id),
+                        ..decided(
+                            RoomWrite::Grant(Grant {
+                                node_id: node_id.clone(),
+                                lease_token: new_lease_token(),
+                                expires_ms: wanted,
+                                ttl_ms: *ttl_ms,
+                            }),
+                            RoomAnswer::Row(None),
+                        )
+                    },
                 }
             }
             Self::Release {
@@ -296,6 +309,14 @@ impl RoomOp {
 }
 
 impl RoomDecision {
+    /// The node a grant takes the room over from: the room's row named another node, whose
+    /// holding had expired (D1, D3). `None` for a first grant (no row, or one a sweep
+    /// deleted, D12), a grant to the node that held it last, and every other decision. What
+    /// the server counts as `unique_lease_takeovers_total`.
+    pub fn taken_over_from(&self) -> Option<&str> {
+        self.taken_from.as_deref()
+    }
+
     /// The report for the front once the write is durable; `granted_epoch` is the epoch
     /// the backend drew for a [`RoomWrite::Grant`] (ignored otherwise).
     fn outcome(self, granted_epoch: Option<u64>) -> RoomOutcome {
@@ -576,6 +597,27 @@ mod tests {
             node_id: node.into(),
             ttl_ms,
         }
+    }
+
+    #[test]
+    fn a_grant_over_another_nodes_expired_row_is_a_takeover() {
+        for (before, taken_from) in [
+            (None, None),
+            (Some(row("a", "t", 3, 1_000)), Some("a")),
+            (Some(row("b", "t", 3, 999)), None),
+        ] {
+            let d = ensure("b", 500).decide(before, at(1_000), "test").unwrap();
+            assert!(matches!(d.write, RoomWrite::Grant(_)), "{d:?}");
+            assert_eq!(d.taken_over_from(), taken_from, "{d:?}");
+        }
+        // A renewal, a room held elsewhere and a read take nothing over.
+        let held = Some(row("a", "t", 3, 2_000));
+        for (op, node) in [(ensure("a", 5_000), "a"), (ensure("b", 500), "b")] {
+            let d = op.decide(held.clone(), at(1_000), "test").unwrap();
+            assert_eq!(d.taken_over_from(), None, "{node}: {d:?}");
+        }
+        let read = RoomOp::Read.decide(held, at(3_000), "test").unwrap();
+        assert_eq!(read.taken_over_from(), None);
     }
 
     #[test]

@@ -27,3 +27,10 @@ pub const STORE_OPERATION_DURATION_SECONDS: &str = "unique_store_operation_durat
 pub const STORE_ERRORS_TOTAL: &str = "unique_store_errors_total";
 /// Counter: fenced claim writes that lost the race to another write.
 pub const STORE_LOST_RACES_TOTAL: &str = "unique_store_lost_races_total";
+/// Gauge: records holding a session across the whole store, counted by the server every
+/// `--sessions-count-interval` (`Store::count_online`); absent on a store that cannot count.
+pub const SESSIONS_ONLINE: &str = "unique_sessions_online";
+/// Counter: lease grants that took a room over from another node whose holding had expired
+/// (`RoomDecision::taken_over_from` in `unique-lease`); absent where the lease backend
+/// cannot tell (DynamoDB).
+pub const LEASE_TAKEOVERS_TOTAL: &str = "unique_lease_takeovers_total";
