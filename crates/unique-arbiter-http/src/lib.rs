@@ -21,6 +21,6 @@ pub use auth::{
 pub use leases::LeaseService;
 pub use serve::{serve, serve_with};
 pub use service::{ArbiterService, DEFAULT_READY_TIMEOUT, MAX_BODY_BYTES, ResponseBody};
-pub use telemetry::{AUTH_REJECTIONS_TOTAL, RELEASES_BY_REASON_TOTAL};
+pub use telemetry::{AUTH_REJECTIONS_TOTAL, POOL_EVICTIONS_TOTAL, RELEASES_BY_REASON_TOTAL};
 /// The guards of [`serve_with`]: connection caps, timeouts, TLS (from `unique-listener`).
 pub use unique_listener::ServeOptions;

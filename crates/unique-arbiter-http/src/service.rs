@@ -22,13 +22,15 @@ use http_body_util::Full;
 use serde::Serialize;
 use tracing::Instrument;
 use unique_core::{
-    Arbiter, ClaimInput, DEFAULT_SESSIONS_PAGE, Error, Key, LogoutInput, Store, UserKey,
+    Arbiter, ClaimInput, DEFAULT_SESSIONS_PAGE, Error, Key, LogoutInput, PoolRequest, Store,
+    UserKey,
 };
 use unique_listener::PeerAddr;
 use unique_wire::{
     BatchAnswer, BatchBody, BatchView, BodyError, CurrentAnswer, ErrorBody, ErrorCode, InfoAnswer,
     InfoKicks, KeyBody, LogoutAnswer, LogoutBody, ReleaseAnswer, ReleaseBody, Route, SessionEntry,
     SessionsAnswer, UserBody, parse, parse_claim, read_body, write_claim_answer,
+    write_pooled_claim_answer,
 };
 
 /// Largest request body accepted; larger bodies get 413.
@@ -81,6 +83,7 @@ impl<S: Store> ArbiterService<S> {
     /// recorder first for them to read 0 before the first such release).
     pub fn new(arbiter: Arbiter<S>) -> Self {
         telemetry::register_release_reasons();
+        telemetry::register_pool_evictions();
         Self {
             arbiter,
             tokens: None,
@@ -317,9 +320,12 @@ impl<S: Store> ArbiterService<S> {
         grant: Option<&Grant>,
         request_id: &RequestId,
     ) -> Result<Response<ResponseBody>, Error> {
-        let input: ClaimInput = parse_claim(body)?.into();
+        let (input, pool) = parse_claim(body)?.into_claim()?;
         if let Some(refused) = self.scope(Route::Claim, grant, &input.key, request_id) {
             return Ok(refused);
+        }
+        if let Some(pool) = pool {
+            return self.claim_pooled(&input, &pool, grant, request_id).await;
         }
         let span = request_id.span("claim", &input.key);
         let outcome = match self.arbiter.claim(&input).instrument(span).await {
@@ -348,6 +354,55 @@ impl<S: Store> ArbiterService<S> {
         .await?;
         Ok(answer(StatusCode::OK, |out| {
             write_claim_answer(out, &outcome);
+        }))
+    }
+
+    /// A pooled claim: audited under the place taken (an eviction, a first login, a replay)
+    /// or, refused, under the user's key (`limit-reached`, `superseded`).
+    async fn claim_pooled(
+        &self,
+        input: &ClaimInput,
+        pool: &PoolRequest,
+        grant: Option<&Grant>,
+        request_id: &RequestId,
+    ) -> Result<Response<ResponseBody>, Error> {
+        let span = request_id.span("claim", &input.key);
+        let outcome = match self
+            .arbiter
+            .claim_pooled(input, pool)
+            .instrument(span)
+            .await
+        {
+            Ok(outcome) => outcome,
+            Err(e) => {
+                let event = match e {
+                    Error::Superseded {
+                        generation,
+                        current,
+                    } => Some(AuditEvent::Superseded {
+                        generation,
+                        current_generation: current,
+                    }),
+                    Error::LimitReached { limit, .. } => Some(AuditEvent::LimitReached { limit }),
+                    _ => None,
+                };
+                if let Some(event) = event {
+                    self.audit(event, &input.key, grant, request_id).await?;
+                }
+                return Err(e);
+            }
+        };
+        if outcome.evicted && !outcome.claim.replayed {
+            telemetry::count_pool_eviction();
+        }
+        let limit = pool
+            .limit
+            .unwrap_or_else(|| self.arbiter.session_limit(&input.key.project));
+        let place = input.key.user().key(outcome.slot.as_str());
+        let event = AuditEvent::of_pooled_claim(&outcome, limit);
+        self.audit(event, &place, grant, request_id).await?;
+        Ok(answer(StatusCode::OK, |out| {
+            write_pooled_claim_answer(out, &outcome);
         }))
     }
 

@@ -3,7 +3,7 @@
 use std::sync::OnceLock;
 
 use metrics::Counter;
-use unique_core::ReleaseReason;
+use unique_core::{PoolPolicy, ReleaseReason};
 
 use crate::auth::Unauthenticated;
 
@@ -69,6 +69,29 @@ pub(crate) fn register_release_reasons() {
             let _ = release_reason_counter(reason, released);
         }
     }
+}
+
+/// Pooled claims that evicted the oldest login, by `policy` (`evict-oldest`, the one policy
+/// that evicts): `docs/design.md#pooled-sessions`.
+pub const POOL_EVICTIONS_TOTAL: &str = "unique_pool_evictions_total";
+
+/// Registers the eviction series with the recorder in force, so it reads 0 before the first.
+pub(crate) fn register_pool_evictions() {
+    metrics::describe_counter!(
+        POOL_EVICTIONS_TOTAL,
+        "Pooled claims that evicted the user's oldest login to take its place, by policy"
+    );
+    let _ = pool_eviction_counter();
+}
+
+/// Counts one eviction.
+pub(crate) fn count_pool_eviction() {
+    pool_eviction_counter().increment(1);
+}
+
+/// Looked up at each call, as the release reasons are.
+fn pool_eviction_counter() -> Counter {
+    metrics::counter!(POOL_EVICTIONS_TOTAL, "policy" => PoolPolicy::EvictOldest.as_str())
 }
 
 /// Counts one release that named `reason`.

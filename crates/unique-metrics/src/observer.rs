@@ -13,12 +13,13 @@ use crate::{
 /// The `result` label of a successful claim; failures carry their [`Error::code`].
 const OK: &str = "ok";
 /// Claim results with a handle of their own: `ok` and every error code.
-const CLAIM_RESULTS: [&str; 5] = [
+const CLAIM_RESULTS: [&str; 6] = [
     OK,
     "invalid_params",
     "throttled",
     "unavailable",
     "superseded",
+    "limit_reached",
 ];
 /// The `detail` label of a confirmed kick; failed kicks carry their [`KickDetail`].
 const CONFIRMED: &str = "confirmed";
@@ -27,7 +28,7 @@ const CONFIRMED: &str = "confirmed";
 ///
 /// | metric | kind | labels |
 /// |---|---|---|
-/// | `unique_claims_total` | counter | `result`: `ok`, `invalid_params`, `throttled`, `unavailable`, `superseded` |
+/// | `unique_claims_total` | counter | `result`: `ok`, `invalid_params`, `throttled`, `unavailable`, `superseded`, `limit_reached` (a `deny-new` pool at its limit) |
 /// | `unique_claims_shed_total` | counter | `reason`: `queue-full`, `deadline` |
 /// | `unique_claim_replays_total` | counter | — |
 /// | `unique_claim_attempts` | histogram | — |
@@ -42,7 +43,7 @@ const CONFIRMED: &str = "confirmed";
 #[derive(Debug, Clone)]
 pub struct MetricsObserver {
     /// Indexed like [`CLAIM_RESULTS`].
-    claims: [Counter; 5],
+    claims: [Counter; 6],
     /// Indexed like [`ShedReason::ALL`].
     shed: [Counter; ShedReason::ALL.len()],
     replays: Counter,

@@ -214,6 +214,7 @@ fn a_scripted_sequence_is_counted_exactly() {
         ("unique_claims_total{result=throttled}", 1),
         ("unique_claims_total{result=unavailable}", 1),
         ("unique_claims_total{result=superseded}", 1),
+        ("unique_claims_total{result=limit_reached}", 0),
         ("unique_claims_shed_total{reason=queue-full}", 0),
         ("unique_claims_shed_total{reason=deadline}", 0),
         ("unique_claim_replays_total", 1),

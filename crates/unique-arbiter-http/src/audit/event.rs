@@ -4,7 +4,7 @@
 use std::net::IpAddr;
 use std::time::SystemTime;
 
-use unique_core::{ClaimOutcome, KickDetail, LogoutOutcome, ReleaseReason};
+use unique_core::{ClaimOutcome, KickDetail, LogoutOutcome, PooledOutcome, ReleaseReason};
 
 /// What happened. Gens follow the wire's naming: `gen` is the session's, `prev_gen` the one it
 /// replaced.
@@ -28,6 +28,26 @@ pub enum AuditEvent {
         kicked: bool,
         /// Why the old session is only presumed offline; `None` when kicked.
         kick_detail: Option<KickDetail>,
+    },
+    /// A pooled claim that took the place of the user's oldest login (`evict-oldest` at the
+    /// pool's limit): a takeover of that place, recorded under the place's slot.
+    Eviction {
+        /// The gen written on the place.
+        generation: i64,
+        /// The evicted session's gen.
+        prev_generation: i64,
+        /// The evicted session's node confirmed the kick (or no kicker is configured).
+        kicked: bool,
+        /// Why the evicted session is only presumed offline; `None` when kicked.
+        kick_detail: Option<KickDetail>,
+        /// The pool's limit `k`.
+        limit: usize,
+    },
+    /// A pooled claim refused because the user's pool was full (`deny-new`), answered 409
+    /// `limit_reached`: nothing kicked or written. Recorded under the user's key (slot `""`).
+    LimitReached {
+        /// The pool's limit `k`.
+        limit: usize,
     },
     /// A retried claim whose claim_id still holds the key (I4): nothing kicked or written.
     Replay {
@@ -158,6 +178,24 @@ impl AuditEvent {
         }
     }
 
+    /// The event a pooled claim's outcome records: an eviction when it took the oldest
+    /// login's place, else as [`of_claim`](Self::of_claim) (a first login or a replay on its
+    /// place). `limit` is the pool's `k`.
+    pub fn of_pooled_claim(outcome: &PooledOutcome, limit: usize) -> Self {
+        if outcome.evicted && !outcome.claim.replayed {
+            let claim = &outcome.claim;
+            Self::Eviction {
+                generation: claim.generation,
+                prev_generation: claim.prev_generation,
+                kicked: claim.kicked,
+                kick_detail: claim.kick_detail,
+                limit,
+            }
+        } else {
+            Self::of_claim(&outcome.claim)
+        }
+    }
+
     /// The event an admin logout's outcome records.
     pub fn of_logout(outcome: &LogoutOutcome) -> Self {
         Self::AdminLogout {
@@ -174,6 +212,8 @@ impl AuditEvent {
         match self {
             Self::FirstLogin { .. } => "first-login",
             Self::Takeover { .. } => "takeover",
+            Self::Eviction { .. } => "eviction",
+            Self::LimitReached { .. } => "limit-reached",
             Self::Replay { .. } => "replay",
             Self::Superseded { .. } => "superseded",
             Self::Release { .. } => "release",
@@ -193,12 +233,17 @@ impl AuditEvent {
                 generation,
                 prev_generation,
                 ..
+            }
+            | Self::Eviction {
+                generation,
+                prev_generation,
+                ..
             } => (Some(generation), Some(prev_generation)),
             Self::Replay { generation }
             | Self::Superseded { generation, .. }
             | Self::Release { generation, .. } => (Some(generation), None),
             Self::AdminLogout { generation, .. } => (generation, None),
-            Self::Refused { .. } => (None, None),
+            Self::Refused { .. } | Self::LimitReached { .. } => (None, None),
         }
     }
 }
@@ -246,6 +291,36 @@ mod tests {
         );
         assert_eq!(
             AuditEvent::of_claim(&outcome(true, false, 0)),
+            AuditEvent::Replay { generation: 9 }
+        );
+    }
+
+    #[test]
+    fn a_pooled_claim_is_an_eviction_only_when_it_evicted() {
+        let pooled = |evicted, replayed| PooledOutcome {
+            slot: "#1".into(),
+            evicted,
+            claim: outcome(replayed, evicted, 8),
+        };
+        assert_eq!(
+            AuditEvent::of_pooled_claim(&pooled(true, false), 3),
+            AuditEvent::Eviction {
+                generation: 9,
+                prev_generation: 8,
+                kicked: false,
+                kick_detail: Some(KickDetail::Non2xx),
+                limit: 3,
+            }
+        );
+        assert_eq!(
+            AuditEvent::of_pooled_claim(&pooled(false, false), 3),
+            AuditEvent::FirstLogin {
+                generation: 9,
+                prev_generation: Some(8)
+            }
+        );
+        assert_eq!(
+            AuditEvent::of_pooled_claim(&pooled(false, true), 3),
             AuditEvent::Replay { generation: 9 }
         );
     }

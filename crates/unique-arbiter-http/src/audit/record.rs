@@ -54,7 +54,8 @@ impl<'a> AuditRecord<'a> {
     /// Appends the record as one line of JSON, `\n` included. Every line has, in this order,
     /// `ts` (RFC 3339 UTC, milliseconds), `event`, `project`, `env`, `uid`, `slot`, `gen`,
     /// `prev_gen`, `token` and `request_id`, `null` where they do not apply; then the event's
-    /// own fields: `kicked` and `kick_detail` (takeover), `current_gen` (superseded),
+    /// own fields: `kicked` and `kick_detail` (takeover), `kicked`, `kick_detail` and `limit`
+    /// (eviction), `limit` (limit-reached), `current_gen` (superseded),
     /// `released` and `reason` (release), `released`, `kicked` and `kick_detail` (admin-logout), and
     /// `status`, `reason`, `path`, `source`, `count`, `first_ts` and `last_ts` (refused, a
     /// tally of refusals whose `ts` is when it was written). Strings
@@ -87,6 +88,16 @@ impl<'a> AuditRecord<'a> {
                 kick_detail,
                 ..
             } => write_kick(out, kicked, kick_detail),
+            AuditEvent::Eviction {
+                kicked,
+                kick_detail,
+                limit,
+                ..
+            } => {
+                write_kick(out, kicked, kick_detail);
+                write_limit(out, limit);
+            }
+            AuditEvent::LimitReached { limit } => write_limit(out, limit),
             AuditEvent::AdminLogout {
                 released,
                 kicked,
@@ -161,6 +172,11 @@ fn write_ts(out: &mut Vec<u8>, ts: SystemTime) {
     out.push(b'"');
     out.extend_from_slice(humantime::format_rfc3339_millis(ts).to_string().as_bytes());
     out.push(b'"');
+}
+
+fn write_limit(out: &mut Vec<u8>, limit: usize) {
+    out.extend_from_slice(b",\"limit\":");
+    out.extend_from_slice(itoa::Buffer::new().format(limit).as_bytes());
 }
 
 fn write_kick(out: &mut Vec<u8>, kicked: bool, kick_detail: Option<KickDetail>) {
@@ -290,6 +306,24 @@ mod tests {
                 r#""superseded""#,
                 r#""gen":1,"prev_gen":null"#,
                 r#","current_gen":2"#,
+            ),
+            (
+                AuditEvent::Eviction {
+                    generation: 5,
+                    prev_generation: 4,
+                    kicked: true,
+                    kick_detail: None,
+                    limit: 3,
+                },
+                r#""eviction""#,
+                r#""gen":5,"prev_gen":4"#,
+                r#","kicked":true,"kick_detail":null,"limit":3"#,
+            ),
+            (
+                AuditEvent::LimitReached { limit: 3 },
+                r#""limit-reached""#,
+                r#""gen":null,"prev_gen":null"#,
+                r#","limit":3"#,
             ),
         ]);
     }
