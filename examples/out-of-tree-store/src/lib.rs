@@ -19,6 +19,8 @@
 //!   other gen;
 //! - batched reads: every key of a batch read under one lock, each as
 //!   `read_owner` reads it;
+//! - the count of sessions online: the records with a gen above 0 and a
+//!   non-empty owner (C13);
 //! - listings: [`UserKey::slot_range`] is the range of partition keys that
 //!   holds the user's slots besides the default one, [`UserKey::slot_of`]
 //!   names the slot of each, and [`listed_session`] decides each record's
@@ -180,6 +182,17 @@ impl Store for MapStore {
             }
             _ => Ok(false),
         }
+    }
+
+    async fn count_online(&self) -> Result<Option<u64>, Error> {
+        // Every record holding a session (C13): a gen above 0 and a non-empty
+        // owner, corrupt or not (a count does not decode owners).
+        let records = self.lock();
+        let online = records
+            .values()
+            .filter(|r| r.generation > 0 && r.owner.as_deref().is_some_and(|o| !o.is_empty()))
+            .count();
+        Ok(Some(u64::try_from(online).unwrap_or(u64::MAX)))
     }
 
     async fn list_sessions(&self, user: &UserKey) -> Result<Vec<UserSession>, Error> {

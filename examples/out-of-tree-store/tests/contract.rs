@@ -1,10 +1,13 @@
-//! The store contract suite run on `MapStore`: one test per case.
+//! The store contract suite run on `MapStore`: one test per case, the count
+//! cases included.
 
 use std::sync::Arc;
 
 use out_of_tree_store::MapStore;
 use unique_core::{Error, Key, async_trait};
-use unique_store_contract::{RawRecord, RawWriter, Subject, store_contract_tests};
+use unique_store_contract::{
+    RawRecord, RawWriter, Subject, online_count_tests, store_contract_tests,
+};
 
 /// The raw-record hook. A local newtype: the trait and the store live in
 /// other crates, so the trait cannot be implemented on the store here.
@@ -35,3 +38,7 @@ async fn subject() -> Subject {
 }
 
 store_contract_tests!(subject);
+
+// The store counts its sessions (`count_online` answers `Some`), so it runs the
+// count cases too, each on a fresh store: a count is of the whole store.
+online_count_tests!(subject);
