@@ -183,6 +183,7 @@ macro_rules! __store_contract_cases {
                 never_lists_another_users_records,
                 listing_sees_completed_writes,
                 many_slots_all_listed,
+                pool_places_round_trip,
             }
             vacant_claims {
                 unsupported_sends_nothing,

@@ -2,11 +2,11 @@
 //! once, with its gen and owner, from one strongly consistent read of the
 //! user's records and of no one else's.
 
-use unique_core::{Key, UserKey};
+use unique_core::{CasOutcome, Key, Owner, UserKey, UserSession};
 
 use crate::Subject;
 use crate::slots::unusual_slots;
-use crate::support::{Ctx, join, listed, owner_json};
+use crate::support::{Ctx, join, listed, owner_for, owner_json};
 
 /// C10: a user without records lists no session, nor does one whose only
 /// records are on other users' keys next to it.
@@ -274,4 +274,90 @@ pub async fn many_slots_all_listed(subject: Subject) {
 async fn list_on_a_task(ctx: &Ctx, user: &UserKey) -> Vec<unique_core::UserSession> {
     let (ctx, user) = (ctx.clone(), user.clone());
     join(tokio::spawn(async move { ctx.list(&user).await })).await
+}
+
+/// C10 (pooled sessions, `docs/design.md#pooled-sessions`): the places of a user's pool,
+/// slots `#0` to `#<k-1>` (`#` then the index), are slots like any other: claimed, read back,
+/// read in one batch, listed with their slot beside the user's named and default slots, and a
+/// released one drops out. The login time stored in the owner (`since`) survives every read
+/// and the listing; an owner without one reads without one.
+pub async fn pool_places_round_trip(subject: Subject) {
+    let ctx = Ctx::new(subject, "listing::pool_places_round_trip");
+    let user = ctx.user(1);
+    let since = |i: usize| 1_700_000_000_000 + u64::try_from(i).unwrap_or(0);
+    let pooled = |i: usize| Owner {
+        since: Some(since(i)),
+        ..owner_for(&format!("place-{i}"))
+    };
+    let places: Vec<usize> = vec![0, 1, 2, 3, 10, 999];
+    for &i in &places {
+        let key = user.key(unique_core::place_slot(i));
+        let snap = ctx.unwritten(&key).await;
+        let written = ctx
+            .store
+            .claim_cas(&key, &pooled(i), &format!("place-{i}"), &snap)
+            .await;
+        ensure_eq!(
+            written.ok(),
+            Some(CasOutcome::Written { generation: 1 }),
+            "C4",
+            "a first login on a pool place writes gen 1",
+            "place #{i}"
+        );
+        let read = ctx.read(&key).await;
+        ensure_eq!(
+            read.owner,
+            Some(pooled(i)),
+            "C2",
+            "a place's record reads back with its owner and login time",
+            "place #{i}"
+        );
+    }
+    ctx.session(&user.key("pc"), 1, "pc-1").await;
+    ctx.session(&user.key(""), 1, "default-1").await;
+    let keys: Vec<Key> = places
+        .iter()
+        .map(|&i| user.key(unique_core::place_slot(i)))
+        .collect();
+    let batch = ctx.store.read_owners(&keys).await;
+    let owners: Vec<Option<Owner>> = batch
+        .into_iter()
+        .flatten()
+        .map(|state| state.ok().and_then(|s| s.owner))
+        .collect();
+    let expected: Vec<Option<Owner>> = places.iter().map(|&i| Some(pooled(i))).collect();
+    ensure_eq!(
+        owners,
+        expected,
+        "C2",
+        "a batch read of the places answers each with its owner and login time"
+    );
+    let mut listing = vec![listed("", 1, "default-1"), listed("pc", 1, "pc-1")];
+    listing.extend(places.iter().map(|&i| UserSession {
+        slot: unique_core::place_slot(i),
+        generation: 1,
+        owner: pooled(i),
+    }));
+    listing.sort_by(|a, b| a.slot.cmp(&b.slot));
+    ensure_eq!(
+        ctx.list(&user).await,
+        listing,
+        "C10",
+        "the listing holds every place with its slot, gen, owner and login time",
+        "six places beside slots \"\" and \"pc\""
+    );
+    ctx.release_keeps_gen(&user.key("#2"), 1).await;
+    listing.retain(|s| s.slot != "#2");
+    ensure_eq!(
+        ctx.list(&user).await,
+        listing,
+        "C10",
+        "a released place is not listed"
+    );
+    ensure_eq!(
+        ctx.list(&ctx.user(10)).await,
+        Vec::new(),
+        "C10",
+        "a user whose uid extends this one's lists none of its places"
+    );
 }
