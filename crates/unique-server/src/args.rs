@@ -223,6 +223,13 @@ pub(crate) struct Args {
     #[arg(long, env = "UNIQUE_MAX_SLOTS_PER_USER", default_value_t = DEFAULT_MAX_SLOTS_PER_USER, value_parser = clap::value_parser!(u32).range(1..=i64::from(MAX_SLOTS_PER_USER)))]
     pub(crate) max_slots_per_user: u32,
 
+    /// The most pooled sessions one user may hold (a claim with "pool", see docs/design.md
+    /// "Pooled sessions"): N for every project, or PROJECT=N for one project (repeatable, or
+    /// comma-separated; the last one for a project wins). Default 5. Each 1 to
+    /// --max-slots-per-user: a pool's places are slots of the user and count toward that cap.
+    #[arg(long, env = "UNIQUE_SESSION_LIMIT", value_name = "[PROJECT=]N", value_delimiter = ',', value_parser = SessionLimit::parse)]
+    pub(crate) session_limit: Vec<SessionLimit>,
+
     /// Deadline of one claim from its arrival, its wait in line included (e.g. 5s): past
     /// it a claim stops before its next kick or write and answers 503 unavailable. A write
     /// already sent is waited for, so a claim never writes after it answered.
@@ -320,6 +327,44 @@ const DEFAULT_MAX_SLOTS_PER_USER: u32 = 16;
 /// The most `--max-slots-per-user` takes: a session listing's largest page.
 const MAX_SLOTS_PER_USER: u32 = 1000;
 
+/// One `--session-limit`: every project's, or one project's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct SessionLimit {
+    /// `None`: every project without a limit of its own.
+    pub(crate) project: Option<String>,
+    pub(crate) limit: usize,
+}
+
+impl SessionLimit {
+    /// `N` or `PROJECT=N`, N from 1 to 1000 (a place index has at most three digits), the
+    /// project a valid project name.
+    fn parse(text: &str) -> Result<Self, String> {
+        let (project, number) = match text.rsplit_once('=') {
+            Some((project, number)) => {
+                unique_core::ValidationLimits::default()
+                    .check_user(&unique_core::UserKey::new(project, "env", 1))
+                    .map_err(|e| match e {
+                        unique_core::Error::InvalidParams(reason) => reason,
+                        other => other.to_string(),
+                    })?;
+                (Some(project.to_owned()), number)
+            }
+            None => (None, text),
+        };
+        let limit = number
+            .parse::<usize>()
+            .ok()
+            .filter(|n| (1..=unique_core::MAX_POOL_PLACES).contains(n))
+            .ok_or_else(|| {
+                format!(
+                    "the limit must be a number from 1 to {}, got {number:?}",
+                    unique_core::MAX_POOL_PLACES
+                )
+            })?;
+        Ok(Self { project, limit })
+    }
+}
+
 /// `--lease-sweep-grace`: at most 30 days.
 fn sweep_grace(text: &str) -> Result<humantime::Duration, String> {
     let duration: humantime::Duration = text.parse().map_err(|e| format!("{e}"))?;
@@ -379,6 +424,27 @@ impl Args {
             || default_workers(std::thread::available_parallelism().map_or(1, usize::from)),
             |workers| workers.max(1),
         )
+    }
+
+    /// The default session limit and each project's, from `--session-limit`, each checked
+    /// against `--max-slots-per-user` (places are slots and count toward that cap).
+    pub(crate) fn session_limits(&self) -> Result<(usize, Vec<(String, usize)>), StartupError> {
+        let cap = self.max_slots_per_user as usize;
+        let mut default = unique_core::DEFAULT_SESSION_LIMIT.min(cap);
+        let mut projects = Vec::new();
+        for SessionLimit { project, limit } in &self.session_limit {
+            if *limit > cap {
+                return Err(format!(
+                    "--session-limit {limit} is above --max-slots-per-user {cap}: a pool's places are slots of the user and count toward that cap"
+                )
+                .into());
+            }
+            match project {
+                Some(project) => projects.push((project.clone(), *limit)),
+                None => default = *limit,
+            }
+        }
+        Ok((default, projects))
     }
 
     /// The connection guards and TLS of the flags; a TLS file that cannot be used is an error

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use metrics_exporter_prometheus::PrometheusHandle;
 use unique_arbiter_http::{ArbiterService, AuditFile, LeaseService, ServeOptions, SharedTokens};
-use unique_core::{Arbiter, Observer, Store, TracingObserver};
+use unique_core::{Arbiter, ArbiterBuilder, Observer, Store, TracingObserver};
 use unique_kick_http::SigningKeys;
 use unique_metrics::{MeteredStore, MetricsObserver};
 use unique_wire::InfoKicks;
@@ -42,6 +42,19 @@ impl Served {
             run_on(store, TracingObserver, self, args).await
         }
     }
+}
+
+/// The builder with `--session-limit`'s default and per-project limits.
+fn with_session_limits<S: Store>(
+    builder: ArbiterBuilder<S>,
+    args: &Args,
+) -> Result<ArbiterBuilder<S>, StartupError> {
+    let (default, projects) = args.session_limits()?;
+    Ok(projects
+        .into_iter()
+        .fold(builder.session_limit(default), |builder, (project, n)| {
+            builder.session_limit_for(project, n)
+        }))
 }
 
 async fn run_on<S: Store>(
@@ -86,6 +99,7 @@ async fn run_on<S: Store>(
         }
         _ => builder.kicker(config.build(None)?),
     };
+    let builder = with_session_limits(builder, args)?;
     let arbiter = builder
         .observer(observer)
         .kick_timeout(args.kick_timeout)
