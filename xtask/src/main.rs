@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
+mod api;
 mod architecture;
 mod clients;
 mod contract;
@@ -28,7 +29,7 @@ commands:
             models, smoke S1-S6, the Go module (`go`), the generated Python client
             (`openapi`), the TypeScript package (`typescript`), the deployment kit
             (`kubernetes`, `dist --debug`, `image --debug`), benches compiled (not run),
-            the package check
+            the package check, the public API listings (`api`)
   test      every test: the test binaries of `cargo test --workspace --no-run`, several at a
             time (UNIQUE_TEST_JOBS, default twice the CPUs; one with a UNIQUE_TEST_* server),
             each as cargo test runs it, then the doctests
@@ -44,6 +45,11 @@ commands:
             store contract's case count, and docs/architecture.md's crate map has one row
             per workspace crate and allows every normal and build dependency between them
   deny      cargo-deny's offline checks (installs cargo-deny when missing)
+  api [--bless]
+            the public API of the crates backends and clients build on (cargo public-api on
+            a nightly rustdoc; installs cargo-public-api when missing) against its listing in
+            docs/api/<crate>.txt, failing with the lines added and removed; and every commit
+            that changed a listing changed CHANGELOG.md too (`--bless`: write the listings)
   contract  every contract suite (stores, kickers, lease backends, and the suites'
             own checks against broken backends): each test target named `contract` or
             `*_contract` in the workspace, then a table of cases passed, failed and the
@@ -138,6 +144,12 @@ fn main() -> ExitCode {
         "fuzz" => fuzz(&mut run),
         "tidy" => tidy(&mut run),
         "deny" => deny(&mut run),
+        "api" => {
+            if let Err(e) = api::run(&mut run, &args[1..]) {
+                eprintln!("{e}\n\n{USAGE}");
+                return ExitCode::FAILURE;
+            }
+        }
         "machete" => machete(&mut run),
         "docs" => docs(&mut run),
         "features" => features(&mut run),
@@ -224,6 +236,7 @@ fn ci(run: &mut Run) {
         ]),
     );
     publish(run);
+    let _ = api::run(run, &[]);
 }
 
 /// The out-of-tree backend example `ci` runs through `contract --path`.
