@@ -241,6 +241,13 @@ pub(crate) struct Args {
     #[arg(long, env = "UNIQUE_NO_METRICS")]
     pub(crate) no_metrics: bool,
 
+    /// How often the server counts the sessions online in its store for the
+    /// unique_sessions_online gauge: one count of the whole store (a scan of its table), the
+    /// first at startup (0s: never; otherwise 1s to 1 day). Memory, fjall, SQLite and
+    /// PostgreSQL; DynamoDB has no cheap count and the gauge stays absent.
+    #[arg(long, env = "UNIQUE_SESSIONS_COUNT_INTERVAL", default_value = "30s", value_parser = count_interval)]
+    pub(crate) sessions_count_interval: humantime::Duration,
+
     /// Log format on stderr.
     #[arg(long, env = "UNIQUE_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub(crate) log_format: LogFormat,
@@ -381,6 +388,17 @@ fn sweep_interval(text: &str) -> Result<humantime::Duration, String> {
         && (*duration < Duration::from_millis(10) || *duration > Duration::from_hours(24))
     {
         return Err("must be 0s (no sweep) or between 10ms and 1 day".to_owned());
+    }
+    Ok(duration)
+}
+
+/// `--sessions-count-interval`: 0 (off), or 1 s to 1 day.
+fn count_interval(text: &str) -> Result<humantime::Duration, String> {
+    let duration: humantime::Duration = text.parse().map_err(|e| format!("{e}"))?;
+    if !duration.is_zero()
+        && (*duration < Duration::from_secs(1) || *duration > Duration::from_hours(24))
+    {
+        return Err("must be 0s (no count) or between 1s and 1 day".to_owned());
     }
     Ok(duration)
 }

@@ -7,6 +7,7 @@ use unique_arbiter_http::LeaseService;
 use unique_lease::LeaseRows;
 
 use crate::args::Args;
+use crate::counts::CountedTakeovers;
 use crate::error::StartupError;
 use crate::stores::{OpenedStore, STARTUP_CHECK_TIMEOUT};
 
@@ -96,8 +97,9 @@ pub(crate) struct OpenedLeases {
 }
 
 impl OpenedLeases {
+    /// A row-atomic directory, its takeovers counted (`unique_lease_takeovers_total`).
     fn rows<D: LeaseRows>(directory: D) -> Self {
-        let directory = Arc::new(directory);
+        let directory = Arc::new(CountedTakeovers::new(directory));
         Self {
             service: directory.clone(),
             rows: Some(directory),

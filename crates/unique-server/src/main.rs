@@ -21,6 +21,7 @@ use crate::served::Served;
 use crate::stores::OpenedStore;
 
 mod args;
+mod counts;
 mod error;
 mod exposition;
 mod exposure;

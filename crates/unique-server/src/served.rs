@@ -11,6 +11,7 @@ use unique_metrics::{MeteredStore, MetricsObserver};
 use unique_wire::InfoKicks;
 
 use crate::args::Args;
+use crate::counts;
 use crate::error::StartupError;
 use crate::exposition;
 use crate::kicker::{KickerConfig, SigningKicker};
@@ -108,6 +109,7 @@ async fn run_on<S: Store>(
         .max_slots_per_user(args.max_slots_per_user as usize)
         .claim_timeout(args.claim_timeout.into())
         .build();
+    let _sessions_count = counts::count_sessions(&arbiter, metrics.is_some(), args);
     let mut service = ArbiterService::new(arbiter)
         .ready_timeout(args.ready_timeout.into())
         .store_kind(args.store_name());

@@ -1,5 +1,6 @@
 //! The deployment files in `deploy/`: the Prometheus rules pass `promtool` and their own unit
-//! tests and name only series the server exports, as does every query of the Grafana dashboard; the systemd unit passes `systemd-analyze
+//! tests and name only series the server exports, as does every query of the Grafana dashboard
+//! (its promised panels among them: sessions online, lease takeovers); the systemd unit passes `systemd-analyze
 //! verify` with the real binary, sets only settings the server has, leaves file descriptors
 //! for every connection it allows, serves TLS on 7420, rereads its secrets in place on a reload
 //! and keeps `systemd-analyze security`'s exposure in its best band.
@@ -66,7 +67,18 @@ fn exported_metrics() -> (BTreeSet<String>, String) {
         .unwrap();
     let addr = announced_addr(&mut child);
     let _server = ChildGuard::new(child, "unique-server");
-    let exposition = request(&addr, "GET", "/metrics", "");
+    // unique_sessions_online appears once the first count (started with the server, not
+    // awaited before it listens) has answered.
+    let start = std::time::Instant::now();
+    let exposition = loop {
+        let exposition = request(&addr, "GET", "/metrics", "");
+        if exposition.contains("# TYPE unique_sessions_online ")
+            || start.elapsed() > unique_testsupport::net::PATIENCE
+        {
+            break exposition;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
     let exported = exposition
         .lines()
         .filter_map(|line| line.strip_prefix("# TYPE "))
@@ -139,6 +151,8 @@ fn grafana_dashboard_queries_only_metrics_the_server_exports() {
         "unique_claim_duration_seconds_bucket",
         "unique_kicks_total",
         "unique_store_errors_total",
+        "unique_sessions_online",
+        "unique_lease_takeovers_total",
     ] {
         assert!(all.contains(promised), "no panel queries {promised}");
     }
