@@ -4,17 +4,20 @@ mod check;
 mod history;
 mod lease;
 mod lease_check;
+mod pool;
 mod report;
 mod workload;
 
 use std::time::Duration;
 
+pub use check::pool::{PoolReport, PoolRule, PoolViolation, check_pool};
 pub use check::{Rule, Violation, check};
 pub use history::{History, Listed, Op, OpKind, Outcome, Pending, Recorder};
 pub use lease::{
     LeaseHistory, LeaseOp, LeaseOpKind, LeaseOutcome, LeaseSeen, LeaseWorkload, NodeClock,
 };
 pub use lease_check::{LeaseCounts, LeaseReport, LeaseRule, LeaseViolation, check_leases};
+pub use pool::{KickSeen, PoolHistory, PoolOp, PoolOpKind, PoolOutcome, PoolWorkload};
 pub use report::{Counts, Report, Tally};
 pub use workload::{Mix, Workload};
 

@@ -15,7 +15,7 @@ use std::process::Command;
 use std::sync::mpsc;
 use std::time::Duration;
 
-use unique_history::{Report, Workload, run_duration};
+use unique_history::{PoolReport, PoolWorkload, Report, Workload, run_duration};
 use unique_testsupport::dynalite::Dynalite;
 use unique_testsupport::free_port;
 use unique_testsupport::postgres;
@@ -228,4 +228,94 @@ fn postgres_history_with_two_servers_on_one_table() {
 #[test]
 fn postgres_history_with_three_servers_on_one_table() {
     postgres_history(3);
+}
+
+/// Runs the pooled workload (issue 45: users with limits 2 and 3, pooled logins with both
+/// policies, replays and releases; every session's node a real kick receiver) against
+/// `urls` and checks it: never more than k online, refusals naming k sessions online during
+/// them, evictions kicking before the winner answers.
+fn run_pool_workload(name: &str, project: &str, urls: Vec<String>) -> PoolReport {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let history = runtime
+        .block_on(
+            PoolWorkload::new(urls)
+                .project(project)
+                .duration(run_duration(SHORT_RUN))
+                .run(),
+        )
+        .unwrap();
+    let report = PoolReport::new(name, &history);
+    println!("{report}");
+    report
+}
+
+/// One server on `store` (its extra flags `args`).
+fn pooled_history_on_one_server(store: &str, args: &[&std::ffi::OsStr]) {
+    let mut command = Command::new(BIN);
+    command
+        .args(["--listen", "127.0.0.1:0", "--store", store])
+        .args(args)
+        .env("RUST_LOG", "error");
+    let (addr, _server) = start(&mut command);
+    let report = run_pool_workload(
+        &format!("{store}, one server"),
+        &format!("pool-{store}"),
+        vec![format!("http://{addr}")],
+    );
+    report.assert_clean();
+}
+
+#[test]
+fn pooled_history_on_memory() {
+    pooled_history_on_one_server("memory", &[]);
+}
+
+#[test]
+fn pooled_history_on_fjall() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("fjall");
+    pooled_history_on_one_server("fjall", &["--fjall-dir".as_ref(), path.as_os_str()]);
+}
+
+#[test]
+fn pooled_history_on_sqlite() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("unique.db");
+    pooled_history_on_one_server("sqlite", &["--db".as_ref(), path.as_os_str()]);
+}
+
+#[test]
+fn pooled_history_on_postgres_with_three_servers() {
+    let db = postgres::shared();
+    let table = "history_pool_3_servers";
+    let (urls, _servers): (Vec<String>, Vec<_>) = (0..3)
+        .map(|i| {
+            let mut command = Command::new(BIN);
+            command
+                .args(["--listen", "127.0.0.1:0", "--store", "postgres"])
+                .args(["--database-table", table])
+                .args(["--workers", "1", "--kick-timeout", "500ms"])
+                .env("UNIQUE_DATABASE_URL", db.url())
+                .env("RUST_LOG", "error");
+            if i == 0 {
+                command.arg("--create-table");
+            }
+            let (addr, guard) = start(&mut command);
+            (format!("http://{addr}"), guard)
+        })
+        .unzip();
+    let report = run_pool_workload("postgres, 3 servers on one table", table, urls);
+    report.assert_clean();
+}
+
+#[test]
+fn pooled_history_on_dynamodb_with_three_servers() {
+    let table = "history-pool-3-servers";
+    let (urls, _servers) = dynamodb_servers(table, &Dynalite::shared().endpoint_url(), 3, &[]);
+    let report = run_pool_workload("dynamodb, 3 servers on one table", table, urls);
+    report.assert_clean();
 }

@@ -1,5 +1,8 @@
 //! The checker: the five rules, each key's operations (one slot of one user) in real-time order.
 
+pub(crate) mod pool;
+#[cfg(test)]
+mod pool_tests;
 mod rules;
 #[cfg(test)]
 mod tests;
