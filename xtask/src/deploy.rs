@@ -18,7 +18,10 @@
 //!   validated by `kubernetes-validate --strict` (pinned, in a venv under `.tools/`).
 //!
 //! `--debug` (as `ci` runs them) takes the dev-profile binaries the test build made instead of
-//! building release ones.
+//! building release ones. Either way the tarball and the image carry stripped copies
+//! (binutils' `strip`, installed when missing), in `target/<profile>/stripped/`: the release
+//! profile keeps its line tables for profiling (`Cargo.toml`), which an installed binary does
+//! not need.
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -60,8 +63,11 @@ fn profile(args: &[String]) -> Result<&'static str, String> {
     }
 }
 
-/// The binaries of `profile`, built first for release.
+/// Stripped copies of the binaries of `profile`, built first for release.
 fn binaries(run: &mut Run, profile: &str) -> Option<Vec<PathBuf>> {
+    if !answers("strip", &["--version"]) {
+        apt_install(run, &["binutils"]);
+    }
     let mut build = cargo(&["build"]);
     if profile == "release" {
         build.arg("--release");
@@ -77,7 +83,24 @@ fn binaries(run: &mut Run, profile: &str) -> Option<Vec<PathBuf>> {
         return None;
     }
     let dir = go::target_dir().join(profile);
-    Some(BINARIES.iter().map(|(_, bin)| dir.join(bin)).collect())
+    let stripped = dir.join("stripped");
+    let mut bins = Vec::new();
+    for (_, bin) in BINARIES {
+        let copied = stripped.join(bin);
+        let result = copy(&dir.join(bin), &copied).and_then(|()| {
+            run_output(Command::new("strip").arg(&copied))?;
+            let size = std::fs::metadata(&copied).map_err(|e| e.to_string())?.len();
+            eprintln!("{bin}: {} KiB stripped", size >> 10);
+            Ok(())
+        });
+        if let Err(e) = result {
+            eprintln!("xtask: cannot strip {bin}: {e}");
+            run.record(&format!("strip {bin}"), false, Duration::ZERO);
+            return None;
+        }
+        bins.push(copied);
+    }
+    Some(bins)
 }
 
 pub(crate) fn dist(run: &mut Run, args: &[String]) -> Result<(), String> {
