@@ -56,8 +56,8 @@ commands:
             clause of each failure; `contract --path DIR` runs those of the crate in DIR
             instead (an out-of-tree backend), built in a target directory of its own,
             target/contract-path/<dir name>-<hash of DIR's canonical path>
-  loom      the loom models: the memory store's fenced write, the claim queue, the connection
-            activity word (one build in target/loom)
+  loom      the loom models: the memory store's fenced write, the pooled-session decision,
+            the claim queue, the connection activity word (one build in target/loom)
   node-check --url URL --signing-keys FILE [options]
             the kick-receiver conformance check (unique-node-check) against a running
             receiver in any language: real kicks for random uids, one line per clause,
@@ -439,7 +439,8 @@ fn node_check(run: &mut Run, args: &[String]) -> Result<(), String> {
 
 fn loom(run: &mut Run) {
     // One build for every crate with loom models (each crate's shim swaps in loom's
-    // primitives): the memory store's fenced write, the claim queue in unique-core,
+    // primitives): the memory store's fenced write and the pooled-session decision
+    // (both in unique-store-memory), the claim queue in unique-core,
     // and the connection activity word in unique-listener.
     let mut cmd = cargo(&[
         "test",

@@ -16,6 +16,9 @@ pub(crate) struct HttpConnector {
     addr: SocketAddr,
     /// Sent as `authorization: Bearer <token>` when the server requires a token.
     bearer_token: Option<String>,
+    /// Each claim a pooled login of its user with this limit (evict-oldest), not a claim
+    /// of the user's default slot.
+    pool: Option<usize>,
 }
 
 impl HttpConnector {
@@ -23,7 +26,14 @@ impl HttpConnector {
         Self {
             addr,
             bearer_token: bearer_token.map(str::to_owned),
+            pool: None,
         }
+    }
+
+    /// The same server, each claim a pooled login with limit `k` (evict-oldest).
+    pub(crate) fn pooled(mut self, k: usize) -> Self {
+        self.pool = Some(k);
+        self
     }
 }
 
@@ -40,6 +50,10 @@ impl Connector for HttpConnector {
             conn: Conn::connect(self.addr).await?,
             headers,
             body: String::with_capacity(256),
+            pool: self
+                .pool
+                .map(|k| format!(r#","pool":{{"policy":"evict-oldest","limit":{k}}}"#))
+                .unwrap_or_default(),
         })
     }
 }
@@ -49,6 +63,8 @@ pub(crate) struct HttpClient {
     conn: Conn,
     headers: String,
     body: String,
+    /// `,"pool":{…}` for pooled logins, else empty.
+    pool: String,
 }
 
 impl Client for HttpClient {
@@ -56,8 +72,8 @@ impl Client for HttpClient {
         self.body.clear();
         let _ = write!(
             self.body,
-            r#"{{"project":"bench","env":"prod","uid":{},"owner":{OWNER},"claim_id":"{}"}}"#,
-            claim.uid, claim.claim_id
+            r#"{{"project":"bench","env":"prod","uid":{},"owner":{OWNER},"claim_id":"{}"{}}}"#,
+            claim.uid, claim.claim_id, self.pool
         );
         write_request(&mut self.conn.request, &self.headers, &self.body);
         let (answer, head) = self.conn.exchange(frame_response).await?;

@@ -187,6 +187,8 @@ pub(crate) fn run_pass(
                 | Target::SqliteFull
                 | Target::SqliteNormal
                 | Target::Fjall
+                | Target::MemoryPooled
+                | Target::FjallPooled
                 | Target::Postgres
                 | Target::HttpFloor => Role::Other,
             },

@@ -35,6 +35,11 @@ pub(crate) enum Target {
     SqliteNormal,
     /// unique-server --store fjall (an LSM tree; fsync per group commit).
     Fjall,
+    /// unique-server --store memory, each claim a pooled login of its user
+    /// (`"pool":{"policy":"evict-oldest","limit":3}`, issue 45) instead of a claim of one key.
+    MemoryPooled,
+    /// unique-server --store fjall, pooled logins as [`Target::MemoryPooled`].
+    FjallPooled,
     /// unique-server --store postgres on a private PostgreSQL (fsync and
     /// synchronous_commit on), started by the bench.
     Postgres,
@@ -44,7 +49,7 @@ pub(crate) enum Target {
 }
 
 impl Target {
-    pub(crate) const ALL: [Target; 10] = [
+    pub(crate) const ALL: [Target; 12] = [
         Target::Redis,
         Target::RedisAof,
         Target::Memory,
@@ -53,6 +58,8 @@ impl Target {
         Target::SqliteFull,
         Target::SqliteNormal,
         Target::Fjall,
+        Target::MemoryPooled,
+        Target::FjallPooled,
         Target::Postgres,
         Target::HttpFloor,
     ];
@@ -78,7 +85,9 @@ impl Target {
                 "{0} + {0}-wal (not -shm, the WAL's index)",
                 server::SQLITE_FILE
             )),
-            Target::Fjall => Some(format!("every file under {}/", server::FJALL_DIR)),
+            Target::Fjall | Target::FjallPooled => {
+                Some(format!("every file under {}/", server::FJALL_DIR))
+            }
             _ => None,
         }
     }
@@ -93,11 +102,16 @@ impl Target {
             Target::SqliteFull => "unique sqlite full",
             Target::SqliteNormal => "unique sqlite normal",
             Target::Fjall => "unique fjall",
+            Target::MemoryPooled => "unique memory, pooled (k=3)",
+            Target::FjallPooled => "unique fjall, pooled (k=3)",
             Target::Postgres => "unique postgres",
             Target::HttpFloor => "http floor (canned answer)",
         }
     }
 }
+
+/// The session limit of the pooled targets' logins (the server's default limit is 5).
+pub(crate) const POOL_LIMIT: usize = 3;
 
 /// A target whose server runs until this is dropped.
 pub(crate) struct Running {
@@ -158,10 +172,13 @@ impl Running {
                     _server: Box::new(server),
                 });
             }
-            Target::Memory | Target::MemoryNoMetrics | Target::MemoryGuarded => ServerStore::Memory,
+            Target::Memory
+            | Target::MemoryNoMetrics
+            | Target::MemoryGuarded
+            | Target::MemoryPooled => ServerStore::Memory,
             Target::SqliteFull => ServerStore::Sqlite(DbSync::Full),
             Target::SqliteNormal => ServerStore::Sqlite(DbSync::Normal),
-            Target::Fjall => ServerStore::Fjall,
+            Target::Fjall | Target::FjallPooled => ServerStore::Fjall,
             Target::Postgres => {
                 let started = PostgresServer::start();
                 let url = started.url().to_owned();
@@ -172,7 +189,10 @@ impl Running {
         let bin = server_bin.ok_or("no unique-server binary")?;
         let workers = (server_workers > 0).then_some(server_workers);
         let server = UniqueServer::start(bin, store.clone(), workers, variant, audit_log)?;
-        let connector = HttpConnector::new(server.addr(), server.bearer_token());
+        let mut connector = HttpConnector::new(server.addr(), server.bearer_token());
+        if matches!(target, Target::MemoryPooled | Target::FjallPooled) {
+            connector = connector.pooled(POOL_LIMIT);
+        }
         let store_files = match (&store, server.dir()) {
             (ServerStore::Sqlite(_), Some(dir)) => vec![
                 dir.join(server::SQLITE_FILE),
