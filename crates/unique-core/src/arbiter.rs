@@ -18,7 +18,8 @@ use crate::queue::{ClaimQueue, Turn};
 use crate::store::{MAX_BATCH_KEYS, Store};
 use crate::types::{
     ClaimInput, ClaimOutcome, CurrentView, Key, KickDetail, KickPayload, KickReason, LogoutInput,
-    LogoutOutcome, Owner, OwnerState, SessionsPage, UserKey, UserSession,
+    LogoutOutcome, Owner, OwnerState, SessionsPage, SlotLogout, UserKey, UserLogoutInput,
+    UserSession,
 };
 use crate::validate::ValidationLimits;
 
@@ -30,6 +31,9 @@ pub const DEFAULT_KICK_TIMEOUT: Duration = Duration::from_secs(3);
 pub const DEFAULT_MAX_QUEUED_CLAIMS: usize = 16;
 /// Default deadline of one claim, from its arrival (its wait in line included).
 pub const DEFAULT_CLAIM_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The most sessions [`Arbiter::logout_all`] logs out (and kicks) at once.
+pub const LOGOUT_ALL_CONCURRENCY: usize = 8;
 
 /// The sessions one listing page holds when the caller does not say.
 pub const DEFAULT_SESSIONS_PAGE: usize = 100;
@@ -579,6 +583,46 @@ impl<S: Store> Arbiter<S> {
         Ok(outcome)
     }
 
+    /// Ends every online session of a user for an operator: the default slot, named slots
+    /// and pool places (`docs/design.md#admin-logout`, "All of a user's sessions").
+    ///
+    /// One listing ([`sessions`](Arbiter::sessions), one store round trip), then each
+    /// session it found is logged out exactly as [`logout`](Arbiter::logout) of its slot
+    /// does: its own strong read, the fenced tombstone at the gen read, the kick announcing
+    /// gen + 1 with [`KickReason::Admin`] and the reason as `message`, and one
+    /// [`Observer::on_logout`]. So a login that takes a slot between the listing (or the
+    /// slot's read) and its tombstone is `released: false` and not kicked. At most
+    /// [`LOGOUT_ALL_CONCURRENCY`] slots are logged out at once, so the kicks of a user with
+    /// many sessions overlap without one slow node holding up the rest for long.
+    ///
+    /// The answer holds one [`SlotLogout`] per listed session, in listing order (by slot,
+    /// the default slot first); empty when the user has none. A slot's store failure is that
+    /// slot's `Err`, and the other slots are logged out all the same.
+    ///
+    /// # Errors
+    ///
+    /// Before any store call, `InvalidParams` for a bad user key or reason; `Throttled` /
+    /// `Unavailable` when the listing failed (nothing was logged out then).
+    pub async fn logout_all(&self, input: &UserLogoutInput) -> Result<Vec<SlotLogout>, Error> {
+        let limits = &self.inner.limits;
+        limits.check_user(&input.user)?;
+        if let Some(reason) = &input.reason {
+            limits.check_logout_reason(reason)?;
+        }
+        let sessions = self.sessions(&input.user).await?;
+        let logouts = sessions.into_iter().map(|session| async move {
+            let logout = LogoutInput {
+                key: input.user.key(session.slot.as_str()),
+                reason: input.reason.clone(),
+            };
+            SlotLogout {
+                result: self.logout(&logout).await,
+                slot: session.slot,
+            }
+        });
+        Ok(join_bounded(logouts.collect(), LOGOUT_ALL_CONCURRENCY).await)
+    }
+
     fn validate_claim(&self, input: &ClaimInput) -> Result<(), Error> {
         let limits = &self.inner.limits;
         limits.check_key(&input.key)?;
@@ -904,6 +948,44 @@ async fn until<F: Future>(
     }
 }
 
+/// Runs `tasks` at most `bound` at a time and answers their outputs in the order given.
+/// Only the first `bound` unfinished tasks are polled, so a task starts when an earlier one
+/// ends (an async block does nothing before its first poll) and a started one is never left
+/// unpolled. The core has no `futures` dependency; a user has at most 1000 slots, so
+/// polling the window again on each wake costs little.
+async fn join_bounded<F: Future>(tasks: Vec<F>, bound: usize) -> Vec<F::Output> {
+    let bound = bound.max(1);
+    let mut tasks: Vec<_> = tasks.into_iter().map(Box::pin).collect();
+    let mut outputs: Vec<Option<F::Output>> = tasks.iter().map(|_| None).collect();
+    std::future::poll_fn(|cx| {
+        let mut pending = 0;
+        for (task, output) in tasks.iter_mut().zip(outputs.iter_mut()) {
+            if output.is_some() {
+                continue;
+            }
+            if pending == bound {
+                break;
+            }
+            match task.as_mut().poll(cx) {
+                std::task::Poll::Ready(done) => *output = Some(done),
+                std::task::Poll::Pending => pending += 1,
+            }
+        }
+        // The loop stops early only with `bound` tasks pending, so none pending means
+        // every task has its output.
+        if pending == 0 {
+            std::task::Poll::Ready(())
+        } else {
+            std::task::Poll::Pending
+        }
+    })
+    .await;
+    outputs
+        .into_iter()
+        .map(|output| output.expect("every task finished"))
+        .collect()
+}
+
 /// The outcome of a claim written over a vacant record (C11): an absent record (gen 1)
 /// or a tombstone at `generation - 1`, so no session was replaced and nobody kicked.
 fn vacant_outcome(generation: i64) -> ClaimOutcome {
@@ -962,5 +1044,34 @@ mod tests {
     fn _send_sync<S: Store>() {
         fn check<T: Send + Sync + Clone>() {}
         check::<Arbiter<S>>();
+    }
+
+    /// `join_bounded` keeps its tasks' order and never runs more than `bound` at once.
+    #[tokio::test]
+    async fn joins_in_order_at_most_bound_at_a_time() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let running = AtomicUsize::new(0);
+        let most = AtomicUsize::new(0);
+        let tasks = (0..20u32).map(|i| {
+            let (running, most) = (&running, &most);
+            async move {
+                let now = running.fetch_add(1, Ordering::SeqCst) + 1;
+                most.fetch_max(now, Ordering::SeqCst);
+                // Later tasks end sooner, so completion order differs from the input's.
+                for _ in 0..(20 - i) {
+                    tokio::task::yield_now().await;
+                }
+                running.fetch_sub(1, Ordering::SeqCst);
+                i
+            }
+        });
+        let outputs = join_bounded(tasks.collect(), 3).await;
+        assert_eq!(outputs, (0..20).collect::<Vec<_>>());
+        assert_eq!(most.load(Ordering::SeqCst), 3);
+        assert!(
+            join_bounded(Vec::<std::future::Ready<()>>::new(), 3)
+                .await
+                .is_empty()
+        );
     }
 }

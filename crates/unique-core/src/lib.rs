@@ -20,7 +20,7 @@ mod write_health;
 pub use arbiter::{
     Arbiter, ArbiterBuilder, DEFAULT_CLAIM_TIMEOUT, DEFAULT_KICK_TIMEOUT,
     DEFAULT_MAX_CLAIM_ATTEMPTS, DEFAULT_MAX_QUEUED_CLAIMS, DEFAULT_SESSIONS_PAGE,
-    MAX_SESSIONS_PAGE,
+    LOGOUT_ALL_CONCURRENCY, MAX_SESSIONS_PAGE,
 };
 pub use error::{BoxError, Error};
 pub use evict::decide_evict;
@@ -40,7 +40,8 @@ pub use store::{
 };
 pub use types::{
     ClaimInput, ClaimOutcome, CurrentView, EvictReason, Key, KickDetail, KickPayload, KickReason,
-    LogoutInput, LogoutOutcome, Owner, OwnerState, SessionsPage, StoredOwner, UserKey, UserSession,
+    LogoutInput, LogoutOutcome, Owner, OwnerState, SessionsPage, SlotLogout, StoredOwner, UserKey,
+    UserLogoutInput, UserSession,
 };
 pub use validate::{MAX_LOGOUT_REASON_CHARS, ValidationLimits};
 pub use write_health::{WRITE_PROBE_BYTES, WriteHealth, probe_writable};

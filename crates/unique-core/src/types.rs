@@ -522,6 +522,26 @@ pub struct LogoutOutcome {
     pub kick_detail: Option<KickDetail>,
 }
 
+/// An operator's logout of every online session of a user (`POST /v1/logout/all`, see
+/// [`Arbiter::logout_all`](crate::Arbiter::logout_all)).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UserLogoutInput {
+    /// The user whose sessions to end: the default slot, named slots and pool places.
+    pub user: UserKey,
+    /// Why, for the user: each kick's `message`, as [`LogoutInput::reason`].
+    pub reason: Option<String>,
+}
+
+/// One session an [`Arbiter::logout_all`](crate::Arbiter::logout_all) found online, and what
+/// its logout did (`unique_wire::SlotLogoutEntry` on the wire).
+#[derive(Debug)]
+pub struct SlotLogout {
+    /// The session's slot (`""` for the default slot, `#i` for a pool place).
+    pub slot: String,
+    /// Exactly what [`Arbiter::logout`](crate::Arbiter::logout) of that slot answered.
+    pub result: Result<LogoutOutcome, crate::Error>,
+}
+
 /// Why a kick did not confirm; every variant but `SelfReplaceSkipped` means
 /// the old session is presumed offline (I5b).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
