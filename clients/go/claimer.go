@@ -104,6 +104,46 @@ func (c *Claimer) LoginWithClaimID(ctx context.Context, key Key, owner Owner, cl
 	return Login{ClaimResult: result, ClaimID: claimID, Attempts: attempts}, nil
 }
 
+// PooledLogin is a successful pooled login: the Login, the place's key (the user's key with
+// Slot set to the place the server chose) and whether the oldest login was evicted for it.
+type PooledLogin struct {
+	Login
+	// Key is the place's key, which a heartbeat, a release or an admin logout names.
+	Key Key
+	// Evicted: the login took the place of the user's oldest online session, which
+	// HasPrev, PrevGen, PrevOwner, Kicked and KickDetail describe.
+	Evicted bool
+}
+
+// LoginPooled claims a place in user's pool (user.Slot must be "") for owner with a fresh
+// claim_id and the retry rules of Login: a retry that finds its claim landed is answered with
+// the same place, without a second kick or a second place. Errors: *LoginError; beneath it a
+// *LimitReachedError when PolicyDenyNew finds the pool full (not retried).
+func (c *Claimer) LoginPooled(ctx context.Context, user Key, owner Owner, pool Pool) (PooledLogin, error) {
+	return c.LoginPooledWithClaimID(ctx, user, owner, pool, NewClaimID())
+}
+
+// LoginPooledWithClaimID is LoginPooled with a caller-chosen claim_id: resumes a pooled login
+// that gave up (its LoginError.ClaimID).
+func (c *Claimer) LoginPooledWithClaimID(ctx context.Context, user Key, owner Owner, pool Pool, claimID string) (PooledLogin, error) {
+	var result PooledClaimResult
+	attempts, err := c.retry(ctx, func(ctx context.Context) error {
+		var err error
+		result, err = c.client.ClaimPooled(ctx, user, owner, pool, claimID)
+		return err
+	})
+	if err != nil {
+		return PooledLogin{}, &LoginError{Err: err, ClaimID: claimID, Attempts: attempts}
+	}
+	place := user
+	place.Slot = result.Slot
+	return PooledLogin{
+		Login:   Login{ClaimResult: result.ClaimResult, ClaimID: claimID, Attempts: attempts},
+		Key:     place,
+		Evicted: result.Evicted,
+	}, nil
+}
+
 // Logout releases the session at gen with the same retry rules. false: gen no longer holds
 // the key. Errors: *LoginError.
 func (c *Claimer) Logout(ctx context.Context, key Key, gen int64) (bool, error) {

@@ -69,6 +69,52 @@ type ClaimResult struct {
 	Replayed bool `json:"replayed"`
 }
 
+// PoolPolicy is what a pooled claim does when every place of the user's pool is online.
+type PoolPolicy string
+
+const (
+	// PolicyEvictOldest evicts the session with the oldest login: it is kicked
+	// (ReasonLoginElsewhere, message "session limit k reached") and its place taken.
+	PolicyEvictOldest PoolPolicy = "evict-oldest"
+	// PolicyDenyNew refuses the claim with a *LimitReachedError; nothing is kicked or written.
+	PolicyDenyNew PoolPolicy = "deny-new"
+)
+
+// Pool asks for a place in the user's pool instead of a slot (docs/design.md, "Pooled
+// sessions"): the server takes the lowest free place below Limit ("#0", "#1", ...), or at the
+// limit decides by Policy.
+type Pool struct {
+	// Policy is PolicyEvictOldest when empty (the server's default).
+	Policy PoolPolicy `json:"policy,omitempty"`
+	// Limit is the most sessions the user may hold, 1 to the project's session limit (the
+	// server's --session-limit, above it is ErrInvalidParams); 0 sends none, so the
+	// project's session limit applies.
+	Limit int `json:"limit,omitempty"`
+}
+
+// PooledClaimResult is a pooled claim's 200 answer: the claim answer, the place the server
+// chose and whether the oldest login was evicted for it.
+type PooledClaimResult struct {
+	ClaimResult
+	// Slot is the place taken, "#0" to "#999": the slot every other route names it by.
+	Slot string `json:"slot"`
+	// Evicted is true when the claim took the place of the user's oldest online session;
+	// HasPrev, PrevGen, PrevOwner, Kicked and KickDetail then describe that session.
+	Evicted bool `json:"evicted"`
+}
+
+// PooledSession is one place of a full pool, as a *LimitReachedError lists it (never with
+// its owner).
+type PooledSession struct {
+	// Slot is the place, "#0" to "#999".
+	Slot string `json:"slot"`
+	// Gen is the session's gen.
+	Gen int64 `json:"gen"`
+	// Since is the login time in milliseconds since the Unix epoch, nil when the record
+	// does not say.
+	Since *int64 `json:"since"`
+}
+
 // View is what the store holds for a key: its gen, the owner of its session (nil for a
 // tombstone) and whether there is a record at all.
 type View struct {
@@ -138,6 +184,31 @@ func (c *Client) Claim(ctx context.Context, key Key, owner Owner, claimID string
 	var answer ClaimResult
 	err := c.call(ctx, routeClaim, body, &answer)
 	return answer, err
+}
+
+// ClaimPooled sends one pooled claim attempt: a place in the pool of user (whose Slot must be
+// "", since the server picks the place) for owner under claimID. Most callers want
+// Claimer.LoginPooled (retries) or Node.LoginPooled (a session). Errors: *Error; a
+// *LimitReachedError (errors.Is(err, ErrLimitReached)) when PolicyDenyNew finds every place
+// online; ErrSuperseded as for Claim; ErrInvalidParams for a slot, a limit above the
+// project's or an unknown policy.
+func (c *Client) ClaimPooled(ctx context.Context, user Key, owner Owner, pool Pool, claimID string) (PooledClaimResult, error) {
+	body := struct {
+		Key
+		Owner   Owner  `json:"owner"`
+		ClaimID string `json:"claim_id"`
+		Pool    Pool   `json:"pool"`
+	}{user, owner, claimID, pool}
+	var answer PooledClaimResult
+	if err := c.call(ctx, routeClaim, body, &answer); err != nil {
+		return answer, err
+	}
+	if answer.Slot == "" {
+		// A server older than pools ignores the field and claims the default slot.
+		return answer, &Error{Kind: ErrInvalidParams, Route: routeClaim, Status: http.StatusOK,
+			Message: "the answer names no place: the server does not know pooled claims"}
+	}
+	return answer, nil
 }
 
 // Current reads key's record.
@@ -281,7 +352,7 @@ func (c *Client) call(ctx context.Context, route string, request, answer interfa
 		return transportError(route, err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return answerError(route, resp.StatusCode, body)
+		return typedAnswerError(route, resp.StatusCode, body)
 	}
 	if err := json.Unmarshal(body, answer); err != nil {
 		return transportError(route, fmt.Errorf("unreadable answer: %w", err))

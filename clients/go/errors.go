@@ -10,7 +10,7 @@ import (
 // The kinds of error a call can end with. Compare with errors.Is: every *Error is exactly
 // one of them, chosen by the answer's "error" code (the status alone only when the body
 // names none, since one status may carry several codes: 409 carries superseded and
-// too_many_slots).
+// too_many_slots and limit_reached).
 var (
 	// ErrInvalidParams: 400 invalid_params. No retry fixes it.
 	ErrInvalidParams = errors.New("invalid params")
@@ -25,6 +25,10 @@ var (
 	// ErrTooManySlots: 409 too_many_slots. The user already holds the most online
 	// sessions allowed; only ending one of them helps.
 	ErrTooManySlots = errors.New("too many slots")
+	// ErrLimitReached: 409 limit_reached. A PolicyDenyNew pooled claim found every place of
+	// the user's pool online; the error is a *LimitReachedError listing them. Not retried,
+	// never superseded: only ending one of the sessions helps.
+	ErrLimitReached = errors.New("limit reached")
 	// ErrConflict: a 409 whose code this client does not know. Not retried.
 	ErrConflict = errors.New("conflict")
 	// ErrThrottled: 429 throttled. Retryable.
@@ -63,6 +67,7 @@ var codes = map[string]error{
 	"forbidden":          ErrForbidden,
 	"superseded":         ErrSuperseded,
 	"too_many_slots":     ErrTooManySlots,
+	"limit_reached":      ErrLimitReached,
 	"throttled":          ErrThrottled,
 	"unavailable":        ErrUnavailable,
 	"not_found":          ErrNotFound,
@@ -88,7 +93,8 @@ type Error struct {
 	// Gen and CurrentGen: for ErrSuperseded, the gen the claim_id won and the key's gen
 	// now (both 0 when the body did not carry them).
 	Gen, CurrentGen int64
-	// Limit: for ErrTooManySlots, the most online sessions a user may hold (0 if unsaid).
+	// Limit: for ErrTooManySlots, the most online sessions a user may hold; for
+	// ErrLimitReached, the pool's limit (0 if unsaid).
 	Limit int64
 	// Cause is the transport error, if any.
 	Cause error
@@ -125,14 +131,46 @@ func IsRetryable(err error) bool {
 	return errors.As(err, &e) && e.Retryable()
 }
 
+// LimitReachedError is a PolicyDenyNew pooled claim that found all Limit places of the
+// user's pool online (409 limit_reached): nothing was kicked or written. errors.Is(err,
+// ErrLimitReached) holds, and errors.As reaches the *Error beneath (its Status, Message).
+type LimitReachedError struct {
+	// Limit is the pool's limit.
+	Limit int64
+	// Sessions are the places online, by place: slot, gen and login time, never owners.
+	Sessions []PooledSession
+	// Err is the answer as an *Error of kind ErrLimitReached.
+	Err *Error
+}
+
+func (e *LimitReachedError) Error() string {
+	return fmt.Sprintf("%v (%d of %d places online)", e.Err, len(e.Sessions), e.Limit)
+}
+
+// Unwrap returns the *Error, so errors.Is(err, ErrLimitReached) works.
+func (e *LimitReachedError) Unwrap() error { return e.Err }
+
 // errorBody is every error answer: {"error": code, "message": text}, a superseded one adding
-// "gen" and "current_gen", a too_many_slots one "limit".
+// "gen" and "current_gen", a too_many_slots one "limit", a limit_reached one "limit" and
+// "sessions".
 type errorBody struct {
-	Error      string `json:"error"`
-	Message    string `json:"message"`
-	Gen        *int64 `json:"gen"`
-	CurrentGen *int64 `json:"current_gen"`
-	Limit      *int64 `json:"limit"`
+	Error      string          `json:"error"`
+	Message    string          `json:"message"`
+	Gen        *int64          `json:"gen"`
+	CurrentGen *int64          `json:"current_gen"`
+	Limit      *int64          `json:"limit"`
+	Sessions   []PooledSession `json:"sessions"`
+}
+
+// typedAnswerError is answerError, a limit_reached answer read as a *LimitReachedError.
+func typedAnswerError(route string, status int, body []byte) error {
+	e := answerError(route, status, body)
+	if e.Kind != ErrLimitReached {
+		return e
+	}
+	var parsed errorBody
+	_ = json.Unmarshal(body, &parsed)
+	return &LimitReachedError{Limit: e.Limit, Sessions: parsed.Sessions, Err: e}
 }
 
 // answerError reads an error answer: by its "error" code first, then by the status.
@@ -154,7 +192,7 @@ func answerError(route string, status int, body []byte) *Error {
 		if parsed.Gen != nil && parsed.CurrentGen != nil && *parsed.Gen >= 1 && *parsed.Gen < *parsed.CurrentGen {
 			e.Gen, e.CurrentGen = *parsed.Gen, *parsed.CurrentGen
 		}
-	case ErrTooManySlots:
+	case ErrTooManySlots, ErrLimitReached:
 		if parsed.Limit != nil {
 			e.Limit = *parsed.Limit
 		}

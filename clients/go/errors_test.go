@@ -15,6 +15,7 @@ func TestErrorsAreChosenByTheBodysCode(t *testing.T) {
 	}{
 		{routeClaim, 409, `{"error":"superseded","message":"m","gen":1,"current_gen":2}`, ErrSuperseded},
 		{routeClaim, 409, `{"error":"too_many_slots","message":"m","limit":16}`, ErrTooManySlots},
+		{routeClaim, 409, `{"error":"limit_reached","message":"m","limit":3,"sessions":[]}`, ErrLimitReached},
 		{routeClaim, 409, `{"error":"some_later_code"}`, ErrConflict},
 		{routeClaim, 409, `not json`, ErrSuperseded},
 		{routeRelease, 409, ``, ErrConflict},

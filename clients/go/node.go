@@ -156,17 +156,30 @@ func NewNode(client *Client, owner Owner, options NodeOptions) (*Node, error) {
 
 // Session is one login of a key on this node, online until its Ended channel yields.
 type Session struct {
-	node   *Node
-	key    Key
-	login  Login
-	ended  chan Ending
-	cancel context.CancelFunc // stops the heartbeat
-	ctx    context.Context
-	done   bool // taken out of the node (under node.mu)
+	node    *Node
+	key     Key
+	login   Login
+	pooled  bool
+	evicted bool
+	ended   chan Ending
+	cancel  context.CancelFunc // stops the heartbeat
+	ctx     context.Context
+	done    bool // taken out of the node (under node.mu)
 }
 
 // Key is the session's key.
 func (s *Session) Key() Key { return s.key }
+
+// Slot is the slot the session holds: for a pooled login (LoginPooled) the place the server
+// chose ("#0", "#1", ...), which its heartbeat, kicks, logout and a drain name; else Key().Slot.
+func (s *Session) Slot() string { return s.key.Slot }
+
+// Pooled reports whether the session came from LoginPooled.
+func (s *Session) Pooled() bool { return s.pooled }
+
+// EvictedOldest reports whether the session is a pooled login that took the place of the
+// user's oldest online session (Login() then describes that session); false for any other.
+func (s *Session) EvictedOldest() bool { return s.evicted }
 
 // Generation is the session's fencing gen.
 func (s *Session) Generation() int64 { return s.login.Gen }
@@ -261,8 +274,81 @@ func (n *Node) LoginWithClaimID(ctx context.Context, key Key, claimID string) (*
 		n.mu.Unlock()
 		return nil, err
 	}
-	return n.admit(key, login)
+	return n.admit(key, login, pooling{})
 }
+
+// maxPoolPlaces is how many places a pool may have at most ("#0" to "#999").
+const maxPoolPlaces = 1000
+
+// placeKey is the key of place index in user's pool.
+func placeKey(user Key, index int) Key {
+	user.Slot = fmt.Sprintf("#%d", index)
+	return user
+}
+
+// LoginPooled logs a session of user (whose Slot must be "") in on a place of the user's pool
+// with a fresh claim_id (docs/design.md, "Pooled sessions"): the server takes the lowest free
+// place below pool.Limit, or at the limit, by pool.Policy, the oldest login's place
+// (PolicyEvictOldest: that session is kicked first, ReasonLoginElsewhere with the message
+// "session limit k reached") or none (PolicyDenyNew). The session is online here on its
+// place's key: Slot() is the place, and its heartbeat, kicks, Logout and a drain name it.
+//
+// An evicted session held by this node ends EndReplaced before this returns (the server does
+// not kick a node's own endpoint); one held by another node ends there with the kick. A kick
+// for a place that comes while the claim is in flight refuses the login as for Login when
+// pool.Limit is given (every place below it is expected); with the project's limit (0) the
+// places are unknown here and such a session is left to its heartbeat (I5b).
+//
+// Errors: as Login's; a *LoginError over a *LimitReachedError (errors.Is(err,
+// ErrLimitReached)) when PolicyDenyNew finds every place online: nothing went online.
+func (n *Node) LoginPooled(ctx context.Context, user Key, pool Pool) (*Session, error) {
+	return n.LoginPooledWithClaimID(ctx, user, pool, NewClaimID())
+}
+
+// LoginPooledWithClaimID is LoginPooled with a caller-chosen claim_id: resumes a pooled
+// login that gave up (LoginError.ClaimID), answered with the place it took, without a second
+// kick or a second place.
+func (n *Node) LoginPooledWithClaimID(ctx context.Context, user Key, pool Pool, claimID string) (*Session, error) {
+	// The place is the server's choice: a login is expected on every place it may pick, so
+	// that a kick beating the answer is seen whichever place it names.
+	places := pool.Limit
+	if places > maxPoolPlaces {
+		places = maxPoolPlaces
+	}
+	n.mu.Lock()
+	if err := n.refusal(); err != nil {
+		n.mu.Unlock()
+		return nil, err
+	}
+	for i := 0; i < places; i++ {
+		n.expectLogin(placeKey(user, i))
+	}
+	n.mu.Unlock()
+	login, err := n.claimer.LoginPooledWithClaimID(ctx, user, n.owner, pool, claimID)
+	n.mu.Lock()
+	won := false
+	for i := 0; i < places; i++ {
+		place := placeKey(user, i)
+		if err == nil && place == login.Key {
+			// admit ends this one, after reading its early kick.
+			won = true
+			continue
+		}
+		n.endLogin(place)
+	}
+	if err == nil && !won {
+		// A place not expected (the project's limit): admitted on the refusal alone.
+		n.expectLogin(login.Key)
+	}
+	n.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	return n.admit(login.Key, login.Login, pooling{pooled: true, evicted: login.Evicted})
+}
+
+// pooling is what admit records of a pooled login.
+type pooling struct{ pooled, evicted bool }
 
 func (n *Node) refusal() error {
 	switch n.state {
@@ -276,7 +362,7 @@ func (n *Node) refusal() error {
 
 // admit brings a login whose claim succeeded online, unless the node stopped taking logins
 // or a newer login's kick came while the claim was in flight.
-func (n *Node) admit(key Key, login Login) (*Session, error) {
+func (n *Node) admit(key Key, login Login, pool pooling) (*Session, error) {
 	n.mu.Lock()
 	replaced := n.replacedBy(key, login.Gen)
 	n.endLogin(key)
@@ -310,7 +396,8 @@ func (n *Node) admit(key Key, login Login) (*Session, error) {
 		endedHere = old
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &Session{node: n, key: key, login: login, ended: make(chan Ending, 1), ctx: ctx, cancel: cancel}
+	s := &Session{node: n, key: key, login: login, pooled: pool.pooled, evicted: pool.evicted,
+		ended: make(chan Ending, 1), ctx: ctx, cancel: cancel}
 	n.sessions[key] = s
 	if endedHere != nil {
 		endedHere.deliver(Ending{Kind: EndReplaced, Reason: ReasonLoginElsewhere, Gen: endedHere.login.Gen})

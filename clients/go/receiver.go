@@ -176,7 +176,8 @@ func reply(w http.ResponseWriter, status int, code, message string) {
 // required (uid and gen integers), slot is a string when present ("" is the default slot);
 // a missing or null reason reads as ReasonLoginElsewhere and one that is not a string as "";
 // a message that is not a string as none; any other field is ignored. The key is validated
-// (project and env 1-64 characters without '#' or control characters, uid >= 1).
+// (project and env 1-64 characters without '#' or control characters, uid >= 1; a slot
+// likewise, or a pool's place "#0" to "#999").
 func DecodeKick(body []byte) (Kick, error) {
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(body, &fields); err != nil {
@@ -268,10 +269,26 @@ func checkKey(key Key) error {
 	if key.UID < 1 {
 		return errors.New("uid must be >= 1")
 	}
-	if key.Slot != "" {
+	if key.Slot != "" && !isPlace(key.Slot) {
 		return checkTenantPart("slot", key.Slot)
 	}
 	return nil
+}
+
+// isPlace reports whether slot is a place of a user's pool (docs/design.md, "Pooled
+// sessions"): '#' and an index below 1000 in decimal without a leading zero, the one form of
+// slot with a '#' that a kick may name.
+func isPlace(slot string) bool {
+	digits := strings.TrimPrefix(slot, "#")
+	if len(digits) == len(slot) || digits == "" || len(digits) > 3 || (len(digits) > 1 && digits[0] == '0') {
+		return false
+	}
+	for _, c := range digits {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 func checkTenantPart(name, value string) error {
