@@ -106,9 +106,22 @@ export function checkKey(key: Key): void {
   if (key.uid < 1n) {
     throw new KickError("uid must be >= 1");
   }
-  if (key.slot !== "") {
+  if (key.slot !== "" && !isPlace(key.slot)) {
     checkTenantPart("slot", key.slot);
   }
+}
+
+/**
+ * Whether `slot` is a place of a user's pool (docs/design.md "Pooled sessions"): `#` and an
+ * index below 1000 in decimal without a leading zero, the one slot with a `#` a kick may name.
+ */
+export function isPlace(slot: string): boolean {
+  return /^#(0|[1-9][0-9]{0,2})$/.test(slot);
+}
+
+/** The slot of place `index` of a pool: `#0`, `#1`, ... */
+export function placeSlot(index: number): string {
+  return `#${index}`;
 }
 
 function checkTenantPart(name: string, value: string): void {

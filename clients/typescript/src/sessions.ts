@@ -2,7 +2,13 @@
 // racing kicks (single flight), and early kicks remembered only while a login of their key
 // is in flight here, bounded as in the Rust and Go nodes.
 
-import { type Key, type Kick, keyId, REASON_LOGIN_ELSEWHERE } from "./kick.js";
+import { type Key, type Kick, keyId, placeSlot, REASON_LOGIN_ELSEWHERE } from "./kick.js";
+
+/** A user: the key of its sessions without a slot. */
+export type UserKey = Omit<Key, "slot">;
+
+/** The most places a pool may have (`#0` to `#999`). */
+export const MAX_POOL_PLACES = 1000;
 
 /** What a kick came to; the first three are answered 200, the others 503. */
 export type Ack = "destroyed" | "no-session" | "not-older" | "timed-out" | "failed";
@@ -39,7 +45,15 @@ export class LocalSession {
   /** The ending in progress, shared by every kick that races to end this session. */
   ending: Promise<Ack> | undefined;
 
-  constructor(readonly key: Key, readonly gen: bigint) {
+  /**
+   * @param pooled For a pooled login (SessionTable.beginPooledLogin): `{ evicted }`, whether it
+   * took the place of the user's oldest online session. `key.slot` is then its place.
+   */
+  constructor(
+    readonly key: Key,
+    readonly gen: bigint,
+    readonly pooled?: { evicted: boolean },
+  ) {
     this.ended = new Promise((resolve) => {
       this.#resolve = resolve;
     });
@@ -107,6 +121,69 @@ export class LoginTicket {
   }
 }
 
+/**
+ * A pooled login announced before its claim is sent: the server picks the place, so a login
+ * is expected on every place below the pool's limit, and a kick that overtakes the answer
+ * counts whichever place it names.
+ */
+export class PooledLoginTicket {
+  #done = false;
+  readonly #places: Key[];
+
+  constructor(
+    readonly table: SessionTable,
+    readonly user: UserKey,
+    limit: number,
+  ) {
+    const places = Math.max(0, Math.min(Math.floor(limit), MAX_POOL_PLACES));
+    this.#places = Array.from({ length: places }, (_, i) => ({ ...user, slot: placeSlot(i) }));
+    for (const place of this.#places) {
+      table.expectLogin(place);
+    }
+  }
+
+  /**
+   * The claim was answered with the place `slot` at `gen`: brings the session online on the
+   * place's key (so its release and an admin logout name the place), unless an early kick
+   * for a newer gen of that place came (ReplacedWhileLoggingIn). An evicted session of that
+   * place held here ends first ("replaced": the server skips the kick to the same endpoint).
+   */
+  async complete(slot: string, gen: bigint, evicted: boolean): Promise<LocalSession> {
+    this.#use();
+    const place: Key = { ...this.user, slot };
+    const expected = this.#places.some((p) => p.slot === slot);
+    for (const other of this.#places) {
+      if (other.slot !== slot) {
+        this.table.endLogin(other);
+      }
+    }
+    if (!expected) {
+      // A place not expected (the project's limit): admitted without an early kick.
+      this.table.expectLogin(place);
+    }
+    try {
+      return await this.table.online(place, gen, { evicted });
+    } finally {
+      this.table.endLogin(place);
+    }
+  }
+
+  /** The login failed: forgets it. */
+  abandon(): void {
+    this.#use();
+    for (const place of this.#places) {
+      this.table.endLogin(place);
+    }
+  }
+
+  #use(): void {
+    if (this.#done) {
+      throw new Error("this login ticket is already used");
+    }
+    this.#done = true;
+  }
+}
+
 /** The sessions of one node; give it to a kick receiver as its target. */
 export class SessionTable implements KickTarget {
   readonly #sessions = new Map<string, LocalSession>();
@@ -128,11 +205,26 @@ export class SessionTable implements KickTarget {
 
   /** Announces a login of `key`; call before sending its claim. */
   beginLogin(key: Key): LoginTicket {
+    this.expectLogin(key);
+    return new LoginTicket(this, key);
+  }
+
+  /**
+   * Announces a pooled login of `user` (docs/design.md "Pooled sessions"); call before
+   * sending its claim with `"pool": {"limit": limit, ...}`. With the project's limit (no
+   * `limit` sent, 0 here) the places are unknown, and a kick overtaking the answer is not
+   * seen: that session is left to the node's heartbeat (I5b).
+   */
+  beginPooledLogin(user: UserKey, limit: number): PooledLoginTicket {
+    return new PooledLoginTicket(this, user, limit);
+  }
+
+  /** @internal */
+  expectLogin(key: Key): void {
     const id = keyId(key);
     const pending = this.#pending.get(id) ?? { logins: 0 };
     pending.logins++;
     this.#pending.set(id, pending);
-    return new LoginTicket(this, key);
   }
 
   /** The session of `key` held here, if any. */
@@ -185,7 +277,7 @@ export class SessionTable implements KickTarget {
   }
 
   /** @internal */
-  async online(key: Key, gen: bigint): Promise<LocalSession> {
+  async online(key: Key, gen: bigint, pooled?: { evicted: boolean }): Promise<LocalSession> {
     const id = keyId(key);
     const early = this.#pending.get(id)?.kick;
     if (early !== undefined && early.gen > gen && this.#options.now() - early.at < this.#options.earlyKickMemoryMs) {
@@ -201,7 +293,7 @@ export class SessionTable implements KickTarget {
         throw new Error(`the older session of this key did not end (${ack})`);
       }
     }
-    const session = new LocalSession(key, gen);
+    const session = new LocalSession(key, gen, pooled);
     this.#sessions.set(id, session);
     return session;
   }

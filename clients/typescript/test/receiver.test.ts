@@ -91,11 +91,22 @@ test("the request rules: POST only, 4 KiB by length and while reading, signature
       JSON.stringify({ project: "game", env: "prod", uid: 0, gen: 1 }),
       JSON.stringify({ project: "ga#me", env: "prod", uid: 7, gen: 1 }),
       JSON.stringify({ project: "game", env: "prod", uid: 7, gen: 1, slot: 3 }),
+      // '#' in a slot only as a pool's place: '#' and 0 to 999 without a leading zero.
+      JSON.stringify({ project: "game", env: "prod", uid: 7, gen: 1, slot: "#1000" }),
+      JSON.stringify({ project: "game", env: "prod", uid: 7, gen: 1, slot: "#01" }),
+      JSON.stringify({ project: "game", env: "prod", uid: 7, gen: 1, slot: "#" }),
+      JSON.stringify({ project: "game", env: "prod", uid: 7, gen: 1, slot: "a#1" }),
       '{"project":"game","env":"prod","uid":9223372036854775808,"gen":1}',
     ]) {
       const answer = await send(url, "POST", bad, keysHeader(bad));
       assert.equal(answer.status, 400, bad);
       assert.equal(JSON.parse(answer.body).error, "invalid_params", bad);
+    }
+    // A pool's places are kicked like any slot.
+    for (const slot of ["#0", "#999"]) {
+      const [place] = signedKick({ project: "game", env: "prod", uid: 7, gen: 1, slot });
+      const answer = await send(url, "POST", place, keysHeader(place));
+      assert.equal(answer.status, 200, `${slot}: ${answer.body}`);
     }
     // The largest uid is exact, not rounded to a float.
     const largest = '{"project":"game","env":"prod","uid":9223372036854775807,"gen":1}';
