@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -231,6 +232,26 @@ func TestLimitReachedIsReadFromItsCode(t *testing.T) {
 	if _, err := client.ClaimPooled(context.Background(), freshKey(), Owner{Endpoint: "http://127.0.0.1:9/kick"}, Pool{Limit: 2}, NewClaimID()); !errors.Is(err, ErrInvalidParams) {
 		t.Fatalf("an answer without a place: %v", err)
 	}
+}
+
+func ExampleNode_LoginPooled() {
+	client, _ := NewClient("http://127.0.0.1:7420", WithToken("token"))
+	node, _ := NewNode(client, Owner{Endpoint: "http://10.0.0.7:9001/kick"}, NodeOptions{})
+
+	// At most three devices; a fourth login is refused while three are online.
+	user := Key{Project: "game", Env: "prod", UID: 42}
+	session, err := node.LoginPooled(context.Background(), user, Pool{Policy: PolicyDenyNew, Limit: 3})
+	var full *LimitReachedError
+	if errors.As(err, &full) {
+		for _, s := range full.Sessions {
+			fmt.Println("online:", s.Slot, "gen", s.Gen)
+		}
+		return
+	}
+	if err != nil {
+		return
+	}
+	fmt.Println("logged in on place", session.Slot())
 }
 
 func slotOf(s *Session) string {
