@@ -174,6 +174,7 @@ fn store_errors(nonzero: &[(&str, &str, u64)]) -> BTreeMap<String, u64> {
         "read_owners",
         "list_sessions",
         "claim_vacant",
+        "count_online",
     ] {
         for kind in ["throttled", "unavailable", "invalid_params"] {
             let count = nonzero

@@ -220,8 +220,9 @@ async fn metrics_count_a_scripted_sequence_exactly_and_pass_promtool() {
         .collect();
     assert_eq!(
         store_errors.len(),
-        21,
-        "7 operations (read_owners and list_sessions included) × 3 kinds: {store_errors:?}"
+        24,
+        "8 operations (read_owners, list_sessions and count_online included) × 3 kinds: \
+         {store_errors:?}"
     );
     assert!(
         store_errors.iter().all(|(_, n)| **n == 0.0),

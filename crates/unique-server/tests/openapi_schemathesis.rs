@@ -4,7 +4,8 @@
 //! be, statuses, bodies and headers as documented).
 //!
 //! The server (memory store, a bearer token for every project with the admin role, so the
-//! auth checks see a 401 without it) and schemathesis both run inside a network namespace
+//! auth checks see a 401 without it; the widest slot cap and session limit, 1000, since the
+//! document types a pool's `limit` up to that bound and a schema-valid claim must be served) and schemathesis both run inside a network namespace
 //! with only loopback up: no generated endpoint (a claim's owner URL is kicked when a later
 //! claim replaces it) can reach anything off the machine. The seed is fixed, so a run is
 //! repeatable; a failure prints schemathesis' report with a `curl` line per failure.
@@ -35,7 +36,8 @@ if "$IP" -o link show | grep -v ': lo:' | grep -q .; then
     echo "the namespace has a link other than lo" >&2; "$IP" -o link show >&2; exit 90
 fi
 echo "namespace: loopback only"
-"$SERVER" --listen 127.0.0.1:0 --store memory --auth-tokens "$TOKENS" > server.out 2> server.err &
+"$SERVER" --listen 127.0.0.1:0 --store memory --auth-tokens "$TOKENS" \
+    --max-slots-per-user 1000 --session-limit 1000 > server.out 2> server.err &
 server=$!
 addr=""
 for _ in $(seq 1 200); do

@@ -8,7 +8,7 @@
 
 use std::borrow::Cow;
 
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize};
 use unique_core::{
     ClaimInput, CurrentView, Error, Key, LogoutInput, MAX_BATCH_KEYS, Owner, PoolPolicy,
     PoolRequest, ReleaseReason, UserKey,
@@ -44,7 +44,12 @@ pub struct ClaimBody<'a> {
     /// A pooled claim: take a place in the user's pool instead of a named slot
     /// (`docs/design.md#pooled-sessions`). Omitted when absent, so a plain claim is byte for
     /// byte what it was before pools.
-    #[serde(borrow, default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        borrow,
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub pool: Option<PoolBody<'a>>,
 }
 
@@ -54,7 +59,12 @@ pub struct ClaimBody<'a> {
 #[serde(deny_unknown_fields)]
 pub struct PoolBody<'a> {
     /// `evict-oldest` or `deny-new`; `evict-oldest` when omitted.
-    #[serde(borrow, default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        borrow,
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub policy: Option<Cow<'a, str>>,
     /// The most sessions the user may hold, from 1 to the project's session limit; that
     /// limit when omitted.
@@ -64,6 +74,14 @@ pub struct PoolBody<'a> {
         skip_serializing_if = "Option::is_none"
     )]
     pub limit: Option<u64>,
+}
+
+/// A field that may be omitted but never sent as `null`: the document types it as its value
+/// alone, so a `null` is refused like any other wrong type.
+fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
+    deserializer: D,
+) -> Result<Option<T>, D::Error> {
+    T::deserialize(deserializer).map(Some)
 }
 
 impl From<&PoolRequest> for PoolBody<'static> {
@@ -597,6 +615,19 @@ mod tests {
             (
                 format!(r#"{head},"pool":{{"size":2}}}}"#),
                 "invalid params: pool.size: unknown field `size`",
+            ),
+            // The document types each as its value alone: null is a wrong type, not omitted.
+            (
+                format!(r#"{head},"pool":null}}"#),
+                "invalid params: pool: invalid type: null",
+            ),
+            (
+                format!(r#"{head},"pool":{{"policy":null}}}}"#),
+                "invalid params: pool.policy: invalid type: null",
+            ),
+            (
+                format!(r#"{head},"pool":{{"limit":null}}}}"#),
+                "invalid params: pool.limit: ",
             ),
         ] {
             let e = read(&body).unwrap_err();
