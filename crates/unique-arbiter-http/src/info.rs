@@ -1,6 +1,7 @@
 //! `GET /v1/info`: what the service tells a client about itself, and the settings it is built
 //! from that the service cannot see for itself (the kicker's keys, the store's kind).
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
@@ -54,6 +55,9 @@ pub(crate) struct Facts<'a> {
     pub(crate) leases: bool,
     pub(crate) limits: &'a ValidationLimits,
     pub(crate) max_slots_per_user: Option<usize>,
+    /// The default session limit and the projects' own.
+    pub(crate) session_limit: usize,
+    pub(crate) project_session_limits: BTreeMap<String, usize>,
 }
 
 impl Facts<'_> {
@@ -80,6 +84,12 @@ impl Facts<'_> {
                 max_batch_keys: count(MAX_BATCH_KEYS),
                 max_sessions_page: count(MAX_SESSIONS_PAGE),
                 max_slots_per_user: self.max_slots_per_user.map(count),
+                session_limit: Some(count(self.session_limit)),
+                project_session_limits: self
+                    .project_session_limits
+                    .iter()
+                    .map(|(project, limit)| (project.clone(), count(*limit)))
+                    .collect(),
                 max_name_chars: count(self.limits.tenant),
                 max_claim_id_chars: count(self.limits.claim_id),
                 max_endpoint_chars: count(self.limits.endpoint),

@@ -22,15 +22,15 @@ use http_body_util::Full;
 use serde::Serialize;
 use tracing::Instrument;
 use unique_core::{
-    Arbiter, ClaimInput, DEFAULT_SESSIONS_PAGE, Error, Key, LogoutInput, PoolRequest, Store,
-    UserKey,
+    Arbiter, ClaimInput, DEFAULT_SESSIONS_PAGE, Error, Key, LogoutInput, PoolRequest, SlotLogout,
+    Store, UserKey, UserLogoutInput,
 };
 use unique_listener::PeerAddr;
 use unique_wire::{
     BatchAnswer, BatchBody, BatchView, BodyError, CurrentAnswer, ErrorBody, ErrorCode, InfoAnswer,
-    InfoKicks, KeyBody, LogoutAnswer, LogoutBody, ReleaseAnswer, ReleaseBody, Route, SessionEntry,
-    SessionsAnswer, UserBody, parse, parse_claim, read_body, write_claim_answer,
-    write_pooled_claim_answer,
+    InfoKicks, KeyBody, LogoutAllAnswer, LogoutAnswer, LogoutBody, ReleaseAnswer, ReleaseBody,
+    Route, SessionEntry, SessionsAnswer, SlotLogoutEntry, UserBody, UserLogoutBody, parse,
+    parse_claim, read_body, write_claim_answer, write_pooled_claim_answer,
 };
 
 /// Largest request body accepted; larger bodies get 413.
@@ -192,8 +192,8 @@ impl<S: Store> ArbiterService<S> {
     }
 
     /// A lease-only service: the session routes (`/v1/claim`, `/v1/current`,
-    /// `/v1/current/batch`, `/v1/release`, `/v1/logout`, `/v1/sessions`) answer 501
-    /// `not_implemented`, before authentication and without reading the body, and
+    /// `/v1/current/batch`, `/v1/release`, `/v1/logout`, `/v1/logout/all`, `/v1/sessions`)
+    /// answer 501 `not_implemented`, before authentication and without reading the body, and
     /// `/v1/info` says `sessions: false` and unsigned kicks (none are ever sent). The
     /// arbiter is kept only for `/readyz`, which asks its store.
     #[must_use]
@@ -211,6 +211,12 @@ impl<S: Store> ArbiterService<S> {
             leases: self.leases.is_some(),
             limits: self.arbiter.validation_limits(),
             max_slots_per_user: self.arbiter.max_slots_per_user(),
+            session_limit: self.arbiter.default_session_limit(),
+            project_session_limits: self
+                .arbiter
+                .project_session_limits()
+                .map(|(project, limit)| (project.to_owned(), limit))
+                .collect(),
         }
         .answer()
     }
@@ -274,6 +280,7 @@ impl<S: Store> ArbiterService<S> {
             Route::CurrentBatch => self.current_batch(&body, grant, &request_id).await,
             Route::Release => self.release(&body, grant, &request_id).await,
             Route::Logout => self.logout(&body, grant, &request_id).await,
+            Route::LogoutAll => self.logout_all(&body, grant, &request_id).await,
             Route::Sessions => self.sessions(&body, grant, &request_id).await,
             Route::Lease(route) => {
                 let call = leases::Call {
@@ -535,6 +542,51 @@ impl<S: Store> ArbiterService<S> {
         )
         .await?;
         Ok(json(StatusCode::OK, &LogoutAnswer::from(outcome)))
+    }
+
+    /// An admin logout of every online session of a user: authorised as [`logout`](Self::logout)
+    /// (the admin role, and the token's scope covering the user: a scope names projects and
+    /// envs, so it covers all of a user's slots). Each listed session's logout is recorded as
+    /// `/v1/logout` records it, under its slot. When a slot's store call failed, the others
+    /// are recorded all the same and the first failure is the answer (429 or 503): a repeat
+    /// logs out what is still online.
+    async fn logout_all(
+        &self,
+        body: &[u8],
+        grant: Option<&Grant>,
+        request_id: &RequestId,
+    ) -> Result<Response<ResponseBody>, Error> {
+        let input: UserLogoutInput = parse::<UserLogoutBody>(body)?.into();
+        if let Some(refused) = lacks_role(grant, Role::Admin) {
+            let reason = RefusalReason::MissingRole;
+            self.refused(reason, Route::LogoutAll, grant, request_id);
+            return Ok(refused);
+        }
+        let user_key = input.user.key("");
+        if let Some(refused) = self.scope(Route::LogoutAll, grant, &user_key, request_id) {
+            return Ok(refused);
+        }
+        let span = request_id.span("logout_all", &user_key);
+        let logouts = self.arbiter.logout_all(&input).instrument(span).await?;
+        let mut sessions = Vec::with_capacity(logouts.len());
+        let mut failed = None;
+        for SlotLogout { slot, result } in logouts {
+            match result {
+                Ok(outcome) => {
+                    let key = input.user.key(slot.as_str());
+                    let event = AuditEvent::of_logout(&outcome);
+                    self.audit(event, &key, grant, request_id).await?;
+                    sessions.push(SlotLogoutEntry::new(slot, outcome));
+                }
+                Err(e) => {
+                    failed.get_or_insert(e);
+                }
+            }
+        }
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        Ok(json(StatusCode::OK, &LogoutAllAnswer { sessions }))
     }
 
     /// Records a session event in the audit log, when there is one, and waits until it is

@@ -263,9 +263,29 @@ fn the_schemas_reject_what_the_server_rejects() {
         !doc.validator(logout_answer).is_valid(&self_replace),
         "a logout replaces no one"
     );
-    let mut partial = released;
+    let mut partial = released.clone();
     partial.as_object_mut().unwrap().remove("kick_detail");
     assert!(!doc.validator(logout_answer).is_valid(&partial));
+    // Logging out all of a user's sessions names the user, never a slot; each entry of its
+    // answer is a slot and a logout answer.
+    let logout_all_request = "/components/schemas/LogoutAllRequest";
+    assert!(
+        doc.validator(logout_all_request)
+            .is_valid(&logout("p", "e", 1, Some("r")))
+    );
+    assert!(!doc.validator(logout_all_request).is_valid(&with_slot));
+    let logout_all_answer = "/components/schemas/LogoutAllAnswer";
+    let mut entry = released;
+    entry["slot"] = json!("#2");
+    assert!(
+        doc.validator(logout_all_answer)
+            .is_valid(&json!({"sessions": [entry.clone()]}))
+    );
+    entry.as_object_mut().unwrap().remove("slot");
+    assert!(
+        !doc.validator(logout_all_answer)
+            .is_valid(&json!({"sessions": [entry]}))
+    );
 }
 
 #[test]

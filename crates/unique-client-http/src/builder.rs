@@ -203,6 +203,7 @@ impl Endpoints {
             current_batch: at(unique_wire::CURRENT_BATCH_PATH)?,
             release: at(unique_wire::RELEASE_PATH)?,
             logout: at(unique_wire::LOGOUT_PATH)?,
+            logout_all: at(unique_wire::LOGOUT_ALL_PATH)?,
             sessions: at(unique_wire::SESSIONS_PATH)?,
             info: at(unique_wire::INFO_PATH)?,
             ready: at(unique_wire::READY_PATH)?,

@@ -63,6 +63,7 @@ pub(crate) struct Endpoints {
     pub(crate) current_batch: Uri,
     pub(crate) release: Uri,
     pub(crate) logout: Uri,
+    pub(crate) logout_all: Uri,
     pub(crate) sessions: Uri,
     pub(crate) info: Uri,
     pub(crate) ready: Uri,
@@ -169,6 +170,33 @@ impl HttpTransport {
             )
             .await?;
         Ok(answer.into())
+    }
+
+    /// An admin logout of every online session of the user (the default slot, named slots and
+    /// pool places): `POST /v1/logout/all`, which needs a token with the `admin` role when the
+    /// server has tokens. One `(slot, outcome)` per session the server's listing found, in
+    /// listing order, each as [`logout`](Self::logout) of that slot answers; empty for none.
+    ///
+    /// # Errors
+    ///
+    /// As [`logout`](Self::logout); a server older than the route answers 404, which is
+    /// `InvalidParams`.
+    pub async fn logout_all(
+        &self,
+        input: &unique_core::UserLogoutInput,
+    ) -> Result<Vec<(String, LogoutOutcome)>, Error> {
+        let answer: unique_wire::LogoutAllAnswer = self
+            .post(
+                "logout_all",
+                &self.inner.endpoints.logout_all,
+                &unique_wire::UserLogoutBody::from(input),
+            )
+            .await?;
+        Ok(answer
+            .sessions
+            .into_iter()
+            .map(unique_wire::SlotLogoutEntry::into_parts)
+            .collect())
     }
 
     /// What the server says about itself: `GET /v1/info` (version, caller authentication,

@@ -294,6 +294,20 @@ impl<S: Store> Arbiter<S> {
             .unwrap_or(self.inner.session_limit)
     }
 
+    /// The session limit of every project not given its own ([`ArbiterBuilder::session_limit`]).
+    pub fn default_session_limit(&self) -> usize {
+        self.inner.session_limit
+    }
+
+    /// The projects whose session limit differs from the default
+    /// ([`ArbiterBuilder::session_limit_for`]), each with its limit, in no particular order.
+    pub fn project_session_limits(&self) -> impl Iterator<Item = (&str, usize)> {
+        self.inner
+            .session_limits
+            .iter()
+            .map(|(project, limit)| (project.as_str(), *limit))
+    }
+
     /// The validation limits in force.
     pub fn validation_limits(&self) -> &ValidationLimits {
         &self.inner.limits

@@ -72,6 +72,41 @@ pub struct LogoutAnswer {
 
 mirror!(LogoutAnswer <=> LogoutOutcome { released, generation, kicked, kick_detail });
 
+/// `POST /v1/logout/all` answer: `{"sessions":[{"slot","released","gen","kicked",
+/// "kick_detail"}, …]}`, one entry per session the user's listing found online, in listing
+/// order (by slot, the default slot first); `[]` for none.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LogoutAllAnswer {
+    /// What the logout of each listed session did.
+    pub sessions: Vec<SlotLogoutEntry>,
+}
+
+/// One entry of the `POST /v1/logout/all` answer: the slot and what its logout did, as
+/// `POST /v1/logout` of that slot answers it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SlotLogoutEntry {
+    /// The session's slot (`""` for the default slot, `#i` for a pool place).
+    pub slot: String,
+    /// The logout of the slot: `released`, `gen`, `kicked`, `kick_detail`.
+    #[serde(flatten)]
+    pub logout: LogoutAnswer,
+}
+
+impl SlotLogoutEntry {
+    /// The entry of `slot`'s logout.
+    pub fn new(slot: impl Into<String>, outcome: LogoutOutcome) -> Self {
+        Self {
+            slot: slot.into(),
+            logout: outcome.into(),
+        }
+    }
+
+    /// The slot and the logout's outcome.
+    pub fn into_parts(self) -> (String, LogoutOutcome) {
+        (self.slot, self.logout.into())
+    }
+}
+
 /// One entry of the `POST /v1/sessions` answer: `{"slot","gen","owner"}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SessionEntry {
@@ -329,6 +364,41 @@ mod tests {
             serde_json::to_string(&answer).unwrap(),
             r#"{"released":true,"gen":4,"kicked":false,"kick_detail":"timeout"}"#
         );
+    }
+
+    #[test]
+    fn a_logout_all_answer_reads_as_documented() {
+        let answer = LogoutAllAnswer {
+            sessions: vec![
+                SlotLogoutEntry::new(
+                    "#1",
+                    LogoutOutcome {
+                        released: true,
+                        generation: 4,
+                        kicked: false,
+                        kick_detail: Some(KickDetail::Timeout),
+                    },
+                ),
+                SlotLogoutEntry::new(
+                    "mobile",
+                    LogoutOutcome {
+                        released: false,
+                        generation: 2,
+                        kicked: false,
+                        kick_detail: None,
+                    },
+                ),
+            ],
+        };
+        let json = serde_json::to_string(&answer).unwrap();
+        assert_eq!(
+            json,
+            r##"{"sessions":[{"slot":"#1","released":true,"gen":4,"kicked":false,"kick_detail":"timeout"},{"slot":"mobile","released":false,"gen":2,"kicked":false,"kick_detail":null}]}"##
+        );
+        let back: LogoutAllAnswer = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, answer);
+        let (slot, outcome) = back.sessions[0].clone().into_parts();
+        assert_eq!((slot.as_str(), outcome.generation), ("#1", 4));
     }
 
     #[test]

@@ -11,7 +11,7 @@ use std::borrow::Cow;
 use serde::{Deserialize, Deserializer, Serialize};
 use unique_core::{
     ClaimInput, CurrentView, Error, Key, LogoutInput, MAX_BATCH_KEYS, Owner, PoolPolicy,
-    PoolRequest, ReleaseReason, UserKey,
+    PoolRequest, ReleaseReason, UserKey, UserLogoutInput,
 };
 
 use crate::ErrorCode;
@@ -357,6 +357,45 @@ impl From<LogoutBody<'_>> for LogoutInput {
             }
             .into(),
             reason: reason.map(Cow::into_owned),
+        }
+    }
+}
+
+/// `POST /v1/logout/all` body: `{"project","env","uid","reason"?}`, read into
+/// [`unique_core::UserLogoutInput`]; `reason` as [`LogoutBody`]'s.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UserLogoutBody<'a> {
+    /// The user's project.
+    #[serde(borrow)]
+    pub project: Cow<'a, str>,
+    /// The user's environment.
+    #[serde(borrow)]
+    pub env: Cow<'a, str>,
+    /// The user's id.
+    #[serde(deserialize_with = "crate::integer::i64")]
+    pub uid: i64,
+    /// Why, for the user (each kick's `message`); omitted when none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<Cow<'a, str>>,
+}
+
+impl<'a> From<&'a UserLogoutInput> for UserLogoutBody<'a> {
+    fn from(input: &'a UserLogoutInput) -> Self {
+        Self {
+            project: Cow::Borrowed(&input.user.project),
+            env: Cow::Borrowed(&input.user.env),
+            uid: input.user.uid,
+            reason: input.reason.as_deref().map(Cow::Borrowed),
+        }
+    }
+}
+
+impl From<UserLogoutBody<'_>> for UserLogoutInput {
+    fn from(body: UserLogoutBody<'_>) -> Self {
+        UserLogoutInput {
+            user: UserKey::new(body.project.into_owned(), body.env.into_owned(), body.uid),
+            reason: body.reason.map(Cow::into_owned),
         }
     }
 }
@@ -821,6 +860,32 @@ mod tests {
             LogoutInput::from(parse::<LogoutBody>(null).unwrap()),
             without
         );
+    }
+
+    #[test]
+    fn logout_all_bodies_are_exact_round_trip_and_refuse_a_slot() {
+        let with = UserLogoutInput {
+            user: UserKey::new("game", "prod", 42),
+            reason: Some("chargeback".into()),
+        };
+        let json = serde_json::to_string(&UserLogoutBody::from(&with)).unwrap();
+        assert_eq!(
+            json,
+            r#"{"project":"game","env":"prod","uid":42,"reason":"chargeback"}"#
+        );
+        assert_eq!(
+            UserLogoutInput::from(parse::<UserLogoutBody>(json.as_bytes()).unwrap()),
+            with
+        );
+        let null = br#"{"project":"game","env":"prod","uid":42,"reason":null}"#;
+        assert_eq!(
+            UserLogoutInput::from(parse::<UserLogoutBody>(null).unwrap()).reason,
+            None
+        );
+        // All of the user's sessions: a slot is not a field of this body.
+        let slot = br##"{"project":"game","env":"prod","uid":42,"slot":"#1"}"##;
+        let e = parse::<UserLogoutBody>(slot).unwrap_err();
+        assert!(e.to_string().contains("unknown field `slot`"), "{e}");
     }
 
     #[test]

@@ -5,6 +5,8 @@
 //! not at all. A newer server may add fields; clients ignore fields they do not know (the
 //! shapes here do not refuse unknown fields).
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 /// `GET` or `HEAD`: the server's version, kick signing, caller authentication, limits and
@@ -73,6 +75,16 @@ pub struct InfoLimits {
     pub max_sessions_page: u64,
     /// Most online sessions (device slots) one user may hold; `None`: no limit.
     pub max_slots_per_user: Option<u64>,
+    /// The session limit `N` of every project not in
+    /// [`project_session_limits`](Self::project_session_limits): the most pooled sessions one
+    /// user may hold, and the default of a pooled claim's `limit`
+    /// (`docs/design.md#pooled-sessions`). `None` from a server older than pooled sessions.
+    #[serde(default)]
+    pub session_limit: Option<u64>,
+    /// The projects whose session limit differs from [`session_limit`](Self::session_limit),
+    /// each with its own (`unique-server --session-limit PROJECT=N`); empty when none.
+    #[serde(default)]
+    pub project_session_limits: BTreeMap<String, u64>,
     /// Max characters of `project`, `env`, `slot`, `owner.region` and `owner.cluster`.
     pub max_name_chars: u64,
     /// Max characters of `claim_id`.
@@ -109,6 +121,8 @@ mod tests {
                 max_batch_keys: 256,
                 max_sessions_page: 1000,
                 max_slots_per_user: None,
+                session_limit: Some(5),
+                project_session_limits: BTreeMap::from([("chat".to_owned(), 2)]),
                 max_name_chars: 64,
                 max_claim_id_chars: 128,
                 max_endpoint_chars: 2048,
@@ -121,9 +135,26 @@ mod tests {
             json["limits"]["max_slots_per_user"],
             serde_json::Value::Null
         );
+        assert_eq!(
+            json["limits"]["project_session_limits"],
+            serde_json::json!({"chat": 2})
+        );
         json["later"] = serde_json::json!({"field": 1});
         json["kicks"]["algorithm"] = serde_json::json!("hmac-sha256");
         let back: InfoAnswer = serde_json::from_value(json).unwrap();
         assert_eq!(back, answer);
+        // A server older than pooled sessions says nothing of session limits.
+        let limits = json_without_session_limits(&answer);
+        let older: InfoAnswer = serde_json::from_value(limits).unwrap();
+        assert_eq!(older.limits.session_limit, None);
+        assert!(older.limits.project_session_limits.is_empty());
+    }
+
+    fn json_without_session_limits(answer: &InfoAnswer) -> serde_json::Value {
+        let mut json = serde_json::to_value(answer).unwrap();
+        let limits = json["limits"].as_object_mut().unwrap();
+        limits.remove("session_limit");
+        limits.remove("project_session_limits");
+        json
     }
 }

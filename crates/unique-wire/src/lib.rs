@@ -34,12 +34,12 @@ mod parse;
 mod route;
 
 pub use answer::{
-    ClaimAnswer, CurrentAnswer, LogoutAnswer, PooledClaimAnswer, SessionEntry, write_claim_answer,
-    write_pooled_claim_answer,
+    ClaimAnswer, CurrentAnswer, LogoutAllAnswer, LogoutAnswer, PooledClaimAnswer, SessionEntry,
+    SlotLogoutEntry, write_claim_answer, write_pooled_claim_answer,
 };
 pub use body::{
     BatchAnswer, BatchBody, BatchView, ClaimBody, KeyBody, LogoutBody, OwnerBody, PoolBody,
-    ReleaseAnswer, ReleaseBody, SessionsAnswer, UserBody,
+    ReleaseAnswer, ReleaseBody, SessionsAnswer, UserBody, UserLogoutBody,
 };
 pub use error::{
     ErrorBody, ErrorCode, LIMIT_REACHED_MESSAGE, PooledSessionEntry, PooledSessions,
@@ -58,8 +58,8 @@ pub use lease::{
 pub use limit::{BodyError, MAX_KICK_BODY_BYTES, MAX_REQUEST_BODY_BYTES, read_body};
 pub use parse::{parse, parse_claim};
 pub use route::{
-    CLAIM_PATH, CURRENT_BATCH_PATH, CURRENT_PATH, HEALTH_PATH, LOGOUT_PATH, READY_PATH,
-    RELEASE_PATH, Route, SESSIONS_PATH,
+    CLAIM_PATH, CURRENT_BATCH_PATH, CURRENT_PATH, HEALTH_PATH, LOGOUT_ALL_PATH, LOGOUT_PATH,
+    READY_PATH, RELEASE_PATH, Route, SESSIONS_PATH,
 };
 /// The most keys one batch request carries (re-exported from `unique_core`).
 pub use unique_core::MAX_BATCH_KEYS;

@@ -15,6 +15,9 @@ pub const RELEASE_PATH: &str = "/v1/release";
 /// `POST`: an admin logout of a key's current session (tombstone, then a kick with reason
 /// `admin`); needs a token with the `admin` role when the server has tokens.
 pub const LOGOUT_PATH: &str = "/v1/logout";
+/// `POST`: an admin logout of every online session of a user (each as [`LOGOUT_PATH`] logs
+/// out its slot); needs a token with the `admin` role when the server has tokens.
+pub const LOGOUT_ALL_PATH: &str = "/v1/logout/all";
 /// `POST`: list a user's online sessions, one per slot, in one store round trip.
 pub const SESSIONS_PATH: &str = "/v1/sessions";
 /// `GET` or `HEAD`: liveness; the answer is `ok` as plain text.
@@ -36,6 +39,8 @@ pub enum Route {
     Release,
     /// [`LOGOUT_PATH`], `POST`.
     Logout,
+    /// [`LOGOUT_ALL_PATH`], `POST`.
+    LogoutAll,
     /// [`SESSIONS_PATH`], `POST`.
     Sessions,
     /// [`HEALTH_PATH`], `GET` or `HEAD`.
@@ -50,12 +55,13 @@ pub enum Route {
 
 impl Route {
     /// Every route, in the order of the enum.
-    pub const ALL: [Route; 16] = [
+    pub const ALL: [Route; 17] = [
         Self::Claim,
         Self::Current,
         Self::CurrentBatch,
         Self::Release,
         Self::Logout,
+        Self::LogoutAll,
         Self::Sessions,
         Self::Health,
         Self::Ready,
@@ -77,6 +83,7 @@ impl Route {
             CURRENT_BATCH_PATH => Some(Self::CurrentBatch),
             RELEASE_PATH => Some(Self::Release),
             LOGOUT_PATH => Some(Self::Logout),
+            LOGOUT_ALL_PATH => Some(Self::LogoutAll),
             SESSIONS_PATH => Some(Self::Sessions),
             HEALTH_PATH => Some(Self::Health),
             READY_PATH => Some(Self::Ready),
@@ -93,6 +100,7 @@ impl Route {
             Self::CurrentBatch => CURRENT_BATCH_PATH,
             Self::Release => RELEASE_PATH,
             Self::Logout => LOGOUT_PATH,
+            Self::LogoutAll => LOGOUT_ALL_PATH,
             Self::Sessions => SESSIONS_PATH,
             Self::Health => HEALTH_PATH,
             Self::Ready => READY_PATH,
@@ -110,6 +118,7 @@ impl Route {
             | Self::CurrentBatch
             | Self::Release
             | Self::Logout
+            | Self::LogoutAll
             | Self::Sessions
             | Self::Lease(_) => *method == http::Method::POST,
             Self::Health | Self::Ready | Self::Info => {
@@ -147,6 +156,7 @@ mod tests {
             "/v1",
             "/V1/claim",
             "/v1/logout/",
+            "/v1/logout/all/",
             "/healthz?x",
             "/readyz/",
             "/v1/info/",
@@ -179,6 +189,8 @@ mod tests {
         assert!(!Route::Release.allows(&Method::GET));
         assert!(Route::Logout.allows(&Method::POST));
         assert!(!Route::Logout.allows(&Method::GET));
+        assert!(Route::LogoutAll.allows(&Method::POST));
+        assert!(!Route::LogoutAll.allows(&Method::GET));
         assert!(Route::Health.allows(&Method::HEAD));
         assert!(!Route::Health.allows(&Method::POST));
         assert!(Route::Ready.allows(&Method::GET));

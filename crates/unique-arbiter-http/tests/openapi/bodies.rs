@@ -30,7 +30,7 @@ pub(crate) fn batch(keys: &[Value]) -> Value {
 }
 
 /// One valid body per `/v1/*` route, on the key `project/env/1`.
-pub(crate) fn every_operation(project: &str, env: &str) -> [(&'static str, Value); 6] {
+pub(crate) fn every_operation(project: &str, env: &str) -> [(&'static str, Value); 7] {
     [
         (
             Route::CurrentBatch.path(),
@@ -43,6 +43,7 @@ pub(crate) fn every_operation(project: &str, env: &str) -> [(&'static str, Value
         (Route::Current.path(), key(project, env, 1)),
         (Route::Release.path(), release(project, env, 1, 1)),
         (Route::Logout.path(), logout(project, env, 1, Some("r"))),
+        (Route::LogoutAll.path(), logout(project, env, 1, Some("r"))),
         (Route::Sessions.path(), key(project, env, 1)),
     ]
 }

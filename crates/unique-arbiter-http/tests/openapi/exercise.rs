@@ -241,6 +241,30 @@ pub(crate) async fn logout_successes(s: &Server) {
         403,
     )
     .await;
+
+    // All of a user's sessions: the default slot and a named one, then none.
+    for (slot, claim_id) in [("", "la1"), ("mobile", "la2")] {
+        let login = on_slot(
+            claim("game", "prod", 23, "http://127.0.0.1:9/b", claim_id),
+            slot,
+        );
+        s.post("/v1/claim", Some(TOKEN), &login, 200).await;
+    }
+    let all = logout("game", "prod", 23, Some("closed"));
+    let done = s.post("/v1/logout/all", Some(TOKEN), &all, 200).await;
+    let body: Value = serde_json::from_slice(&done.body).unwrap();
+    let entry = |slot: &str| json!({"slot": slot, "released": true, "gen": 1, "kicked": true, "kick_detail": null});
+    assert_eq!(body, json!({"sessions": [entry(""), entry("mobile")]}));
+    let none = s.post("/v1/logout/all", Some(TOKEN), &all, 200).await;
+    let body: Value = serde_json::from_slice(&none.body).unwrap();
+    assert_eq!(body, json!({"sessions": []}));
+    s.post(
+        "/v1/logout/all",
+        Some(NARROW),
+        &logout("other", "prod", 1, None),
+        403,
+    )
+    .await;
 }
 
 /// Slots on every route that carries a key, and every shape of a listing.
