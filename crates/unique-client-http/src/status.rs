@@ -2,15 +2,16 @@
 //! [`unique_core::Error`] or [`LeaseError`].
 //!
 //! A status that carries one meaning maps by itself; one that carries several (409 holds
-//! `superseded` and `too_many_slots`) maps by the body's `error` code, so a code a later
-//! server adds to it is never read as one of the others.
+//! `superseded`, `too_many_slots` and `limit_reached`) maps by the body's `error` code, so a
+//! code a later server adds to it is never read as one of the others.
 
 use http::StatusCode;
 use serde::de::DeserializeOwned;
 use unique_core::Error;
 use unique_lease::LeaseError;
 use unique_wire::{
-    ErrorCode, error_code, error_message, superseded_generations, too_many_slots_limit,
+    ErrorCode, error_code, error_message, limit_reached, superseded_generations,
+    too_many_slots_limit,
 };
 
 /// Maps one complete response of operation `op` (`claim`, `current`, `release`, …).
@@ -19,8 +20,9 @@ use unique_wire::{
 /// server's message; 401 → `Unauthenticated`, 403 → `Forbidden` (refused credentials: no
 /// retry fixes them); 404, 405 and 413 (misconfiguration: a wrong base URL, or a body over
 /// the server's limit) → `InvalidParams`, so the caller fails at once; 409 by its code:
-/// `superseded` → `Superseded` (see [`superseded`]), `too_many_slots` → `TooManySlots`, any
-/// other or none → `Unavailable`; 501 (a lease-only server, `--no-sessions`) →
+/// `superseded` → `Superseded` (see [`superseded`]), `too_many_slots` → `TooManySlots`,
+/// `limit_reached` → `LimitReached` (limit 0 and no sessions when unreadable), any other or
+/// none → `Unavailable`; 501 (a lease-only server, `--no-sessions`) →
 /// `InvalidParams` with the server's message; 429 → `Throttled`; 503, any other 5xx and any
 /// other status → `Unavailable`.
 pub(crate) fn classify<T: DeserializeOwned>(
@@ -61,6 +63,12 @@ pub(crate) fn classify<T: DeserializeOwned>(
             Some(ErrorCode::TooManySlots) => Error::TooManySlots {
                 limit: too_many_slots_limit(body).unwrap_or(0),
             },
+            // A full deny-new pool: never superseded, never retried (the user must end one
+            // of the sessions first).
+            Some(ErrorCode::LimitReached) => {
+                let (limit, sessions) = limit_reached(body).unwrap_or_default();
+                Error::LimitReached { limit, sessions }
+            }
             _ => Error::unavailable(format!("{op}: unexpected 409: {}", message())),
         }),
         // A lease-only server (`--no-sessions`): no retry brings the session routes back.
@@ -324,6 +332,28 @@ mod tests {
         assert!(!e.is_retryable() && !e.is_superseded(), "{e}");
         let e = claim(409, r#"{"error":"too_many_slots","message":"m"}"#);
         assert!(matches!(e, Error::TooManySlots { limit: 0 }), "{e}");
+        let e = claim(
+            409,
+            r##"{"error":"limit_reached","message":"m","limit":2,"sessions":[{"slot":"#0","gen":3,"since":1700000000000},{"slot":"#1","gen":1}]}"##,
+        );
+        let Error::LimitReached { limit, sessions } = &e else {
+            panic!("not LimitReached: {e:?}");
+        };
+        assert_eq!(*limit, 2);
+        let listed: Vec<_> = sessions
+            .iter()
+            .map(|s| (s.slot.as_str(), s.generation, s.since))
+            .collect();
+        assert_eq!(
+            listed,
+            [("#0", 3, Some(1_700_000_000_000)), ("#1", 1, None)]
+        );
+        assert!(!e.is_retryable() && !e.is_superseded(), "{e}");
+        let e = claim(409, r#"{"error":"limit_reached","message":"m"}"#);
+        assert!(
+            matches!(&e, Error::LimitReached { limit: 0, sessions } if sessions.is_empty()),
+            "{e:?}"
+        );
         // A code this client does not know, or none: not superseded, worth a retry (a
         // claim's retry with its claim_id is answered by the replay or superseded).
         for body in [

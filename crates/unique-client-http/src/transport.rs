@@ -14,12 +14,13 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use unique_client::{ClaimInput, ClaimOutcome, Transport, async_trait};
 use unique_core::{
-    CurrentView, Error, Key, LogoutInput, LogoutOutcome, MAX_BATCH_KEYS, ReleaseReason,
-    SessionsPage, UserKey, UserSession,
+    CurrentView, Error, Key, LogoutInput, LogoutOutcome, MAX_BATCH_KEYS, PoolRequest,
+    PooledOutcome, ReleaseReason, SessionsPage, UserKey, UserSession,
 };
 use unique_wire::{
     BatchAnswer, BatchBody, BatchView, ClaimAnswer, ClaimBody, CurrentAnswer, InfoAnswer, KeyBody,
-    LeaseRoute, LogoutAnswer, LogoutBody, ReleaseAnswer, ReleaseBody, SessionsAnswer, UserBody,
+    LeaseRoute, LogoutAnswer, LogoutBody, PooledClaimAnswer, ReleaseAnswer, ReleaseBody,
+    SessionsAnswer, UserBody,
 };
 
 use crate::builder::HttpTransportBuilder;
@@ -36,8 +37,9 @@ const JSON: HeaderValue = HeaderValue::from_static("application/json");
 /// `Unauthenticated`; 403 → `Forbidden`; 404, 405 and 413 → `InvalidParams` naming the
 /// status; 409 by the answer's `error` code: `superseded` → `Superseded` with the answer's
 /// `gen` and `current_gen` (both 0 when it does not carry them readably), `too_many_slots`
-/// → `TooManySlots` with its `limit`, any other → `Unavailable`; 501 (a lease-only server)
-/// → `InvalidParams` with the server's message; 429 → `Throttled`; 503,
+/// → `TooManySlots` with its `limit`, `limit_reached` (a full `deny-new` pool) →
+/// `LimitReached` with its `limit` and `sessions`, any other → `Unavailable`; 501 (a
+/// lease-only server) → `InvalidParams` with the server's message; 429 → `Throttled`; 503,
 /// other 5xx, any other status, connection failures, timeouts and unparseable or oversized
 /// answers → `Unavailable`. Messages never contain the URL.
 #[derive(Clone)]
@@ -336,6 +338,23 @@ impl Transport for HttpTransport {
                 "claim",
                 &self.inner.endpoints.claim,
                 &ClaimBody::from(request),
+            )
+            .await?;
+        Ok(answer.into())
+    }
+
+    /// `POST /v1/claim` with `"pool"`; the answer's `slot` and `evicted` are read into the
+    /// [`PooledOutcome`]. A 409 `limit_reached` is `LimitReached` with the places online.
+    async fn claim_pooled(
+        &self,
+        request: &ClaimInput,
+        pool: &PoolRequest,
+    ) -> Result<PooledOutcome, Error> {
+        let answer: PooledClaimAnswer = self
+            .post(
+                "claim",
+                &self.inner.endpoints.claim,
+                &ClaimBody::from(request).with_pool(pool),
             )
             .await?;
         Ok(answer.into())

@@ -5,7 +5,9 @@ use std::future::Future;
 use std::time::Duration;
 
 use tokio::time::{Instant, sleep, timeout_at};
-use unique_core::{ClaimInput, ClaimOutcome, Error, Key, Owner, ReleaseReason};
+use unique_core::{
+    ClaimInput, ClaimOutcome, Error, Key, Owner, PoolRequest, PooledOutcome, ReleaseReason, UserKey,
+};
 
 use crate::jitter::Jitter;
 use crate::transport::Transport;
@@ -96,6 +98,29 @@ impl Login {
     }
 }
 
+/// A successful pooled login ([`Claimer::login_pooled`]): the place the server chose and
+/// the login on that place's key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PooledLogin {
+    /// The session's key: the user's, on the place taken (`#0`, `#1`, …). Every later call
+    /// (heartbeat, release, logout) names it.
+    pub key: Key,
+    /// The login on that key: the claim's outcome (for an eviction, `prev_gen`,
+    /// `prev_owner`, `kicked` and `kick_detail` describe the evicted session), the
+    /// claim_id and the attempts.
+    pub login: Login,
+    /// The login took the place of the oldest online session (`evict-oldest` at the limit).
+    pub evicted: bool,
+}
+
+impl PooledLogin {
+    /// The place taken: the key's slot (`#0`, `#1`, …).
+    pub fn slot(&self) -> &str {
+        &self.key.slot
+    }
+}
+
 /// A login (or logout) that did not succeed.
 ///
 /// Keeps the claim_id: after `Unavailable` the claim may still have been applied on the
@@ -121,6 +146,13 @@ impl LoginError {
     /// kicked by the attempt that learnt it; do not retry it.
     pub fn is_superseded(&self) -> bool {
         self.error.is_superseded()
+    }
+
+    /// A pooled `deny-new` login found every place of the user's pool online
+    /// ([`Error::LimitReached`], which lists them). Not retried; nothing was kicked or
+    /// written.
+    pub fn is_limit_reached(&self) -> bool {
+        self.error.is_limit_reached()
     }
 }
 
@@ -212,6 +244,69 @@ impl<T: Transport> Claimer<T> {
                 claim_id: request.claim_id,
                 attempts,
             }),
+            Err((error, attempts)) => Err(LoginError {
+                error,
+                claim_id: request.claim_id,
+                attempts,
+            }),
+        }
+    }
+
+    /// Claims a place in `user`'s pool for `owner` with a fresh claim_id, retrying within
+    /// the budget as [`login`](Self::login) does (every retry sends the same claim_id, so
+    /// a retry of a claim whose answer was lost is answered with the place it took). The
+    /// server picks the place (`docs/design.md#pooled-sessions`): the lowest free one below
+    /// the pool's limit, or at the limit the oldest login's (`evict-oldest`, kicked first).
+    ///
+    /// Errors: as [`login`](Self::login), and [`Error::LimitReached`] at once, listing the
+    /// places online, when `deny-new` finds the pool full
+    /// ([`LoginError::is_limit_reached`]); `InvalidParams` for a limit outside 1 to the
+    /// project's session limit, or a transport that cannot claim pooled sessions.
+    pub async fn login_pooled(
+        &self,
+        user: &UserKey,
+        owner: Owner,
+        pool: PoolRequest,
+    ) -> Result<PooledLogin, LoginError> {
+        self.login_pooled_with_claim_id(user, owner, pool, new_claim_id())
+            .await
+    }
+
+    /// Like [`login_pooled`](Self::login_pooled), with a caller-chosen claim_id: resumes a
+    /// pooled login that gave up (reusing its [`LoginError::claim_id`]); the server answers
+    /// it with the place it took, without a second kick or a second place.
+    pub async fn login_pooled_with_claim_id(
+        &self,
+        user: &UserKey,
+        owner: Owner,
+        pool: PoolRequest,
+        claim_id: String,
+    ) -> Result<PooledLogin, LoginError> {
+        let request = ClaimInput {
+            key: user.key(""),
+            owner,
+            claim_id,
+        };
+        let answered = self
+            .retry("claim", || self.transport.claim_pooled(&request, &pool))
+            .await;
+        match answered {
+            Ok((outcome, attempts)) => {
+                let PooledOutcome {
+                    slot,
+                    evicted,
+                    claim,
+                } = outcome;
+                Ok(PooledLogin {
+                    key: user.key(slot),
+                    login: Login {
+                        outcome: claim,
+                        claim_id: request.claim_id,
+                        attempts,
+                    },
+                    evicted,
+                })
+            }
             Err((error, attempts)) => Err(LoginError {
                 error,
                 claim_id: request.claim_id,

@@ -4,7 +4,7 @@
 use std::fmt;
 
 use tokio::sync::mpsc;
-use unique_core::{EvictReason, Key, KickReason};
+use unique_core::{Error, EvictReason, Key, KickReason, PooledSession};
 
 use crate::claimer::{Login, LoginError};
 #[cfg(doc)]
@@ -150,9 +150,34 @@ pub enum NodeLoginError {
     /// after the drain began sends no claim; one whose claim was in flight releases the gen
     /// it won (bounded by [`NodeBuilder::shutdown_timeout`]). Nothing is reported.
     Draining,
+    /// A pooled `deny-new` login ([`Node::login_pooled`]) found every place of the user's
+    /// pool online: nothing was kicked or written, nothing went online and nothing is
+    /// reported. Not retried: one of `sessions` must end first (a logout, an admin logout,
+    /// a kick). Never a replaced login.
+    LimitReached {
+        /// The pool's limit `k`.
+        limit: usize,
+        /// The sessions online, by place: slot (`#0`, `#1`, …), gen and login time.
+        sessions: Vec<PooledSession>,
+        /// The claim_id the login used.
+        claim_id: String,
+    },
 }
 
 impl NodeLoginError {
+    /// A failed claim: [`LimitReached`](Self::LimitReached) for a full pool, else
+    /// [`Claim`](Self::Claim).
+    pub(crate) fn from_claim(failed: LoginError) -> Self {
+        match failed.error {
+            Error::LimitReached { limit, sessions } => Self::LimitReached {
+                limit,
+                sessions,
+                claim_id: failed.claim_id,
+            },
+            error => Self::Claim(LoginError { error, ..failed }),
+        }
+    }
+
     /// The login was replaced (or logged out) while its claim was in flight, whether the
     /// server said so (`Superseded`, a [`Claim`](Self::Claim) error) or a newer login's kick
     /// reached this node first ([`Replaced`](Self::Replaced)). Either way the session never
@@ -161,7 +186,7 @@ impl NodeLoginError {
         match self {
             Self::Claim(e) => e.is_superseded(),
             Self::Replaced(_) => true,
-            Self::ShutDown | Self::Draining => false,
+            Self::ShutDown | Self::Draining | Self::LimitReached { .. } => false,
         }
     }
 }
@@ -177,6 +202,13 @@ impl fmt::Display for NodeLoginError {
             ),
             Self::ShutDown => f.write_str("the node is shut down"),
             Self::Draining => f.write_str("the node is draining: log in on another node"),
+            Self::LimitReached {
+                limit, sessions, ..
+            } => write!(
+                f,
+                "session limit {limit} reached: {} session(s) online in the pool",
+                sessions.len()
+            ),
         }
     }
 }
@@ -185,7 +217,7 @@ impl std::error::Error for NodeLoginError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             Self::Claim(e) => Some(e),
-            Self::Replaced(_) | Self::ShutDown | Self::Draining => None,
+            Self::Replaced(_) | Self::ShutDown | Self::Draining | Self::LimitReached { .. } => None,
         }
     }
 }

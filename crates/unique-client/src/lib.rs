@@ -13,7 +13,7 @@ mod session;
 mod sessions;
 mod transport;
 
-pub use claimer::{Claimer, ClaimerOptions, Login, LoginError};
+pub use claimer::{Claimer, ClaimerOptions, Login, LoginError, PooledLogin};
 pub use drain::Drain;
 pub use event::{NodeEvent, NodeEvents, NodeLoginError};
 pub use heartbeat::{Heartbeat, HeartbeatExit, HeartbeatHandle, HeartbeatOptions};
@@ -33,4 +33,5 @@ pub use async_trait::async_trait;
 /// Re-exported core types every client needs.
 pub use unique_core::{
     ClaimInput, ClaimOutcome, CurrentView, Error, EvictReason, Key, KickPayload, KickReason, Owner,
+    PoolPolicy, PoolRequest, PooledOutcome, PooledSession, UserKey,
 };

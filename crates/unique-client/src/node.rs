@@ -10,9 +10,12 @@ use std::time::Duration;
 
 use tokio::sync::{mpsc, watch};
 use tokio::time::{Instant, timeout};
-use unique_core::{EvictReason, Key, KickReason, Owner, ReleaseReason};
+use unique_core::{
+    EvictReason, Key, KickReason, MAX_POOL_PLACES, Owner, PoolRequest, ReleaseReason, UserKey,
+    place_slot,
+};
 
-use crate::claimer::{Claimer, ClaimerOptions, Login, LoginError};
+use crate::claimer::{Claimer, ClaimerOptions, Login, LoginError, PooledLogin};
 use crate::drain::release_all;
 use crate::event::{NodeEvent, NodeEvents, NodeLoginError};
 use crate::heartbeat::{Heartbeat, HeartbeatHandle, HeartbeatOptions};
@@ -199,8 +202,70 @@ impl<T: Transport + Clone> Node<T> {
         // Announced before the claim is sent, so a kick that beats the answer is seen.
         let pending = self.expect_login(&key)?;
         let login = self.claimer.login(key.clone(), self.owner.clone()).await;
-        self.go_online(key, pending, login.map_err(NodeLoginError::Claim)?)
+        self.go_online(key, pending, login.map_err(NodeLoginError::Claim)?, None)
             .await
+    }
+
+    /// Logs a session of `user` in on a place of the user's pool with a fresh claim_id
+    /// (`docs/design.md#pooled-sessions`): the server picks the lowest free place below the
+    /// pool's limit `k`, or at the limit, by `pool.policy`, the oldest login's place
+    /// (`evict-oldest`: that session is kicked first, `login-elsewhere` with the message
+    /// "session limit k reached") or nothing (`deny-new`). The session goes online here on
+    /// its place's key, so [`Session::slot`] is the place (`#0`, `#1`, …) and its heartbeat,
+    /// kicks, logout and a drain all name it. Reports `LoggedIn` with that key.
+    ///
+    /// An evicted session held by this node ends [`Ending::Replaced`] before this returns
+    /// (the server does not kick a node's own endpoint); one held by another node ends there
+    /// with the kick's [`Ending::Kicked`]. A kick for a place that comes while the claim is
+    /// in flight refuses the login as for [`login`](Self::login) when `pool.limit` is given
+    /// (every place below it is expected); with the project's limit (`None`) the places are
+    /// unknown here and such a session is left to its heartbeat (I5b).
+    ///
+    /// Errors: [`NodeLoginError::LimitReached`] when `deny-new` finds every place online
+    /// (the places, gens and login times; nothing kicked or written, nothing reported); the
+    /// others as [`login`](Self::login).
+    pub async fn login_pooled(
+        &self,
+        user: &UserKey,
+        pool: PoolRequest,
+    ) -> Result<Session<T>, NodeLoginError> {
+        self.login_pooled_with_claim_id(user, pool, crate::claimer::new_claim_id())
+            .await
+    }
+
+    /// Like [`login_pooled`](Self::login_pooled) with a caller-chosen claim_id: resumes a
+    /// pooled login that gave up ([`LoginError::claim_id`]); the server answers it with the
+    /// place it took, without a second kick or a second place.
+    pub async fn login_pooled_with_claim_id(
+        &self,
+        user: &UserKey,
+        pool: PoolRequest,
+        claim_id: String,
+    ) -> Result<Session<T>, NodeLoginError> {
+        // The place is the server's choice: expect a login on every place it may pick, so
+        // that a kick beating the answer is seen whichever place it names.
+        let places = pool.limit.unwrap_or(0).min(MAX_POOL_PLACES);
+        let mut pending = Vec::with_capacity(places);
+        for index in 0..places {
+            pending.push(self.expect_login(&user.key(place_slot(index)))?);
+        }
+        let login = self
+            .claimer
+            .login_pooled_with_claim_id(user, self.owner.clone(), pool, claim_id)
+            .await
+            .map_err(NodeLoginError::from_claim)?;
+        let PooledLogin {
+            key,
+            login,
+            evicted,
+        } = login;
+        let pending = match pending.into_iter().find(|p| *p.key() == key) {
+            Some(expected) => expected,
+            // A place not expected (the project's limit): admitted on the closed and
+            // draining checks alone.
+            None => self.expect_login(&key)?,
+        };
+        self.go_online(key, pending, login, Some(evicted)).await
     }
 
     /// Like [`login`](Self::login) with a caller-chosen claim_id: resumes a login that
@@ -217,7 +282,7 @@ impl<T: Transport + Clone> Node<T> {
             .claimer
             .login_with_claim_id(key.clone(), self.owner.clone(), claim_id)
             .await;
-        self.go_online(key, pending, login.map_err(NodeLoginError::Claim)?)
+        self.go_online(key, pending, login.map_err(NodeLoginError::Claim)?, None)
             .await
     }
 
@@ -340,12 +405,14 @@ impl<T: Transport + Clone> Node<T> {
         Ok(self.kicks.expect_login(key))
     }
 
-    /// Brings a successful login online through [`PendingLogin::admit`].
+    /// Brings a successful login online through [`PendingLogin::admit`]; `pooled` is
+    /// `Some(evicted)` for a pooled login.
     async fn go_online(
         &self,
         key: Key,
         pending: PendingLogin,
         login: Login,
+        pooled: Option<bool>,
     ) -> Result<Session<T>, NodeLoginError> {
         let generation = login.generation();
         let mut inserted = Inserted::Newer;
@@ -376,7 +443,7 @@ impl<T: Transport + Clone> Node<T> {
         });
         let refused = match inserted {
             Inserted::Online { ending, .. } => {
-                return Ok(Session::new(self.clone(), key, login, ending));
+                return Ok(Session::new(self.clone(), key, login, ending, pooled));
             }
             Inserted::Draining => Some(NodeLoginError::Draining),
             Inserted::Newer if admission == Admission::Closed => Some(NodeLoginError::ShutDown),

@@ -117,6 +117,8 @@ pub struct Session<T> {
     key: Key,
     login: Login,
     ending: EndingRx,
+    /// `Some(evicted)` for a pooled login.
+    pooled: Option<bool>,
 }
 
 impl<T: Clone> Clone for Session<T> {
@@ -126,6 +128,7 @@ impl<T: Clone> Clone for Session<T> {
             key: self.key.clone(),
             login: self.login.clone(),
             ending: self.ending.clone(),
+            pooled: self.pooled,
         }
     }
 }
@@ -141,18 +144,44 @@ impl<T> fmt::Debug for Session<T> {
 }
 
 impl<T> Session<T> {
-    pub(crate) fn new(node: Node<T>, key: Key, login: Login, ending: EndingRx) -> Self {
+    pub(crate) fn new(
+        node: Node<T>,
+        key: Key,
+        login: Login,
+        ending: EndingRx,
+        pooled: Option<bool>,
+    ) -> Self {
         Self {
             node,
             key,
             login,
             ending,
+            pooled,
         }
     }
 
     /// The key it holds.
     pub fn key(&self) -> &Key {
         &self.key
+    }
+
+    /// The slot it holds: for a pooled login ([`Node::login_pooled`]) the place the server
+    /// chose (`#0`, `#1`, …), which its heartbeat, kicks, logout and a drain name; for any
+    /// other login the key's slot (`""` for the default slot).
+    pub fn slot(&self) -> &str {
+        &self.key.slot
+    }
+
+    /// It came from [`Node::login_pooled`].
+    pub fn is_pooled(&self) -> bool {
+        self.pooled.is_some()
+    }
+
+    /// A pooled login that took the place of the user's oldest online session
+    /// (`evict-oldest` at the limit; [`login`](Self::login)'s outcome describes that
+    /// session). `false` for any other login.
+    pub fn evicted_oldest(&self) -> bool {
+        self.pooled == Some(true)
     }
 
     /// Its fencing gen.

@@ -4,8 +4,8 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use unique_core::{
-    Arbiter, ClaimInput, ClaimOutcome, CurrentView, Error, Key, MAX_BATCH_KEYS, ReleaseReason,
-    Store,
+    Arbiter, ClaimInput, ClaimOutcome, CurrentView, Error, Key, MAX_BATCH_KEYS, PoolRequest,
+    PooledOutcome, ReleaseReason, Store,
 };
 
 /// The calls a client makes to the arbitration, over any medium.
@@ -25,6 +25,30 @@ use unique_core::{
 pub trait Transport: Send + Sync + 'static {
     /// Claims `request.key` for `request.owner` (kick-then-write on the server side).
     async fn claim(&self, request: &ClaimInput) -> Result<ClaimOutcome, Error>;
+
+    /// Claims a place in the pool of `request.key`'s user (its slot must be the default
+    /// `""`) for `request.owner`: the lowest free place below the pool's limit, or at the
+    /// limit, by `pool.policy`, the oldest login's place (kicked first) or nothing
+    /// (`docs/design.md#pooled-sessions`). The answer's `slot` is the place (`#0`, `#1`, …):
+    /// the slot of the session's key for every later call. Safe to repeat with the same
+    /// claim_id, as [`claim`](Transport::claim) is (the replay names the same place).
+    ///
+    /// Errors as [`claim`](Transport::claim), and [`Error::LimitReached`] (not retryable,
+    /// never superseded) when `deny-new` finds every place online.
+    ///
+    /// The default refuses with `InvalidParams`: a transport that predates pools cannot send
+    /// one. `unique-client-http` sends `"pool"` in `POST /v1/claim`; the in-process
+    /// [`Arbiter`] calls [`Arbiter::claim_pooled`].
+    async fn claim_pooled(
+        &self,
+        request: &ClaimInput,
+        pool: &PoolRequest,
+    ) -> Result<PooledOutcome, Error> {
+        let _ = (request, pool);
+        Err(Error::invalid(
+            "this transport cannot claim pooled sessions",
+        ))
+    }
 
     /// Reads the self-eviction baseline of `key`.
     async fn current(&self, key: &Key) -> Result<CurrentView, Error>;
@@ -78,6 +102,13 @@ macro_rules! forward_transport {
             async fn claim(&self, request: &ClaimInput) -> Result<ClaimOutcome, Error> {
                 (**self).claim(request).await
             }
+            async fn claim_pooled(
+                &self,
+                request: &ClaimInput,
+                pool: &PoolRequest,
+            ) -> Result<PooledOutcome, Error> {
+                (**self).claim_pooled(request, pool).await
+            }
             async fn current(&self, key: &Key) -> Result<CurrentView, Error> {
                 (**self).current(key).await
             }
@@ -111,6 +142,13 @@ forward_transport!(Box<T>);
 impl<S: Store> Transport for Arbiter<S> {
     async fn claim(&self, request: &ClaimInput) -> Result<ClaimOutcome, Error> {
         Arbiter::claim(self, request).await
+    }
+    async fn claim_pooled(
+        &self,
+        request: &ClaimInput,
+        pool: &PoolRequest,
+    ) -> Result<PooledOutcome, Error> {
+        Arbiter::claim_pooled(self, request, pool).await
     }
     async fn current(&self, key: &Key) -> Result<CurrentView, Error> {
         Arbiter::current(self, key).await

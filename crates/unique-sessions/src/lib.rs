@@ -18,8 +18,8 @@
 pub use unique_core as core;
 pub use unique_core::{
     Arbiter, ArbiterBuilder, ClaimInput, ClaimOutcome, CurrentView, Error, EvictReason, Key,
-    KickDetail, KickPayload, KickReason, LogoutInput, LogoutOutcome, Owner, Store, UserKey,
-    UserSession,
+    KickDetail, KickPayload, KickReason, LogoutInput, LogoutOutcome, Owner, PoolPolicy,
+    PoolRequest, PooledOutcome, PooledSession, Store, UserKey, UserSession,
 };
 
 /// The HTTP wire contract both sides speak (`unique-wire`): routes, bodies, the kick body.
@@ -32,7 +32,7 @@ pub mod node {
     pub use unique_client::{
         Claimer, ClaimerOptions, Drain, EndNotice, Ending, HeartbeatOptions, KickAck, KickHandler,
         KickOptions, Login, LoginError, Node, NodeBuilder, NodeEvent, NodeEvents, NodeLoginError,
-        PendingLogin, Session, Shutdown, Transport,
+        PendingLogin, PooledLogin, Session, Shutdown, Transport,
     };
     pub use unique_client_http::{HttpTransport, HttpTransportBuilder};
     pub use unique_kick_signature::SigningKeys;
