@@ -80,13 +80,18 @@ pub(crate) enum Command {
     Current(KeyArgs),
     /// The user's online sessions, one per slot (POST /v1/sessions).
     Sessions(UserArgs),
-    /// Log the key's session out and kick its node (POST /v1/logout; admin role).
+    /// Log the key's session out and kick its node (POST /v1/logout; admin role); with --all,
+    /// every online session of the user (POST /v1/logout/all).
     Logout {
         #[command(flatten)]
         key: KeyArgs,
         /// Why, for the user: the kick carries it to the node as its message.
         #[arg(long)]
         reason: String,
+        /// Every online session of the user: the default slot, named slots and pool places
+        /// (give no --slot); one line per session.
+        #[arg(long, conflicts_with = "slot")]
+        all: bool,
     },
     /// Release the key's session at one gen, as its node does at logout (POST /v1/release).
     Release {
@@ -346,5 +351,27 @@ mod tests {
         };
         assert_eq!(key.key(), Key::new("game", "prod", 42).with_slot("mobile"));
         assert!(cli.json);
+    }
+
+    #[test]
+    fn logout_all_takes_a_user_and_no_slot() {
+        let user = [
+            "unique",
+            "logout",
+            "--project",
+            "g",
+            "--env",
+            "p",
+            "--uid",
+            "1",
+        ];
+        let cli = Cli::try_parse_from([&user[..], &["--reason", "r", "--all"]].concat()).unwrap();
+        let Command::Logout { all, key, .. } = cli.command else {
+            panic!("{:?}", cli.command)
+        };
+        assert!(all && key.slot.is_none());
+        let both = [&user[..], &["--reason", "r", "--all", "--slot", "#1"]].concat();
+        let e = Cli::try_parse_from(both).unwrap_err();
+        assert_eq!(e.kind(), clap::error::ErrorKind::ArgumentConflict, "{e}");
     }
 }

@@ -77,7 +77,16 @@ fn run(cli: &Cli) -> Result<u8, Failure> {
         Command::ListenKicks(args) => block_on(listen::listen(args))??,
         Command::Current(key) => call(cli, Call::Current(key))?,
         Command::Sessions(user) => call(cli, Call::Sessions(user))?,
-        Command::Logout { key, reason } => call(cli, Call::Logout(key, reason))?,
+        Command::Logout {
+            key,
+            reason,
+            all: false,
+        } => call(cli, Call::Logout(key, reason))?,
+        Command::Logout {
+            key,
+            reason,
+            all: true,
+        } => call(cli, Call::LogoutAll(&key.user, reason))?,
         Command::Release { key, generation } => call(cli, Call::Release(key, *generation))?,
     }
     Ok(exit::OK)

@@ -1,14 +1,21 @@
-//! The calls to a server: `current`, `sessions`, `logout`, `release`, over
+//! The calls to a server: `current`, `sessions`, `logout` (of one slot or all), `release`, over
 //! `unique-client-http`'s transport, and how their answers are shown.
 
+use std::fmt::Write as _;
 use std::path::Path;
 
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
 use unique_client::Transport;
 use unique_client_http::HttpTransport;
-use unique_core::{CurrentView, Error, Key, LogoutInput, LogoutOutcome, Owner, UserSession};
-use unique_wire::{CurrentAnswer, LogoutAnswer, ReleaseAnswer, SessionEntry, SessionsAnswer};
+use unique_core::{
+    CurrentView, Error, Key, LogoutInput, LogoutOutcome, Owner, UserLogoutInput, UserSession,
+    place_index,
+};
+use unique_wire::{
+    CurrentAnswer, LogoutAllAnswer, LogoutAnswer, ReleaseAnswer, SessionEntry, SessionsAnswer,
+    SlotLogoutEntry,
+};
 
 use crate::cli::{Cli, DEFAULT_TIMEOUT, KeyArgs, UserArgs};
 use crate::exit::{Failure, INVALID};
@@ -19,6 +26,7 @@ pub(crate) enum Call<'a> {
     Current(&'a KeyArgs),
     Sessions(&'a UserArgs),
     Logout(&'a KeyArgs, &'a str),
+    LogoutAll(&'a UserArgs, &'a str),
     Release(&'a KeyArgs, i64),
 }
 
@@ -58,6 +66,22 @@ pub(crate) async fn run(cli: &Cli, call: Call<'_>) -> Result<String, Failure> {
                 to_json(&LogoutAnswer::from(outcome))
             } else {
                 logout(&outcome)
+            })
+        }
+        Call::LogoutAll(user, reason) => {
+            let input = UserLogoutInput {
+                user: user.user(),
+                reason: Some(reason.to_owned()),
+            };
+            let logouts = transport.logout_all(&input).await.map_err(failed)?;
+            Ok(if json {
+                let sessions = logouts
+                    .into_iter()
+                    .map(|(slot, outcome)| SlotLogoutEntry::new(slot, outcome))
+                    .collect();
+                to_json(&LogoutAllAnswer { sessions })
+            } else {
+                logout_all(&logouts)
             })
         }
         Call::Release(key, generation) => {
@@ -166,28 +190,48 @@ fn current(view: &CurrentView) -> String {
     }
 }
 
+/// A slot as the tables show it: `(default)`, a pool place marked `#0 (pool)`, or its name.
+fn slot_label(slot: &str) -> String {
+    if slot.is_empty() {
+        "(default)".to_owned()
+    } else if place_index(slot).is_some() {
+        format!("{slot} (pool)")
+    } else {
+        slot.to_owned()
+    }
+}
+
+/// A login time (ms since the Unix epoch) in RFC 3339 UTC with milliseconds.
+fn login_time(since: u64) -> String {
+    let at = std::time::UNIX_EPOCH + std::time::Duration::from_millis(since);
+    humantime::format_rfc3339_millis(at).to_string()
+}
+
+/// The sessions as a table; a SINCE column (the login time) when any session has one (a pooled
+/// session's owner carries it).
 fn sessions_table(sessions: &[UserSession]) -> String {
     if sessions.is_empty() {
         return "no online session".to_owned();
     }
-    let rows: Vec<[String; 4]> = sessions
+    let with_since = sessions.iter().any(|s| s.owner.since.is_some());
+    let rows: Vec<Vec<String>> = sessions
         .iter()
         .map(|s| {
-            let slot = if s.slot.is_empty() {
-                "(default)".to_owned()
-            } else {
-                s.slot.clone()
-            };
-            [
-                slot,
-                s.generation.to_string(),
-                place(&s.owner),
-                endpoint(&s.owner).to_owned(),
-            ]
+            let mut row = vec![slot_label(&s.slot), s.generation.to_string()];
+            if with_since {
+                row.push(s.owner.since.map_or_else(|| "-".to_owned(), login_time));
+            }
+            row.extend([place(&s.owner), endpoint(&s.owner).to_owned()]);
+            row
         })
         .collect();
-    let header = ["SLOT", "GEN", "REGION/CLUSTER", "ENDPOINT"].map(str::to_owned);
-    let mut widths = [0usize; 3];
+    let mut header = vec!["SLOT", "GEN"];
+    if with_since {
+        header.push("SINCE");
+    }
+    header.extend(["REGION/CLUSTER", "ENDPOINT"]);
+    let header: Vec<String> = header.into_iter().map(str::to_owned).collect();
+    let mut widths = vec![0usize; header.len()];
     for row in std::iter::once(&header).chain(&rows) {
         for (width, cell) in widths.iter_mut().zip(row) {
             *width = (*width).max(cell.chars().count());
@@ -195,13 +239,16 @@ fn sessions_table(sessions: &[UserSession]) -> String {
     }
     std::iter::once(&header)
         .chain(&rows)
-        .map(|[slot, generation, place, endpoint]| {
-            format!(
-                "{slot:<w0$}  {generation:<w1$}  {place:<w2$}  {endpoint}",
-                w0 = widths[0],
-                w1 = widths[1],
-                w2 = widths[2]
-            )
+        .map(|row| {
+            // Every column padded but the last (the endpoint).
+            let (last, padded) = row.split_last().expect("a row has cells");
+            let mut line = String::new();
+            for (cell, width) in padded.iter().zip(&widths) {
+                // Writing to a String cannot fail.
+                let _ = write!(line, "{cell:<width$}  ");
+            }
+            line.push_str(last);
+            line
         })
         .collect::<Vec<_>>()
         .join("\n")
@@ -218,6 +265,18 @@ fn logout(outcome: &LogoutOutcome) -> String {
         (false, _) if generation == 0 => "nothing to log out: no record".to_owned(),
         (false, _) => format!("nothing to log out: no online session (gen {generation})"),
     }
+}
+
+/// One line per session `unique logout --all` found: its slot, then what its logout did.
+fn logout_all(logouts: &[(String, LogoutOutcome)]) -> String {
+    if logouts.is_empty() {
+        return "nothing to log out: no online session".to_owned();
+    }
+    logouts
+        .iter()
+        .map(|(slot, outcome)| format!("{}: {}", slot_label(slot), logout(outcome)))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 fn release(key: &Key, generation: i64, released: bool) -> String {
@@ -282,6 +341,27 @@ mod tests {
              mobile     1    -               http://10.0.0.7:9001/kick"
         );
         assert_eq!(sessions_table(&[]), "no online session");
+        let pooled = [
+            UserSession {
+                slot: "#0".into(),
+                generation: 3,
+                owner: Owner {
+                    since: Some(1_700_000_000_123),
+                    ..owner()
+                },
+            },
+            UserSession {
+                slot: "mobile".into(),
+                generation: 1,
+                owner: owner(),
+            },
+        ];
+        assert_eq!(
+            sessions_table(&pooled),
+            "SLOT       GEN  SINCE                     REGION/CLUSTER  ENDPOINT\n\
+             #0 (pool)  3    2023-11-14T22:13:20.123Z  eu/c1           http://127.0.0.1:9001/kick\n\
+             mobile     1    -                         eu/c1           http://127.0.0.1:9001/kick"
+        );
         assert_eq!(place(&Owner::new("eu", "", "")), "eu/-");
     }
 
@@ -308,5 +388,32 @@ mod tests {
         );
         outcome.generation = 0;
         assert_eq!(logout(&outcome), "nothing to log out: no record");
+    }
+
+    #[test]
+    fn logout_all_is_one_line_per_session() {
+        let released = LogoutOutcome {
+            released: true,
+            generation: 2,
+            kicked: true,
+            kick_detail: None,
+        };
+        let raced = LogoutOutcome {
+            released: false,
+            generation: 1,
+            kicked: false,
+            kick_detail: None,
+        };
+        assert_eq!(
+            logout_all(&[
+                (String::new(), released.clone()),
+                ("#1".into(), released),
+                ("mobile".into(), raced),
+            ]),
+            "(default): logged out gen 2; its node confirmed the kick\n\
+             #1 (pool): logged out gen 2; its node confirmed the kick\n\
+             mobile: nothing to log out: no online session (gen 1)"
+        );
+        assert_eq!(logout_all(&[]), "nothing to log out: no online session");
     }
 }

@@ -66,6 +66,23 @@ fn text(info: &InfoAnswer, not_ready: Option<&str>) -> String {
     let slots = limits
         .max_slots_per_user
         .map_or_else(|| "no limit".to_owned(), |n| n.to_string());
+    let pools = match limits.session_limit {
+        None => "not reported (a server older than pooled sessions)".to_owned(),
+        Some(n) if limits.project_session_limits.is_empty() => {
+            format!("up to {n} sessions per user")
+        }
+        Some(n) => {
+            let projects: Vec<String> = limits
+                .project_session_limits
+                .iter()
+                .map(|(project, limit)| format!("{project} {limit}"))
+                .collect();
+            format!(
+                "up to {n} sessions per user; projects of their own: {}",
+                projects.join(", ")
+            )
+        }
+    };
     [
         format!("server    unique-server {}", info.version),
         format!("store     {store}: {ready}"),
@@ -84,6 +101,7 @@ fn text(info: &InfoAnswer, not_ready: Option<&str>) -> String {
             limits.max_request_body_bytes,
             limits.max_lease_ttl_ms
         ),
+        format!("pools     {pools}"),
     ]
     .join("\n")
 }
