@@ -19,6 +19,7 @@ const (
 	routeCurrentBatch = "/v1/current/batch"
 	routeRelease      = "/v1/release"
 	routeLogout       = "/v1/logout"
+	routeLogoutAll    = "/v1/logout/all"
 	routeSessions     = "/v1/sessions"
 )
 
@@ -142,6 +143,14 @@ type LogoutResult struct {
 	Gen        int64   `json:"gen"`
 	Kicked     bool    `json:"kicked"`
 	KickDetail *string `json:"kick_detail"`
+}
+
+// SlotLogout is one session of an admin logout of all of a user's sessions: its slot ("" for
+// the default slot, "#i" for a pool's place) and what its logout did, as Logout of that slot
+// answers it.
+type SlotLogout struct {
+	Slot string `json:"slot"`
+	LogoutResult
 }
 
 // Client speaks the wire contract to one unique-server. It is safe for concurrent use.
@@ -326,6 +335,24 @@ func (c *Client) Logout(ctx context.Context, key Key, reason string) (LogoutResu
 		Reason string `json:"reason,omitempty"`
 	}{key, reason}, &answer)
 	return answer, err
+}
+
+// LogoutAll ends every online session of a user (an admin logout of each slot the user's
+// listing holds: the default slot, named slots and pool places; with tokens, the token needs
+// the admin role). reason, when not empty, reaches each node as the kick's message. The answer
+// holds one SlotLogout per session listed, in listing order (by slot, the default slot first);
+// none for a user without sessions.
+func (c *Client) LogoutAll(ctx context.Context, project, env string, uid int64, reason string) ([]SlotLogout, error) {
+	var answer struct {
+		Sessions []SlotLogout `json:"sessions"`
+	}
+	err := c.call(ctx, routeLogoutAll, struct {
+		Project string `json:"project"`
+		Env     string `json:"env"`
+		UID     int64  `json:"uid"`
+		Reason  string `json:"reason,omitempty"`
+	}{project, env, uid, reason}, &answer)
+	return answer.Sessions, err
 }
 
 // call POSTs request as JSON to route and decodes a 200 answer into answer.

@@ -3,7 +3,7 @@
 // drain and shutdown, and the signed kick receiver as an http.Handler. Standard library only.
 //
 //   - Client speaks the routes: Claim, ClaimPooled, Current, CurrentBatch, Release, Sessions,
-//     Logout (admin), and Leases for the lease directory. Errors are *Error, compared with
+//     Logout and LogoutAll (admin), and Leases for the lease directory. Errors are *Error, compared with
 //     errors.Is (ErrSuperseded, ErrTooManySlots, ErrThrottled, ...) and chosen by the answer's
 //     error code.
 //   - Claimer retries a login with one claim_id (Login, LoginPooled).

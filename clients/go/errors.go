@@ -9,7 +9,7 @@ import (
 
 // The kinds of error a call can end with. Compare with errors.Is: every *Error is exactly
 // one of them, chosen by the answer's "error" code (the status alone only when the body
-// names none, since one status may carry several codes: 409 carries superseded and
+// names none, since one status may carry several codes: 409 carries superseded,
 // too_many_slots and limit_reached).
 var (
 	// ErrInvalidParams: 400 invalid_params. No retry fixes it.

@@ -123,3 +123,34 @@ test("evict-oldest: the fourth login evicts the oldest, whose node's session end
     await b.stop();
   }
 });
+
+test("an admin logout of all of a user's sessions ends the default slot's and the places' sessions", async () => {
+  const a = await node();
+  try {
+    const uid = freshUid();
+    const key = { project: PROJECT, env: "prod", uid: BigInt(uid), slot: "" };
+    const ticket = a.table.beginLogin(key);
+    const claimed = await client.POST("/v1/claim", {
+      body: { project: PROJECT, env: "prod", uid, owner: { endpoint: a.endpoint }, claim_id: claimId() },
+    });
+    const held = [await ticket.complete(BigInt(claimed.data?.gen ?? 0))];
+    for (let i = 0; i < 2; i++) {
+      held.push((await loginPooled(client, a.table, pooled(uid, a.endpoint, "evict-oldest"))).session);
+    }
+
+    const out = await client.POST("/v1/logout/all", { body: { project: PROJECT, env: "prod", uid, reason: "account closed" } });
+    assert.equal(out.response.status, 200, JSON.stringify(out.error));
+    assert.deepEqual(
+      out.data?.sessions.map((s) => [s.slot, s.released, BigInt(s.gen), s.kicked, s.kick_detail]),
+      held.map((s) => [s.key.slot, true, s.gen, true, null]),
+    );
+    for (const session of held) {
+      assert.deepEqual(await session.ended, { kind: "kicked", reason: "admin", message: "account closed", gen: session.gen });
+    }
+    assert.equal(a.table.size, 0);
+    const again = await client.POST("/v1/logout/all", { body: { project: PROJECT, env: "prod", uid } });
+    assert.deepEqual(again.data?.sessions, []);
+  } finally {
+    await a.stop();
+  }
+});
