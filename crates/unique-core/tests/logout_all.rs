@@ -282,3 +282,75 @@ async fn a_user_without_sessions_gets_an_empty_answer_and_bad_input_touches_noth
     assert!(kicker.calls().is_empty());
     assert_eq!(arbiter.sessions(&user()).await.unwrap().len(), 4);
 }
+
+/// A memory store whose tombstone of one slot fails.
+struct FailingRelease {
+    inner: Arc<MemoryStore>,
+    slot: &'static str,
+}
+
+#[async_trait]
+impl Store for FailingRelease {
+    async fn read_owner(&self, key: &Key) -> Result<OwnerState, Error> {
+        self.inner.read_owner(key).await
+    }
+    async fn claim_cas(
+        &self,
+        key: &Key,
+        owner: &Owner,
+        claim_id: &str,
+        snap: &OwnerState,
+    ) -> Result<CasOutcome, Error> {
+        self.inner.claim_cas(key, owner, claim_id, snap).await
+    }
+    async fn current(&self, key: &Key) -> Result<CurrentView, Error> {
+        self.inner.current(key).await
+    }
+    async fn release(&self, key: &Key, generation: i64) -> Result<bool, Error> {
+        if key.slot == self.slot {
+            return Err(Error::unavailable("write failed"));
+        }
+        self.inner.release(key, generation).await
+    }
+    async fn list_sessions(&self, user: &UserKey) -> Result<Vec<UserSession>, Error> {
+        self.inner.list_sessions(user).await
+    }
+}
+
+/// One slot's store failure is that slot's error; the other slots are logged out all the same,
+/// and the failed one is neither kicked nor reported to the observer.
+#[tokio::test]
+async fn a_slots_store_failure_is_its_own_and_the_others_are_logged_out() {
+    let memory = Arc::new(MemoryStore::new());
+    four_sessions(&memory).await;
+    let kicker = ScriptedKicker::always(KickBehaviour::Confirm);
+    let observer = RecordingObserver::default();
+    let store = FailingRelease {
+        inner: Arc::clone(&memory),
+        slot: "#0",
+    };
+    let arbiter = Arbiter::builder(store)
+        .kicker(kicker.clone())
+        .observer(observer.clone())
+        .build();
+
+    let done = arbiter.logout_all(&input()).await.unwrap();
+
+    let slots: Vec<&str> = done.iter().map(|s| s.slot.as_str()).collect();
+    assert_eq!(slots, ["", "#0", "#1", "mobile"]);
+    assert!(done[1].result.as_ref().unwrap_err().is_unavailable());
+    for (i, generation) in [(0, 2), (2, 1), (3, 1)] {
+        assert_eq!(done[i].result.as_ref().unwrap(), &released(generation));
+    }
+    let mut slots_kicked: Vec<String> =
+        kicker.calls().into_iter().map(|k| k.payload.slot).collect();
+    slots_kicked.sort();
+    assert_eq!(slots_kicked, ["", "#1", "mobile"]);
+    assert_eq!(observer.logouts().len(), 3);
+    let left = memory.current(&user().key("#0")).await.unwrap();
+    assert_eq!(
+        left.owner.map(|o| o.endpoint),
+        Some(endpoint("#0")),
+        "the failed slot is still online"
+    );
+}
