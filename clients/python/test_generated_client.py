@@ -30,6 +30,7 @@ from unique_client.api.default import (
     lease_release,
     lease_verify,
     logout,
+    logout_all,
     node_deregister,
     node_lookup,
     node_register,
@@ -49,6 +50,8 @@ from unique_client.models import (
     LeaseEnsureRequest,
     LeaseRoomRequest,
     LeaseTokenRequest,
+    LogoutAllAnswer,
+    LogoutAllRequest,
     LogoutRequest,
     NodeKeyRequest,
     NodeRegisterRequest,
@@ -154,6 +157,10 @@ class GeneratedClientTest(unittest.TestCase):
         again = claim.sync(client=self.client, body=claim_request(uid))
         out = logout.sync(client=self.client, body=LogoutRequest(project=PROJECT, env="prod", uid=uid, reason="closed"))
         self.assertEqual((out.released, out.gen, out.kick_detail), (True, again.gen, "connect-error"))
+        on_slot = claim.sync(client=self.client, body=claim_request(uid, slot="mobile"))
+        everywhere = logout_all.sync(client=self.client, body=LogoutAllRequest(project=PROJECT, env="prod", uid=uid, reason="closed"))
+        self.assertIsInstance(everywhere, LogoutAllAnswer)
+        self.assertEqual([(s.slot, s.released, s.gen) for s in everywhere.sessions], [("mobile", True, on_slot.gen)])
 
         room = f"room-{uid}"
         lease = lease_ensure.sync(client=self.client, body=LeaseEnsureRequest(project=PROJECT, room=room, node="a", ttl_ms=60000))
