@@ -81,6 +81,8 @@ mod tests {
                 max_batch_keys: 1,
                 max_sessions_page: 1,
                 max_slots_per_user: None,
+                session_limit: Some(1),
+                project_session_limits: std::collections::BTreeMap::new(),
                 max_name_chars: 1,
                 max_claim_id_chars: 1,
                 max_endpoint_chars: 1,
