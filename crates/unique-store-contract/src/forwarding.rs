@@ -112,8 +112,7 @@ impl Store for Witness {
         self.record("check_ready", self.inner.check_ready()).await
     }
     async fn count_online(&self) -> Result<Option<u64>, Error> {
-        self.record("count_online", self.inner.count_online())
-            .await
+        self.record("count_online", self.inner.count_online()).await
     }
 }
 

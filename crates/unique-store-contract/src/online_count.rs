@@ -77,7 +77,13 @@ pub async fn counts_exactly_the_sessions_held(subject: Subject) {
     ctx.put(&ctx.key(3), 0, Some(&owner_json("raw-0")), Some("raw-0"))
         .await;
     ctx.put(&ctx.key(4), 5, Some(""), None).await;
-    ensure_count(&ctx, base, 2, "after a raw gen-0 record and a raw tombstone").await;
+    ensure_count(
+        &ctx,
+        base,
+        2,
+        "after a raw gen-0 record and a raw tombstone",
+    )
+    .await;
     ctx.put(&ctx.key(5), 5, Some(&owner_json("raw-5")), None)
         .await;
     ensure_count(&ctx, base, 3, "after a raw owner without a cid").await;

@@ -301,10 +301,9 @@ unique_store_contract::online_count_tests!(correct);
 /// The count cases fail on a store that counts tombstones, naming C13.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_count_of_tombstones_fails_the_count_cases() {
-    let report = unique_store_contract::check_online_count(|| async {
-        subject_with(Bug::CountsTombstones)
-    })
-    .await;
+    let report =
+        unique_store_contract::check_online_count(|| async { subject_with(Bug::CountsTombstones) })
+            .await;
     println!("{report}");
     for case in unique_store_contract::ONLINE_COUNT_CASES {
         let failure = report

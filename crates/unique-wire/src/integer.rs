@@ -122,7 +122,7 @@ mod tests {
         assert_eq!(
             read("9223372036854774784.0", "1.8446744073709549568e19"),
             Ok((9_223_372_036_854_774_784, 18_446_744_073_709_549_568))
-        );        // Read exactly (serde_json's float_roundtrip): its fast path reads this one as
+        ); // Read exactly (serde_json's float_roundtrip): its fast path reads this one as
         // 2166961282500504.75, a fraction (schemathesis drew it).
         assert_eq!(
             read("2166961282500505.0", "2166961282500505.0"),
