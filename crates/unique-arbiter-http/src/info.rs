@@ -22,6 +22,8 @@ pub(crate) struct Told {
     pub(crate) store: Option<Arc<str>>,
     /// `false`: a lease-only service; the session routes answer 501.
     pub(crate) sessions: bool,
+    /// `true`: the kick-stream routes are served (`/v1/info`'s `push_kicks`).
+    pub(crate) push_kicks: bool,
 }
 
 impl Default for Told {
@@ -30,6 +32,7 @@ impl Default for Told {
             kick_signing: None,
             store: None,
             sessions: true,
+            push_kicks: false,
         }
     }
 }
@@ -40,6 +43,7 @@ impl fmt::Debug for Told {
             .field("kick_signing", &self.kick_signing.is_some())
             .field("store", &self.store)
             .field("sessions", &self.sessions)
+            .field("push_kicks", &self.push_kicks)
             .finish()
     }
 }
@@ -47,6 +51,10 @@ impl fmt::Debug for Told {
 /// What the session routes of a lease-only service answer (501 `not_implemented`).
 pub(crate) const NO_SESSIONS: &str = "this server serves leases only (unique-server \
     --no-sessions): the session routes are off; log users in on a server that serves sessions";
+
+/// What the kick-stream routes answer on a service without push kicks (501).
+pub(crate) const NO_PUSH_KICKS: &str = "this server does not serve push kicks: \
+    name an endpoint in the owner, or use a server that lists push_kicks in /v1/info";
 
 /// The facts the service is built with, as the wire carries them.
 pub(crate) struct Facts<'a> {
@@ -78,6 +86,7 @@ impl Facts<'_> {
                 sessions: self.told.sessions,
                 leases: self.leases,
                 store: self.told.store.as_deref().map(str::to_owned),
+                push_kicks: self.told.push_kicks && self.told.sessions,
             },
             limits: InfoLimits {
                 max_request_body_bytes: count(MAX_REQUEST_BODY_BYTES),

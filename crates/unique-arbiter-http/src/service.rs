@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use crate::audit::{AuditEvent, AuditSink, Auditor, RefusalReason};
 use crate::auth::{Grant, Role, SharedTokens, Unauthenticated};
-use crate::info::{Facts, NO_SESSIONS, Told};
+use crate::info::{Facts, NO_PUSH_KICKS, NO_SESSIONS, Told};
 use crate::leases::{self, LeaseService};
 use crate::request_id::RequestId;
 use crate::telemetry::{self, Refusal};
@@ -242,6 +242,9 @@ impl<S: Store> ArbiterService<S> {
             // Open like the probes: it holds no secret, and a 401 would tell as much.
             Some(Route::Info) => return json(StatusCode::OK, &self.info()),
             Some(Route::Lease(route)) => Route::Lease(route),
+            Some(Route::NodeKicks | Route::NodeKicksAck) if !self.told.push_kicks => {
+                return error(ErrorCode::NotImplemented, NO_PUSH_KICKS);
+            }
             Some(_) if !self.told.sessions => {
                 return error(ErrorCode::NotImplemented, NO_SESSIONS);
             }
@@ -296,6 +299,9 @@ impl<S: Store> ArbiterService<S> {
             Route::Health => return text(StatusCode::OK, "ok"),
             Route::Ready => return self.ready().await,
             Route::Info => return json(StatusCode::OK, &self.info()),
+            Route::NodeKicks | Route::NodeKicksAck => {
+                return error(ErrorCode::NotImplemented, NO_PUSH_KICKS);
+            }
         };
         result.unwrap_or_else(|e| error_body(ErrorBody::from_error(&e)))
     }

@@ -650,7 +650,13 @@ impl<S: Store> Arbiter<S> {
         limits.check_owner(&input.owner)?;
         // An endpoint the kicker refuses could never be kicked: refuse the session
         // before it is written. The reason names the rule, never the endpoint.
-        if let Some(kicker) = &self.inner.kicker {
+        // A node owner has no endpoint: its kicks go over the stream it opened.
+        if let Some(kicker) = self
+            .inner
+            .kicker
+            .as_ref()
+            .filter(|_| input.owner.node.is_empty())
+        {
             kicker
                 .check_endpoint(&input.owner.endpoint)
                 .map_err(|reason| Error::invalid(format!("owner.endpoint is refused: {reason}")))?;
@@ -857,8 +863,10 @@ impl<S: Store> Arbiter<S> {
         let inner = &*self.inner;
         let outcome = match &snap.owner {
             None => KickOutcome::Failed(KickDetail::NoEndpoint),
-            Some(old) if old.endpoint.is_empty() => KickOutcome::Failed(KickDetail::NoEndpoint),
-            Some(old) if old.endpoint == new_owner.endpoint => {
+            Some(old) if old.endpoint.is_empty() && old.node.is_empty() => {
+                KickOutcome::Failed(KickDetail::NoEndpoint)
+            }
+            Some(old) if old.same_kick_target(new_owner) => {
                 KickOutcome::Failed(KickDetail::SelfReplaceSkipped)
             }
             Some(old) => {
@@ -870,7 +878,7 @@ impl<S: Store> Arbiter<S> {
                     message,
                     ..KickPayload::new(key, snap.generation + 1, KickReason::LoginElsewhere)
                 };
-                self.deliver_kick(&old.endpoint, payload, budget).await
+                self.deliver_kick(old, payload, budget).await
             }
         };
         self.report_kick(outcome);
@@ -887,35 +895,45 @@ impl<S: Store> Arbiter<S> {
         generation: i64,
     ) -> KickOutcome {
         let outcome = match owner {
-            Some(owner) if !owner.endpoint.is_empty() => {
+            Some(owner) if !owner.endpoint.is_empty() || !owner.node.is_empty() => {
                 let payload = || KickPayload {
                     message: input.reason.clone(),
                     // The store's gens stay below i64::MAX (C4); saturating all the
                     // same, so a damaged record cannot overflow here.
                     ..KickPayload::new(&input.key, generation.saturating_add(1), KickReason::Admin)
                 };
-                self.deliver_kick(&owner.endpoint, payload, self.inner.kick_timeout)
+                self.deliver_kick(owner, payload, self.inner.kick_timeout)
                     .await
             }
-            // A corrupt owner, or one without an endpoint: nobody to tell.
+            // A corrupt owner, or one without an endpoint or node: nobody to tell.
             _ => KickOutcome::Failed(KickDetail::NoEndpoint),
         };
         self.report_kick(outcome);
         outcome
     }
 
-    /// Sends one kick to `endpoint` within `budget` through the kicker; without a kicker
-    /// every kick counts as confirmed. The payload is built only when a kicker sends it.
+    /// Sends one kick to `owner` within `budget` through the kicker: pushed to its node
+    /// ([`Kicker::kick_node`]) when it names one, else POSTed to its endpoint. Without a
+    /// kicker every kick counts as confirmed. The payload is built only when a kicker
+    /// sends it.
     async fn deliver_kick(
         &self,
-        endpoint: &str,
+        owner: &Owner,
         payload: impl FnOnce() -> KickPayload,
         budget: Duration,
     ) -> KickOutcome {
         let Some(kicker) = &self.inner.kicker else {
             return KickOutcome::Confirmed;
         };
-        tokio::time::timeout(budget, kicker.kick(endpoint, &payload(), budget))
+        let payload = payload();
+        let kick = async {
+            if owner.node.is_empty() {
+                kicker.kick(&owner.endpoint, &payload, budget).await
+            } else {
+                kicker.kick_node(&owner.node, &payload, budget).await
+            }
+        };
+        tokio::time::timeout(budget, kick)
             .await
             .unwrap_or(KickOutcome::Failed(KickDetail::Timeout))
     }

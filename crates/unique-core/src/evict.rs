@@ -28,7 +28,7 @@ pub fn decide_evict(local_generation: i64, local_owner: &Owner, view: &CurrentVi
     }
 }
 
-/// The three fields named one by one, so a field added to [`Owner`] later (say, metadata the
+/// The four fields named one by one, so a field added to [`Owner`] later (say, metadata the
 /// server may rewrite) has to be judged here before it can evict anyone.
 fn same_owner(stored: &Owner, local: &Owner) -> bool {
     // `since` is the login time the arbiter stamps on a pooled session: the node's own copy
@@ -37,9 +37,13 @@ fn same_owner(stored: &Owner, local: &Owner) -> bool {
         region,
         cluster,
         endpoint,
+        node,
         since: _,
     } = local;
-    stored.endpoint == *endpoint && stored.region == *region && stored.cluster == *cluster
+    stored.endpoint == *endpoint
+        && stored.node == *node
+        && stored.region == *region
+        && stored.cluster == *cluster
 }
 
 #[cfg(test)]

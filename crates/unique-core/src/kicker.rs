@@ -28,10 +28,24 @@ pub enum KickOutcome {
 /// - Never panics and has no error type: every failure is a [`KickDetail`].
 /// - An endpoint its policy refuses (see [`check_endpoint`](Kicker::check_endpoint))
 ///   MUST be `Failed(ConnectError)` with nothing sent to it.
+/// - [`kick_node`](Kicker::kick_node) (a session whose owner names a node rather than an
+///   endpoint) keeps the same bounds and mapping: the node's ack plays the part of the
+///   status; no stream for the node, or one that closes before the ack, is
+///   `Failed(ConnectError)`.
 #[async_trait]
 pub trait Kicker: Send + Sync + 'static {
     /// POSTs `payload` to `endpoint`, waiting at most `timeout`.
     async fn kick(&self, endpoint: &str, payload: &KickPayload, timeout: Duration) -> KickOutcome;
+
+    /// Pushes `payload` over the kick stream node `node` holds open and waits at most
+    /// `timeout` for its ack (`docs/design.md#push-kicks`). The
+    /// [`Arbiter`](crate::Arbiter) calls it, never [`kick`](Kicker::kick), for an owner
+    /// whose `node` is set. The default has no push channel: the node is presumed offline,
+    /// `Failed(ConnectError)` (I5b).
+    async fn kick_node(&self, node: &str, payload: &KickPayload, timeout: Duration) -> KickOutcome {
+        let _ = (node, payload, timeout);
+        KickOutcome::Failed(KickDetail::ConnectError)
+    }
 
     /// Whether this kicker could ever kick `endpoint`, decided without I/O. The
     /// [`Arbiter`](crate::Arbiter) calls it on a claiming owner's endpoint after
@@ -59,6 +73,10 @@ impl<T: Kicker + ?Sized> Kicker for Arc<T> {
         (**self).kick(endpoint, payload, timeout).await
     }
 
+    async fn kick_node(&self, node: &str, payload: &KickPayload, timeout: Duration) -> KickOutcome {
+        (**self).kick_node(node, payload, timeout).await
+    }
+
     fn check_endpoint(&self, endpoint: &str) -> Result<(), String> {
         (**self).check_endpoint(endpoint)
     }
@@ -68,6 +86,10 @@ impl<T: Kicker + ?Sized> Kicker for Arc<T> {
 impl<T: Kicker + ?Sized> Kicker for Box<T> {
     async fn kick(&self, endpoint: &str, payload: &KickPayload, timeout: Duration) -> KickOutcome {
         (**self).kick(endpoint, payload, timeout).await
+    }
+
+    async fn kick_node(&self, node: &str, payload: &KickPayload, timeout: Duration) -> KickOutcome {
+        (**self).kick_node(node, payload, timeout).await
     }
 
     fn check_endpoint(&self, endpoint: &str) -> Result<(), String> {

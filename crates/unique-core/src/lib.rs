@@ -43,7 +43,9 @@ pub use types::{
     LogoutInput, LogoutOutcome, Owner, OwnerState, SessionsPage, SlotLogout, StoredOwner, UserKey,
     UserLogoutInput, UserSession,
 };
-pub use validate::{MAX_LOGOUT_REASON_CHARS, ValidationLimits};
+pub use validate::{
+    MAX_LOGOUT_REASON_CHARS, MAX_NODE_ID_CHARS, OWNER_TARGET_RULE, ValidationLimits, check_node_id,
+};
 pub use write_health::{WRITE_PROBE_BYTES, WriteHealth, probe_writable};
 
 /// Re-exported so backends implement the traits with the same macro version.

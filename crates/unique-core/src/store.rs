@@ -473,10 +473,11 @@ impl<T: Store + ?Sized> StoreLayer for Box<T> {
     }
 }
 
-/// The owner as it is stored: its JSON, refused when it has no endpoint (C8).
-/// Backends call this before any write so an empty owner is never written by accident.
+/// The owner as it is stored: its JSON, refused when it has neither an endpoint nor a
+/// node (C8): nobody could kick it. Backends call this before any write so an empty owner
+/// is never written by accident.
 pub fn encode_owner(owner: &Owner) -> Result<String, Error> {
-    if owner.endpoint.is_empty() {
+    if owner.endpoint.is_empty() && owner.node.is_empty() {
         return Err(Error::invalid("owner.endpoint must not be empty"));
     }
     serde_json::to_string(owner)

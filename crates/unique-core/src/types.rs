@@ -154,7 +154,9 @@ pub struct SessionsPage {
     pub next: Option<String>,
 }
 
-/// Where a session lives: the node's region, cluster and kick endpoint.
+/// Where a session lives: the node's region, cluster, and how it is kicked: an `endpoint`
+/// the server POSTs kicks to, or a `node` id whose kick stream the server pushes kicks over
+/// (`docs/design.md#push-kicks`). A claiming owner names exactly one of the two.
 ///
 /// Stored as JSON. Every field is optional in JSON and omitted when empty;
 /// unknown fields are ignored so older records and newer writers interoperate.
@@ -169,6 +171,11 @@ pub struct Owner {
     /// Absolute `http`/`https` URL that receives kicks for this session.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub endpoint: String,
+    /// The id of the node whose kick stream (`GET /v1/nodes/{node}/kicks`) receives kicks
+    /// for this session; empty for an endpoint owner. 1 to 64 characters of
+    /// `A-Z a-z 0-9 . _ -` when set ([`MAX_NODE_ID_CHARS`](crate::MAX_NODE_ID_CHARS)).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub node: String,
     /// When the session logged in, in milliseconds since the Unix epoch by the claiming
     /// server's clock: set by the [`Arbiter`](crate::Arbiter) on a pooled claim (the oldest
     /// login is the one `evict-oldest` evicts, `docs/design.md#pooled-sessions`), `None`
@@ -190,7 +197,7 @@ fn lenient_since<'de, D: serde::Deserializer<'de>>(de: D) -> Result<Option<u64>,
 }
 
 impl Owner {
-    /// Builds an owner from its three parts.
+    /// Builds an endpoint owner from its three parts.
     pub fn new(
         region: impl Into<String>,
         cluster: impl Into<String>,
@@ -200,8 +207,32 @@ impl Owner {
             region: region.into(),
             cluster: cluster.into(),
             endpoint: endpoint.into(),
+            node: String::new(),
             since: None,
         }
+    }
+
+    /// Builds a node owner: kicks for its session are pushed over the kick stream node
+    /// `node` holds open, and it has no endpoint.
+    pub fn with_node(
+        region: impl Into<String>,
+        cluster: impl Into<String>,
+        node: impl Into<String>,
+    ) -> Self {
+        Self {
+            region: region.into(),
+            cluster: cluster.into(),
+            endpoint: String::new(),
+            node: node.into(),
+            since: None,
+        }
+    }
+
+    /// Whether this and `other` are the same kick target: the same non-empty node, or the
+    /// same non-empty endpoint (the self-replace rule, `docs/design.md#self-replace`).
+    pub fn same_kick_target(&self, other: &Owner) -> bool {
+        (!self.node.is_empty() && self.node == other.node)
+            || (!self.endpoint.is_empty() && self.endpoint == other.endpoint)
     }
 }
 

@@ -16,6 +16,32 @@ use crate::types::{Key, Owner, UserKey};
 /// little of it.
 pub const MAX_LOGOUT_REASON_CHARS: usize = 256;
 
+/// The most characters of a node id (`owner.node`, the `{node}` of the kick-stream routes).
+pub const MAX_NODE_ID_CHARS: usize = 64;
+
+/// The owner rule's message when a claiming owner names both or neither of endpoint and node.
+pub const OWNER_TARGET_RULE: &str = "owner must have exactly one of endpoint and node";
+
+/// Checks a node id: 1..=[`MAX_NODE_ID_CHARS`] characters of `A-Z a-z 0-9 . _ -`, so it
+/// is safe as one URL path segment unescaped. The message names the rule, never the value.
+///
+/// # Errors
+///
+/// `InvalidParams` naming the rule.
+pub fn check_node_id(node: &str) -> Result<(), Error> {
+    let ok = (1..=MAX_NODE_ID_CHARS).contains(&node.len())
+        && node
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::invalid(format!(
+            "node must be 1 to {MAX_NODE_ID_CHARS} characters of A-Z a-z 0-9 . _ -"
+        )))
+    }
+}
+
 /// Length limits, in characters (Unicode scalar values). Defaults: tenant 64, claim_id 128,
 /// endpoint 2048.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -72,15 +98,22 @@ impl ValidationLimits {
     }
 
     /// Checks a claiming owner: region and cluster 0..=tenant characters without
-    /// control characters; endpoint an absolute http(s) URL with a host,
-    /// 1..=endpoint characters, no control characters or whitespace.
+    /// control characters; exactly one of endpoint and node ([`OWNER_TARGET_RULE`]);
+    /// an endpoint an absolute http(s) URL with a host, 1..=endpoint characters, no
+    /// control characters or whitespace; a node as [`check_node_id`] says.
     pub fn check_owner(&self, owner: &Owner) -> Result<(), Error> {
         check_len("owner.region", &owner.region, 0, self.tenant)?;
         check_no_control("owner.region", &owner.region)?;
         check_len("owner.cluster", &owner.cluster, 0, self.tenant)?;
         check_no_control("owner.cluster", &owner.cluster)?;
-        check_len("owner.endpoint", &owner.endpoint, 1, self.endpoint)?;
-        check_endpoint(&owner.endpoint)
+        match (owner.endpoint.is_empty(), owner.node.is_empty()) {
+            (false, true) => {
+                check_len("owner.endpoint", &owner.endpoint, 1, self.endpoint)?;
+                check_endpoint(&owner.endpoint)
+            }
+            (true, false) => check_node_id(&owner.node),
+            _ => Err(Error::invalid(OWNER_TARGET_RULE)),
+        }
     }
 
     /// Checks an admin logout's reason: 1..=[`MAX_LOGOUT_REASON_CHARS`] characters, no control

@@ -480,6 +480,7 @@ impl PoolClient {
                 region: "history".into(),
                 cluster: claim_id.into(),
                 endpoint: endpoint.into(),
+                node: "".into(),
             },
             claim_id: claim_id.into(),
             pool: Some(PoolBody {

@@ -75,6 +75,7 @@ mod tests {
                 sessions,
                 leases: true,
                 store: None,
+                push_kicks: false,
             },
             limits: InfoLimits {
                 max_request_body_bytes: 1,

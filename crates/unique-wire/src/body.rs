@@ -141,8 +141,10 @@ impl ClaimBody<'_> {
     }
 }
 
-/// `owner` inside a claim: `region` and `cluster` may be omitted (read as empty),
-/// `endpoint` is required.
+/// `owner` inside a claim: `region` and `cluster` may be omitted (read as empty); exactly
+/// one of `endpoint` (kicks are POSTed there) and `node` (kicks are pushed over the node's
+/// kick stream, [`crate::push`]) names how the session is kicked. Each is read as empty when
+/// omitted and omitted when empty; the arbiter's validation refuses both or neither.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct OwnerBody<'a> {
@@ -152,9 +154,13 @@ pub struct OwnerBody<'a> {
     /// The owner's cluster; empty when omitted.
     #[serde(borrow, default)]
     pub cluster: Cow<'a, str>,
-    /// The URL that receives kicks for this session.
-    #[serde(borrow)]
+    /// The URL that receives kicks for this session; empty for a node owner.
+    #[serde(borrow, default, skip_serializing_if = "str::is_empty")]
     pub endpoint: Cow<'a, str>,
+    /// The node whose kick stream receives kicks for this session; empty for an endpoint
+    /// owner.
+    #[serde(borrow, default, skip_serializing_if = "str::is_empty")]
+    pub node: Cow<'a, str>,
 }
 
 /// `POST /v1/current` body: `{"project","env","uid","slot"?}`.
@@ -497,6 +503,7 @@ impl<'a> From<&'a ClaimInput> for ClaimBody<'a> {
             region,
             cluster,
             endpoint,
+            node,
             since: _,
         } = &input.owner;
         Self {
@@ -508,6 +515,7 @@ impl<'a> From<&'a ClaimInput> for ClaimBody<'a> {
                 region: Cow::Borrowed(region),
                 cluster: Cow::Borrowed(cluster),
                 endpoint: Cow::Borrowed(endpoint),
+                node: Cow::Borrowed(node),
             },
             claim_id: Cow::Borrowed(&input.claim_id),
             pool: None,
@@ -535,11 +543,14 @@ impl From<ClaimBody<'_>> for ClaimInput {
                 slot,
             }
             .into(),
-            owner: Owner::new(
-                owner.region.into_owned(),
-                owner.cluster.into_owned(),
-                owner.endpoint.into_owned(),
-            ),
+            owner: Owner {
+                node: owner.node.into_owned(),
+                ..Owner::new(
+                    owner.region.into_owned(),
+                    owner.cluster.into_owned(),
+                    owner.endpoint.into_owned(),
+                )
+            },
             claim_id: claim_id.into_owned(),
         }
     }

@@ -54,17 +54,19 @@ impl<'a> Scan<'a> {
     }
 
     fn owner(&mut self) -> Option<OwnerBody<'a>> {
-        let (mut region, mut cluster, mut endpoint) = (None, None, None);
+        let (mut region, mut cluster, mut endpoint, mut node) = (None, None, None, None);
         self.object(|scan, field| match field {
             "region" => set(&mut region, scan.string()?),
             "cluster" => set(&mut cluster, scan.string()?),
             "endpoint" => set(&mut endpoint, scan.string()?),
+            "node" => set(&mut node, scan.string()?),
             _ => None,
         })?;
         Some(OwnerBody {
             region: Cow::Borrowed(region.unwrap_or_default()),
             cluster: Cow::Borrowed(cluster.unwrap_or_default()),
-            endpoint: Cow::Borrowed(endpoint?),
+            endpoint: Cow::Borrowed(endpoint.unwrap_or_default()),
+            node: Cow::Borrowed(node.unwrap_or_default()),
         })
     }
 
@@ -227,7 +229,6 @@ mod tests {
             // duplicate, unknown, missing fields, wrong types, trailing data
             r#"{"project":"p","project":"q","env":"e","uid":1,"owner":{"endpoint":"x"},"claim_id":"c"}"#,
             r#"{"project":"p","env":"e","uid":1,"owner":{"endpoint":"x","zone":"z"},"claim_id":"c"}"#,
-            r#"{"project":"p","env":"e","uid":1,"owner":{"region":"r"},"claim_id":"c"}"#,
             r#"{"project":"p","env":"e","uid":"1","owner":{"endpoint":"x"},"claim_id":"c"}"#,
             r#"{"project":"p","env":"e","uid":1,"owner":{"endpoint":"x"},"claim_id":"c"} x"#,
             r#"{"project":"p","env":"e","uid":1,"owner":{"endpoint":"x"},"claim_id":"c",}"#,
@@ -364,7 +365,7 @@ mod tests {
         ) {
             let body = ClaimBody {
                 project: project.into(), env: env.into(), uid, slot: slot.into(),
-                owner: OwnerBody { region: region.into(), cluster: Cow::Borrowed(""), endpoint: endpoint.into() },
+                owner: OwnerBody { region: region.into(), cluster: Cow::Borrowed(""), endpoint: endpoint.into(), node: Cow::Borrowed("") },
                 claim_id: claim_id.into(), pool: None,
             };
             let text = serde_json::to_string(&body).expect("serialises");

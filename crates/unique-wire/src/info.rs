@@ -62,6 +62,11 @@ pub struct InfoFeatures {
     /// The kind of store holding the records (`fjall`, `sqlite`, `memory`, `postgres`,
     /// `dynamodb`), when the server says; `None` for a service that was not told.
     pub store: Option<String>,
+    /// Push kicks: the kick stream (`GET /v1/nodes/{node}/kicks`) and its ack route, so an
+    /// owner may name a `node` instead of an endpoint. `false` (or absent: an older server)
+    /// when the server does not serve them.
+    #[serde(default)]
+    pub push_kicks: bool,
 }
 
 /// Limits a client must stay within, in an [`InfoAnswer`].
@@ -115,6 +120,7 @@ mod tests {
                 sessions: true,
                 leases: false,
                 store: Some("fjall".into()),
+                push_kicks: true,
             },
             limits: InfoLimits {
                 max_request_body_bytes: 65_536,

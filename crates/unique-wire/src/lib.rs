@@ -31,6 +31,7 @@ mod kick;
 pub mod lease;
 mod limit;
 mod parse;
+pub mod push;
 mod route;
 
 pub use answer::{
@@ -57,6 +58,10 @@ pub use lease::{
 };
 pub use limit::{BodyError, MAX_KICK_BODY_BYTES, MAX_REQUEST_BODY_BYTES, read_body};
 pub use parse::{parse, parse_claim};
+pub use push::{
+    ClosedReason, KickAckAnswer, KickAckBody, KickLine, NODE_KICKS_ACK_PATH, NODE_KICKS_PATH,
+    PushRoute, StreamLine, node_kicks_ack_path, node_kicks_path, parse_node_kicks_path,
+};
 pub use route::{
     CLAIM_PATH, CURRENT_BATCH_PATH, CURRENT_PATH, HEALTH_PATH, LOGOUT_ALL_PATH, LOGOUT_PATH,
     READY_PATH, RELEASE_PATH, Route, SESSIONS_PATH,

@@ -2,6 +2,7 @@
 
 use crate::info::INFO_PATH;
 use crate::lease::LeaseRoute;
+use crate::push::{NODE_KICKS_ACK_PATH, NODE_KICKS_PATH, PushRoute, parse_node_kicks_path};
 
 /// `POST`: claim a key for a new session.
 pub const CLAIM_PATH: &str = "/v1/claim";
@@ -51,11 +52,15 @@ pub enum Route {
     Lease(LeaseRoute),
     /// [`INFO_PATH`], `GET` or `HEAD`.
     Info,
+    /// [`NODE_KICKS_PATH`] (`/v1/nodes/{node}/kicks`), `GET`: a node's kick stream.
+    NodeKicks,
+    /// [`NODE_KICKS_ACK_PATH`] (`/v1/nodes/{node}/kicks/ack`), `POST`: a pushed kick's ack.
+    NodeKicksAck,
 }
 
 impl Route {
     /// Every route, in the order of the enum.
-    pub const ALL: [Route; 17] = [
+    pub const ALL: [Route; 19] = [
         Self::Claim,
         Self::Current,
         Self::CurrentBatch,
@@ -73,9 +78,13 @@ impl Route {
         Self::Lease(LeaseRoute::LookupNode),
         Self::Lease(LeaseRoute::DeregisterNode),
         Self::Info,
+        Self::NodeKicks,
+        Self::NodeKicksAck,
     ];
 
-    /// The route at `path` (exact match, no prefix), if any.
+    /// The route at `path` (exact match, no prefix), if any. The two push routes match with
+    /// any non-empty `{node}` segment without `/` (their template included); read the node
+    /// with [`parse_node_kicks_path`].
     pub fn from_path(path: &str) -> Option<Self> {
         match path {
             CLAIM_PATH => Some(Self::Claim),
@@ -88,11 +97,16 @@ impl Route {
             HEALTH_PATH => Some(Self::Health),
             READY_PATH => Some(Self::Ready),
             INFO_PATH => Some(Self::Info),
-            _ => LeaseRoute::from_path(path).map(Self::Lease),
+            _ => LeaseRoute::from_path(path).map(Self::Lease).or_else(|| {
+                parse_node_kicks_path(path).map(|(route, _)| match route {
+                    PushRoute::Stream => Self::NodeKicks,
+                    PushRoute::Ack => Self::NodeKicksAck,
+                })
+            }),
         }
     }
 
-    /// The route's path.
+    /// The route's path; the template (`{node}`) for the two push routes.
     pub const fn path(self) -> &'static str {
         match self {
             Self::Claim => CLAIM_PATH,
@@ -106,11 +120,14 @@ impl Route {
             Self::Ready => READY_PATH,
             Self::Lease(route) => route.path(),
             Self::Info => INFO_PATH,
+            Self::NodeKicks => NODE_KICKS_PATH,
+            Self::NodeKicksAck => NODE_KICKS_ACK_PATH,
         }
     }
 
-    /// Whether the route answers `method`: `POST` for the operations (the lease routes
-    /// included), `GET` and `HEAD` for [`Route::Health`], [`Route::Ready`] and [`Route::Info`].
+    /// Whether the route answers `method`: `POST` for the operations (the lease routes and
+    /// the ack included), `GET` and `HEAD` for [`Route::Health`], [`Route::Ready`] and
+    /// [`Route::Info`], `GET` only for [`Route::NodeKicks`].
     pub fn allows(self, method: &http::Method) -> bool {
         match self {
             Self::Claim
@@ -120,7 +137,9 @@ impl Route {
             | Self::Logout
             | Self::LogoutAll
             | Self::Sessions
+            | Self::NodeKicksAck
             | Self::Lease(_) => *method == http::Method::POST,
+            Self::NodeKicks => *method == http::Method::GET,
             Self::Health | Self::Ready | Self::Info => {
                 *method == http::Method::GET || *method == http::Method::HEAD
             }
@@ -129,11 +148,12 @@ impl Route {
 }
 
 impl Route {
-    /// The methods the route answers, as a 405's `Allow` header lists them: `POST`, or
-    /// `GET, HEAD` for the probes and [`Route::Info`].
+    /// The methods the route answers, as a 405's `Allow` header lists them: `POST`,
+    /// `GET, HEAD` for the probes and [`Route::Info`], or `GET` for [`Route::NodeKicks`].
     pub const fn allowed_methods(self) -> &'static str {
         match self {
             Self::Health | Self::Ready | Self::Info => "GET, HEAD",
+            Self::NodeKicks => "GET",
             _ => "POST",
         }
     }
@@ -160,10 +180,25 @@ mod tests {
             "/healthz?x",
             "/readyz/",
             "/v1/info/",
+            "/v1/nodes//kicks",
+            "/v1/nodes/n1/kicks/",
             "",
         ] {
             assert_eq!(Route::from_path(other), None, "{other}");
         }
+        assert_eq!(
+            Route::from_path("/v1/nodes/n1/kicks"),
+            Some(Route::NodeKicks)
+        );
+        assert_eq!(
+            Route::from_path("/v1/nodes/n1/kicks/ack"),
+            Some(Route::NodeKicksAck)
+        );
+        // The lease routes under /v1/nodes/ keep their meaning.
+        assert_eq!(
+            Route::from_path("/v1/nodes/register"),
+            Some(Route::Lease(LeaseRoute::RegisterNode))
+        );
     }
 
     #[test]
@@ -198,6 +233,11 @@ mod tests {
         assert!(!Route::Ready.allows(&Method::POST));
         assert!(Route::Info.allows(&Method::GET));
         assert!(!Route::Info.allows(&Method::POST));
+        assert!(Route::NodeKicks.allows(&Method::GET));
+        assert!(!Route::NodeKicks.allows(&Method::HEAD));
+        assert!(!Route::NodeKicks.allows(&Method::POST));
+        assert!(Route::NodeKicksAck.allows(&Method::POST));
+        assert!(!Route::NodeKicksAck.allows(&Method::GET));
         for route in LeaseRoute::ALL {
             assert!(Route::Lease(route).allows(&Method::POST));
             assert!(!Route::Lease(route).allows(&Method::GET));
