@@ -4,18 +4,17 @@
 
 mod common;
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use common::{
-    Harness, KickBehaviour, KickCall, OLD_ENDPOINT, RecordingObserver, ScriptedKicker,
-    ScriptedStore, StoreCall, corrupt, key, old_owner, old_session, online, tombstone,
-    without_kicker,
+    Harness, KickBehaviour, KickCall, LoginBeforeRelease, OLD_ENDPOINT, RecordingObserver,
+    ScriptedKicker, ScriptedStore, StoreCall, corrupt, key, old_owner, old_session, online,
+    tombstone, without_kicker,
 };
 use unique_core::{
-    Arbiter, CasOutcome, ClaimInput, CurrentView, DEFAULT_KICK_TIMEOUT, Error, Key, KickDetail,
-    KickPayload, KickReason, LogoutInput, LogoutOutcome, MAX_LOGOUT_REASON_CHARS, Owner,
-    OwnerState, Store, async_trait,
+    Arbiter, ClaimInput, DEFAULT_KICK_TIMEOUT, Error, Key, KickDetail, KickPayload, KickReason,
+    LogoutInput, LogoutOutcome, MAX_LOGOUT_REASON_CHARS, Owner, OwnerState, Store,
 };
 use unique_store_memory::MemoryStore;
 
@@ -283,42 +282,6 @@ async fn a_store_fault_kicks_nobody() {
     );
 }
 
-/// A memory store on which a login of the key lands exactly between the logout's read and
-/// its tombstone: `release` first lets `login` run to completion.
-struct LoginBeforeRelease {
-    inner: Arc<MemoryStore>,
-    login: Mutex<Option<ClaimInput>>,
-}
-
-#[async_trait]
-impl Store for LoginBeforeRelease {
-    async fn read_owner(&self, key: &Key) -> Result<OwnerState, Error> {
-        self.inner.read_owner(key).await
-    }
-    async fn claim_cas(
-        &self,
-        key: &Key,
-        owner: &Owner,
-        claim_id: &str,
-        snap: &OwnerState,
-    ) -> Result<CasOutcome, Error> {
-        self.inner.claim_cas(key, owner, claim_id, snap).await
-    }
-    async fn current(&self, key: &Key) -> Result<CurrentView, Error> {
-        self.inner.current(key).await
-    }
-    async fn release(&self, key: &Key, generation: i64) -> Result<bool, Error> {
-        let login = self.login.lock().unwrap().take();
-        if let Some(login) = login {
-            // Another process's arbiter on the same store: it kicks the old session and
-            // writes gen + 1.
-            let rival = Arbiter::new(Arc::clone(&self.inner));
-            rival.claim(&login).await.expect("the rival login wins");
-        }
-        self.inner.release(key, generation).await
-    }
-}
-
 /// The race the fence exists for, on a real store: the logout read gen 1, a login wrote gen 2
 /// before the tombstone, and the newer session stays online, unkicked.
 #[tokio::test]
@@ -334,14 +297,14 @@ async fn a_login_between_read_and_tombstone_is_never_logged_out() {
         .await
         .unwrap();
     let newer = Owner::new("eu", "c9", "http://newer.node:9000/kick");
-    let store = LoginBeforeRelease {
-        inner: Arc::clone(&memory),
-        login: Mutex::new(Some(ClaimInput {
+    let store = LoginBeforeRelease::new(
+        Arc::clone(&memory),
+        ClaimInput {
             key: key(),
             owner: newer.clone(),
             claim_id: "newer".into(),
-        })),
-    };
+        },
+    );
     let kicker = ScriptedKicker::always(KickBehaviour::Confirm);
     let observer = RecordingObserver::default();
     let arbiter = Arbiter::builder(store)

@@ -6,9 +6,9 @@
 
 mod common;
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use common::{KickBehaviour, KickCall, RecordingObserver, ScriptedKicker};
+use common::{KickBehaviour, KickCall, LoginBeforeRelease, RecordingObserver, ScriptedKicker};
 use unique_core::{
     Arbiter, CasOutcome, ClaimInput, CurrentView, DEFAULT_KICK_TIMEOUT, Error, Key, KickPayload,
     KickReason, LogoutOutcome, Owner, OwnerState, PoolPolicy, PoolRequest, Store, UserKey,
@@ -26,53 +26,6 @@ fn endpoint(slot: &str) -> String {
 
 fn owner(slot: &str) -> Owner {
     Owner::new("eu", "c1", endpoint(slot))
-}
-
-/// A memory store on which, when a logout tombstones `slot`, a rival login of that slot
-/// (another process's arbiter) lands first: between the logout's read and its tombstone.
-struct LoginBeforeRelease {
-    inner: Arc<MemoryStore>,
-    rival: Mutex<Option<ClaimInput>>,
-}
-
-#[async_trait]
-impl Store for LoginBeforeRelease {
-    async fn read_owner(&self, key: &Key) -> Result<OwnerState, Error> {
-        self.inner.read_owner(key).await
-    }
-    async fn claim_cas(
-        &self,
-        key: &Key,
-        owner: &Owner,
-        claim_id: &str,
-        snap: &OwnerState,
-    ) -> Result<CasOutcome, Error> {
-        self.inner.claim_cas(key, owner, claim_id, snap).await
-    }
-    async fn current(&self, key: &Key) -> Result<CurrentView, Error> {
-        self.inner.current(key).await
-    }
-    async fn release(&self, key: &Key, generation: i64) -> Result<bool, Error> {
-        let rival = {
-            let mut rival = self.rival.lock().unwrap();
-            if rival.as_ref().is_some_and(|r| r.key == *key) {
-                rival.take()
-            } else {
-                None
-            }
-        };
-        if let Some(rival) = rival {
-            let other = Arbiter::new(Arc::clone(&self.inner));
-            other.claim(&rival).await.expect("the rival login wins");
-        }
-        self.inner.release(key, generation).await
-    }
-    async fn read_owners(&self, keys: &[Key]) -> Result<Vec<Result<OwnerState, Error>>, Error> {
-        self.inner.read_owners(keys).await
-    }
-    async fn list_sessions(&self, user: &UserKey) -> Result<Vec<UserSession>, Error> {
-        self.inner.list_sessions(user).await
-    }
 }
 
 /// Logs the user in on the default slot (twice: gen 2), on `mobile` (gen 1) and on two pool
@@ -203,14 +156,14 @@ async fn a_login_racing_in_between_is_not_logged_out_nor_kicked() {
     let memory = Arc::new(MemoryStore::new());
     four_sessions(&memory).await;
     let newer = Owner::new("us", "c9", "http://newer.test:9000/kick");
-    let store = LoginBeforeRelease {
-        inner: Arc::clone(&memory),
-        rival: Mutex::new(Some(ClaimInput {
+    let store = LoginBeforeRelease::new(
+        Arc::clone(&memory),
+        ClaimInput {
             key: user().key("mobile"),
             owner: newer.clone(),
             claim_id: "newer".into(),
-        })),
-    };
+        },
+    );
     let kicker = ScriptedKicker::always(KickBehaviour::Confirm);
     let arbiter = Arbiter::builder(store).kicker(kicker.clone()).build();
 

@@ -494,3 +494,64 @@ pub(crate) fn replayed(generation: i64) -> ClaimOutcome {
         replayed: true,
     }
 }
+
+/// A memory store on which a rival login of one key (another process's arbiter on the same
+/// store) lands exactly between a logout's read of that key and its tombstone: `release` of
+/// the rival's key first runs the rival's claim to completion (it kicks the old session and
+/// writes gen + 1), then tombstones, so the logout's fence fails.
+pub(crate) struct LoginBeforeRelease {
+    inner: Arc<unique_store_memory::MemoryStore>,
+    rival: Mutex<Option<ClaimInput>>,
+}
+
+impl LoginBeforeRelease {
+    pub(crate) fn new(inner: Arc<unique_store_memory::MemoryStore>, rival: ClaimInput) -> Self {
+        Self {
+            inner,
+            rival: Mutex::new(Some(rival)),
+        }
+    }
+}
+
+#[async_trait]
+impl Store for LoginBeforeRelease {
+    async fn read_owner(&self, key: &Key) -> Result<OwnerState, Error> {
+        self.inner.read_owner(key).await
+    }
+    async fn claim_cas(
+        &self,
+        key: &Key,
+        owner: &Owner,
+        claim_id: &str,
+        snap: &OwnerState,
+    ) -> Result<CasOutcome, Error> {
+        self.inner.claim_cas(key, owner, claim_id, snap).await
+    }
+    async fn current(&self, key: &Key) -> Result<CurrentView, Error> {
+        self.inner.current(key).await
+    }
+    async fn release(&self, key: &Key, generation: i64) -> Result<bool, Error> {
+        let rival = {
+            let mut rival = lock(&self.rival);
+            if rival.as_ref().is_some_and(|r| r.key == *key) {
+                rival.take()
+            } else {
+                None
+            }
+        };
+        if let Some(rival) = rival {
+            let other = Arbiter::new(Arc::clone(&self.inner));
+            other.claim(&rival).await.expect("the rival login wins");
+        }
+        self.inner.release(key, generation).await
+    }
+    async fn read_owners(&self, keys: &[Key]) -> Result<Vec<Result<OwnerState, Error>>, Error> {
+        self.inner.read_owners(keys).await
+    }
+    async fn list_sessions(
+        &self,
+        user: &unique_core::UserKey,
+    ) -> Result<Vec<unique_core::UserSession>, Error> {
+        self.inner.list_sessions(user).await
+    }
+}
