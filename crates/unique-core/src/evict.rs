@@ -119,7 +119,11 @@ mod tests {
             endpoint: "http://10.0.0.7:9001/KICK".into(),
             ..me.clone()
         };
-        for other in [endpoint, region, cluster, emptied, case] {
+        let node = Owner {
+            node: "n1".into(),
+            ..me.clone()
+        };
+        for other in [endpoint, region, cluster, emptied, case, node] {
             assert_eq!(
                 decide_evict(5, &me, &held_by(5, other.clone())),
                 EvictReason::OwnerChanged,

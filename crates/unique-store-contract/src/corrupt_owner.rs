@@ -143,3 +143,47 @@ pub async fn owner_json_round_trip(subject: Subject) {
         "current reads back the claimed owner"
     );
 }
+
+/// C7 (owner JSON) and C8: an owner that names a node instead of an endpoint
+/// (`docs/design.md#push-kicks`) is written, and reads back with its node, by `read_owner`
+/// and `current`; a stored node owner written by another process parses the same.
+pub async fn node_owner_round_trip(subject: Subject) {
+    let ctx = Ctx::new(subject, "corrupt_owner::node_owner_round_trip");
+    let key = ctx.key(1);
+    let owner = Owner::with_node("eu", "c1", "node-7.a_b");
+    let snap = ctx.read(&key).await;
+    let outcome = ctx.store.claim_cas(&key, &owner, "n", &snap).await;
+    ensure!(
+        matches!(outcome, Ok(CasOutcome::Written { generation: 1 })),
+        "C8",
+        "an owner with a node and no endpoint is written",
+        "claim {}: {outcome:?}",
+        form(&snap)
+    );
+    ensure_eq!(
+        ctx.read(&key).await.owner.as_ref(),
+        Some(&owner),
+        "C7",
+        "a node owner reads back with its node"
+    );
+    ensure_eq!(
+        ctx.current_ok(&key).await.owner.as_ref(),
+        Some(&owner),
+        "C7",
+        "current reads back the node owner"
+    );
+    let other = ctx.key(2);
+    ctx.put(
+        &other,
+        1,
+        Some(r#"{"node":"n2","region":"r"}"#),
+        Some("old"),
+    )
+    .await;
+    ensure_eq!(
+        ctx.read(&other).await.owner,
+        Some(Owner::with_node("r", "", "n2")),
+        "C7",
+        "a stored node owner parses with its node"
+    );
+}

@@ -144,6 +144,7 @@ macro_rules! __store_contract_cases {
                 corrupt_owner_is_unavailable_on_current,
                 tombstone_distinct_from_absent,
                 owner_json_round_trip,
+                node_owner_round_trip,
             }
             error_classification {
                 failed_condition_writes_nothing,

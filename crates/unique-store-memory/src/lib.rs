@@ -88,12 +88,12 @@ impl fmt::Debug for MemoryStore {
     }
 }
 
-/// C8: refuses an owner without endpoint before the record is touched. An `Owner` is
-/// three strings and always serialises, so the endpoint is the only rule left to check;
+/// C8: refuses an owner with neither an endpoint nor a node before the record is touched.
+/// An `Owner` is strings and always serialises, so that is the only rule left to check;
 /// building its JSON (as `encode_owner` does) would cost an allocation per claim for a
 /// string this store never keeps.
 fn check_owner(owner: &Owner) -> Result<(), Error> {
-    if owner.endpoint.is_empty() {
+    if owner.endpoint.is_empty() && owner.node.is_empty() {
         return Err(Error::invalid("owner.endpoint must not be empty"));
     }
     Ok(())
