@@ -9,6 +9,7 @@ mod jitter;
 mod kick;
 mod node;
 mod notice;
+mod push;
 mod session;
 mod sessions;
 mod transport;
@@ -24,6 +25,9 @@ pub use kick::{
 };
 pub use node::{Node, NodeBuilder, Shutdown};
 pub use notice::{EndNotice, MAX_CLOSE_REASON_BYTES, SSE_EVENT};
+pub use push::{
+    ACK_OK, DEFAULT_PING, KickStream, MAX_LINE_BYTES, PushOptions, PushStatus, PushTransport,
+};
 pub use session::{Ending, Session};
 pub use sessions::Sessions;
 pub use transport::Transport;

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::Duration;
 
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::{Instant, timeout};
 use unique_core::{
     EvictReason, Key, KickReason, MAX_POOL_PLACES, Owner, PoolRequest, ReleaseReason, UserKey,
@@ -20,6 +20,7 @@ use crate::drain::release_all;
 use crate::event::{NodeEvent, NodeEvents, NodeLoginError};
 use crate::heartbeat::{Heartbeat, HeartbeatHandle, HeartbeatOptions};
 use crate::kick::{Admission, KickCause, KickHandler, KickOptions, PendingLogin};
+use crate::push::{PushOptions, PushStatus, PushTransport};
 use crate::session::{Ending, EndingRx, EndingTx, Session, end};
 use crate::transport::Transport;
 
@@ -29,6 +30,11 @@ const DEFAULT_EVENT_CAPACITY: usize = 1024;
 const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(5);
 
 type Sink = Box<dyn Fn(&NodeEvent) + Send + Sync>;
+/// Starts a node's kick stream over its handler; stops when the receiver fires or its
+/// sender is dropped.
+type StartPush = Box<
+    dyn FnOnce(KickHandler, oneshot::Receiver<()>) -> watch::Receiver<PushStatus> + Send + Sync,
+>;
 
 /// Builds a [`Node`]: the transport to the arbitration, the owner it advertises, and
 /// optionally the claimer, heartbeat and kick settings and a synchronous event sink.
@@ -41,6 +47,39 @@ pub struct NodeBuilder<T> {
     sink: Option<Sink>,
     event_capacity: usize,
     shutdown_timeout: Duration,
+    push: Option<StartPush>,
+}
+
+impl<T: Transport + PushTransport + Clone> NodeBuilder<T> {
+    /// Takes kicks over a stream this node opens instead of a kick receiver it serves: no
+    /// listener, no inbound port (`docs/design.md#client`, push transport).
+    ///
+    /// Every login's owner names `options.node` (`{"node": …}`) and no endpoint: the
+    /// server pushes kicks for this node's sessions over `GET /v1/nodes/{node}/kicks`,
+    /// which [`build`](Self::build) starts holding open on a task of its own. Each kick is
+    /// checked as the HTTP kick receiver checks one (the signature against
+    /// [`PushOptions::signing_keys`] when given, the payload, the key), applied through
+    /// the node's [`KickHandler`] exactly as a POSTed kick is (the session ends `Kicked`
+    /// with the kick's reason, a kick for a login in flight refuses it, a kick never ends
+    /// a session that is not older, I6), and acknowledged with the status that receiver
+    /// would have answered. The stream reconnects on any error, when the server closes
+    /// it, and when nothing (not even a ping) arrives for three ping intervals, after a
+    /// jittered wait from 100 ms doubling to 5 s. [`Node::shutdown`] (or dropping every
+    /// clone of the node) closes it; [`Node::push_status`] tells whether it is connected.
+    ///
+    /// Until the stream is open, the server finds no stream for the node and a takeover's
+    /// kick is `connect-error` (the old session is presumed offline, I5b): its heartbeat
+    /// ends it.
+    #[must_use]
+    pub fn push(mut self, options: PushOptions) -> Self {
+        self.owner.endpoint.clear();
+        self.owner.node.clone_from(&options.node);
+        let transport = self.transport.clone();
+        self.push = Some(Box::new(move |handler, stopped| {
+            crate::push::spawn(transport, options, handler, stopped)
+        }));
+        self
+    }
 }
 
 impl<T: Transport + Clone> NodeBuilder<T> {
@@ -105,9 +144,14 @@ impl<T: Transport + Clone> NodeBuilder<T> {
     /// [`on_event`](Self::on_event) sink still sees every event, so an application that must
     /// not miss one uses the sink. Drop the channel and the events are discarded (not
     /// counted).
+    ///
+    /// A node with a [push](Self::push) stream starts it here, so it must be built within a
+    /// tokio runtime.
     pub fn build(self) -> (Node<T>, NodeEvents) {
         let (tx, rx) = mpsc::channel(self.event_capacity.max(1));
+        let (push_stop, push_stopped) = oneshot::channel();
         let shared = Arc::new(Shared {
+            _push_stop: push_stop,
             live: Mutex::default(),
             draining: AtomicBool::new(false),
             report: Mutex::new(tx),
@@ -115,7 +159,9 @@ impl<T: Transport + Clone> NodeBuilder<T> {
             sink: self.sink,
         });
         let kicks = kick_handler(&shared, self.kicks);
+        let push = self.push.map(|start| start(kicks.clone(), push_stopped));
         let node = Node {
+            push,
             claimer: Claimer::with_options(self.transport.clone(), self.claimer),
             heartbeat: Heartbeat::with_options(self.transport, self.heartbeat),
             owner: self.owner,
@@ -146,6 +192,8 @@ pub struct Node<T> {
     kicks: KickHandler,
     shared: Arc<Shared>,
     shutdown_timeout: Duration,
+    /// The kick stream's status, for a node built with [`NodeBuilder::push`].
+    push: Option<watch::Receiver<PushStatus>>,
 }
 
 impl<T: Clone> Clone for Node<T> {
@@ -157,6 +205,7 @@ impl<T: Clone> Clone for Node<T> {
             kicks: self.kicks.clone(),
             shared: Arc::clone(&self.shared),
             shutdown_timeout: self.shutdown_timeout,
+            push: self.push.clone(),
         }
     }
 }
@@ -183,6 +232,7 @@ impl<T: Transport + Clone> Node<T> {
             sink: None,
             event_capacity: DEFAULT_EVENT_CAPACITY,
             shutdown_timeout: DEFAULT_SHUTDOWN_TIMEOUT,
+            push: None,
         }
     }
 
@@ -372,6 +422,15 @@ impl<T: Transport + Clone> Node<T> {
     /// endpoint.
     pub fn kick_handler(&self) -> &KickHandler {
         &self.kicks
+    }
+
+    /// The state of the kick stream of a node built with [`NodeBuilder::push`] (`None`
+    /// for a node whose kicks come through a receiver): whether it is connected, how many
+    /// times it connected, how many kicks it acknowledged, why it last ended. A
+    /// `watch` receiver, so a caller can wait for a change
+    /// (`status.wait_for(|s| s.connected)`).
+    pub fn push_status(&self) -> Option<watch::Receiver<PushStatus>> {
+        self.push.clone()
     }
 
     /// The owner this node advertises on every login.
@@ -566,6 +625,8 @@ pub(crate) struct Shared {
     /// Events the channel was too full to take.
     dropped: AtomicU64,
     sink: Option<Sink>,
+    /// Dropped with the last clone of the node: a push stream's task then stops.
+    _push_stop: oneshot::Sender<()>,
 }
 
 impl Shared {
