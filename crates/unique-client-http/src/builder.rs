@@ -198,6 +198,7 @@ impl Endpoints {
                 .map_err(|_| Error::invalid("base url is not a valid url"))
         };
         Ok(Self {
+            base: format!("{scheme}://{authority}{prefix}"),
             claim: at(unique_wire::CLAIM_PATH)?,
             current: at(unique_wire::CURRENT_PATH)?,
             current_batch: at(unique_wire::CURRENT_BATCH_PATH)?,

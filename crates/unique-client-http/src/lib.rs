@@ -2,6 +2,7 @@
 
 mod builder;
 mod directory;
+mod push;
 mod status;
 mod transport;
 

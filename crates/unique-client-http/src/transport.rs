@@ -60,6 +60,9 @@ pub(crate) struct Inner {
 /// The request URIs, derived once from the base URL.
 #[derive(Debug)]
 pub(crate) struct Endpoints {
+    /// `scheme://authority` and the base URL's path prefix, without a trailing `/`: the
+    /// node routes (`/v1/nodes/{node}/…`) are formed from it per node.
+    pub(crate) base: String,
     pub(crate) claim: Uri,
     pub(crate) current: Uri,
     pub(crate) current_batch: Uri,
@@ -78,6 +81,13 @@ impl Endpoints {
         // Built from LeaseRoute::ALL, so every route has its URI.
         &self.leases[route as usize]
     }
+
+    /// `path` under the base URL; `path` is built from a checked node id, so it parses.
+    pub(crate) fn at(&self, path: &str) -> Result<Uri, Error> {
+        format!("{}{path}", self.base)
+            .parse()
+            .map_err(|_| Error::invalid("node route is not a valid url"))
+    }
 }
 
 impl HttpTransport {
@@ -95,6 +105,10 @@ impl HttpTransport {
 
     pub(crate) fn from_inner(inner: Arc<Inner>) -> Self {
         Self { inner }
+    }
+
+    pub(crate) fn inner(&self) -> &Inner {
+        &self.inner
     }
 
     /// The per-request timeout.
@@ -247,7 +261,7 @@ impl HttpTransport {
     }
 
     /// POSTs `body` as JSON to `uri` and classifies the answer.
-    async fn post<B: Serialize, T: DeserializeOwned>(
+    pub(crate) async fn post<B: Serialize, T: DeserializeOwned>(
         &self,
         op: &'static str,
         uri: &Uri,
