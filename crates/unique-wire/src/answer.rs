@@ -258,6 +258,7 @@ fn write_owner(out: &mut Vec<u8>, owner: &Owner) {
         ("region", &owner.region),
         ("cluster", &owner.cluster),
         ("endpoint", &owner.endpoint),
+        ("node", &owner.node),
     ] {
         if value.is_empty() {
             continue;
@@ -438,10 +439,12 @@ mod tests {
                 any_string(),
                 any_string(),
                 any_string(),
+                any_string(),
                 proptest::option::of(any::<u64>()),
             )
-                .prop_map(|(region, cluster, endpoint, since)| Owner {
+                .prop_map(|(region, cluster, endpoint, node, since)| Owner {
                     since,
+                    node,
                     ..Owner::new(region, cluster, endpoint)
                 }),
         );

@@ -303,7 +303,7 @@ mod tests {
             format!("{{{}}}", inner.join(","))
         };
         let owner_field = (
-            prop::sample::select(vec!["region", "cluster", "endpoint", "zone"]),
+            prop::sample::select(vec!["region", "cluster", "endpoint", "node", "zone"]),
             string.clone(),
         );
         let owner = (
