@@ -179,7 +179,8 @@ impl<T: Transport + Clone> NodeBuilder<T> {
 /// Kicks reach it through [`kick_handler`](Self::kick_handler): serve that handler at the
 /// owner's endpoint (`unique-kickrecv`'s `KickReceiver::builder` does it in one call, or
 /// mount `KickService` in your own server). How kicks arrive is left to the caller so that
-/// this crate stays free of any HTTP server.
+/// this crate stays free of any HTTP server. A node with no listener takes them over a
+/// stream it opens instead ([`NodeBuilder::push`]).
 ///
 /// [`shutdown`](Self::shutdown) releases every session and closes the kick handler.
 /// Dropping every clone instead stops the heartbeats without releasing anything; the kick
@@ -221,7 +222,8 @@ impl<T> fmt::Debug for Node<T> {
 
 impl<T: Transport + Clone> Node<T> {
     /// A builder for a node that reaches the arbitration through `transport` and
-    /// advertises `owner` (its endpoint is where this node's kick receiver listens).
+    /// advertises `owner` (its endpoint is where this node's kick receiver listens; with
+    /// [`NodeBuilder::push`], its node id replaces the endpoint).
     pub fn builder(transport: T, owner: Owner) -> NodeBuilder<T> {
         NodeBuilder {
             transport,

@@ -10,7 +10,7 @@ use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
 use tokio::sync::{Semaphore, oneshot, watch};
-use tokio::time::timeout;
+use tokio::time::{Instant, timeout, timeout_at};
 use unique_core::{Error, ValidationLimits};
 use unique_kick_signature::{DEFAULT_WINDOW, SigningKeys};
 use unique_wire::push::{ClosedReason, DEFAULT_PING_MS, KickLine, StreamLine};
@@ -403,26 +403,32 @@ impl<P: PushTransport + Clone> Stream<'_, P> {
     /// Opens one stream and serves it until it ends; returns why it ended.
     async fn serve(&self, backoff: &mut Backoff) -> String {
         let node = &self.options.node;
-        let opened = timeout(
-            self.options.hello_timeout,
-            self.transport.open_kick_stream(node),
-        )
-        .await;
+        // The answer and the `hello` line both come within the hello timeout.
+        let wait = self.options.hello_timeout;
+        let hello_by = Instant::now() + wait;
+        let opened = timeout_at(hello_by, self.transport.open_kick_stream(node)).await;
         let mut body = match opened {
             Ok(Ok(body)) => body,
             Ok(Err(error)) => return format!("open: {error}"),
-            Err(_) => return format!("open: no answer within {:?}", self.options.hello_timeout),
+            Err(_) => return format!("open: no answer within {wait:?}"),
         };
         let mut lines = LineReader::default();
         let mut pending = VecDeque::new();
-        // Until `hello` names the server's interval, its first line must come within the
-        // hello timeout.
-        let mut idle = self.options.hello_timeout;
-        let mut hello = false;
+        // Three of the server's ping intervals, once `hello` named it.
+        let mut idle = None;
         loop {
             let Some(line) = pending.pop_front() else {
-                match timeout(idle, body.next_chunk()).await {
-                    Err(_) => return format!("nothing received for {idle:?}"),
+                let read = match idle {
+                    Some(idle) => timeout(idle, body.next_chunk()).await,
+                    None => timeout_at(hello_by, body.next_chunk()).await,
+                };
+                match read {
+                    Err(_) => {
+                        return match idle {
+                            Some(idle) => format!("nothing received for {idle:?}"),
+                            None => format!("no hello within {wait:?}"),
+                        };
+                    }
                     Ok(Err(error)) => return format!("read: {error}"),
                     Ok(Ok(None)) => return "the server ended the stream".to_owned(),
                     Ok(Ok(Some(chunk))) => match lines.push(&chunk) {
@@ -451,8 +457,7 @@ impl<P: PushTransport + Clone> Stream<'_, P> {
                     } else {
                         Duration::from_millis(ping_ms)
                     };
-                    idle = ping.saturating_mul(3);
-                    hello = true;
+                    idle = Some(ping.saturating_mul(3));
                     backoff.reset();
                     self.status.send_modify(|s| {
                         s.connected = true;
@@ -460,7 +465,7 @@ impl<P: PushTransport + Clone> Stream<'_, P> {
                     });
                     tracing::debug!(%node, ?ping, "kick stream open");
                 }
-                _ if !hello => return "the stream did not begin with hello".to_owned(),
+                _ if idle.is_none() => return "the stream did not begin with hello".to_owned(),
                 StreamLine::Ping | StreamLine::Unknown => {}
                 StreamLine::Kick(kick) => self.kick(kick).await,
                 StreamLine::Closed { reason } => {

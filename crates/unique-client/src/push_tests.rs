@@ -287,6 +287,10 @@ struct Rig {
 
 impl Rig {
     fn new() -> Self {
+        Self::with(|options| options)
+    }
+
+    fn with(tune: impl FnOnce(PushOptions) -> PushOptions) -> Self {
         let (opened_tx, opened) = mpsc::unbounded_channel();
         let (acks_tx, acks) = mpsc::unbounded_channel();
         let transport = Scripted {
@@ -295,9 +299,11 @@ impl Rig {
             opened: opened_tx,
             acks: acks_tx,
         };
-        let options = PushOptions::new("n1")
-            .unwrap()
-            .backoff(Duration::from_millis(1), Duration::from_millis(5));
+        let options = tune(
+            PushOptions::new("n1")
+                .unwrap()
+                .backoff(Duration::from_millis(1), Duration::from_millis(5)),
+        );
         let (node, _events) = Node::builder(transport.clone(), Owner::new("eu", "a", ""))
             .push(options)
             .build();
@@ -439,4 +445,17 @@ async fn the_stream_reconnects_and_stops_with_the_node() {
     let stopped = until(node, |s| s.stopped).await;
     assert!(!stopped.connected);
     fifth.closed().await;
+}
+
+#[tokio::test]
+async fn a_stream_without_hello_is_dropped_after_the_hello_timeout() {
+    let rig = Rig::with(|options| options.hello_timeout(Duration::from_millis(5)));
+    let mute = rig.push();
+    let next = rig.push();
+    let dropped = until(&rig.node, |s| s.last_error.is_some()).await;
+    assert_eq!(dropped.last_error.as_deref(), Some("no hello within 5ms"));
+    mute.closed().await;
+    next.send(line(r#"{"type":"hello","node":"n1","ping_ms":60000}"#))
+        .unwrap();
+    until(&rig.node, |s| s.connected).await;
 }
