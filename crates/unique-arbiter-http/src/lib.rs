@@ -2,8 +2,10 @@
 
 mod audit;
 mod auth;
+mod body;
 mod info;
 mod leases;
+pub mod push;
 mod request_id;
 pub mod secret_file;
 mod serve;
@@ -19,6 +21,7 @@ pub use auth::{
     Grant, MIN_TOKEN_BYTES, Role, SharedTokens, Tokens, TokensDiff, TokensError, Unauthenticated,
 };
 pub use leases::LeaseService;
+pub use push::{KICK_STREAMS_OPEN, KickDelivery, KickHub, PushConfig, PushedKick};
 pub use serve::{serve, serve_with};
 pub use service::{ArbiterService, DEFAULT_READY_TIMEOUT, MAX_BODY_BYTES, ResponseBody};
 pub use telemetry::{AUTH_REJECTIONS_TOTAL, POOL_EVICTIONS_TOTAL, RELEASES_BY_REASON_TOTAL};

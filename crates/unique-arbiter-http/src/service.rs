@@ -10,34 +10,36 @@ use std::time::Duration;
 
 use crate::audit::{AuditEvent, AuditSink, Auditor, RefusalReason};
 use crate::auth::{Grant, Role, SharedTokens, Unauthenticated};
+pub use crate::body::ResponseBody;
 use crate::info::{Facts, NO_PUSH_KICKS, NO_SESSIONS, Told};
 use crate::leases::{self, LeaseService};
+use crate::push::{KickHub, OpenRefused};
 use crate::request_id::RequestId;
 use crate::telemetry::{self, Refusal};
 use bytes::Bytes;
-use http::header::{ALLOW, CONTENT_TYPE, HeaderValue, WWW_AUTHENTICATE};
+use http::header::{
+    ALLOW, CACHE_CONTROL, CONNECTION, CONTENT_TYPE, HeaderValue, RETRY_AFTER, WWW_AUTHENTICATE,
+};
 use http::{Request, Response, StatusCode};
 use http_body::Body;
-use http_body_util::Full;
 use serde::Serialize;
 use tracing::Instrument;
 use unique_core::{
     Arbiter, ClaimInput, DEFAULT_SESSIONS_PAGE, Error, Key, LogoutInput, PoolRequest, SlotLogout,
-    Store, UserKey, UserLogoutInput,
+    Store, UserKey, UserLogoutInput, check_node_id,
 };
 use unique_listener::PeerAddr;
+use unique_wire::push::NDJSON_CONTENT_TYPE;
 use unique_wire::{
     BatchAnswer, BatchBody, BatchView, BodyError, CurrentAnswer, ErrorBody, ErrorCode, InfoAnswer,
     InfoKicks, KeyBody, LogoutAllAnswer, LogoutAnswer, LogoutBody, ReleaseAnswer, ReleaseBody,
     Route, SessionEntry, SessionsAnswer, SlotLogoutEntry, UserBody, UserLogoutBody, parse,
     parse_claim, read_body, write_claim_answer, write_pooled_claim_answer,
 };
+use unique_wire::{KickAckAnswer, KickAckBody, parse_node_kicks_path};
 
 /// Largest request body accepted; larger bodies get 413.
 pub use unique_wire::MAX_REQUEST_BODY_BYTES as MAX_BODY_BYTES;
-
-/// The response body type of every answer.
-pub type ResponseBody = Full<Bytes>;
 
 /// How long `/readyz` waits for the store's [`Store::check_ready`] by default.
 pub const DEFAULT_READY_TIMEOUT: Duration = Duration::from_secs(2);
@@ -59,6 +61,8 @@ pub struct ArbiterService<S> {
     ready_timeout: Duration,
     /// Kick signing, store kind, sessions on or off: what `/v1/info` says beyond the above.
     told: Told,
+    /// `None`: the kick-stream routes answer 501.
+    push: Option<KickHub>,
 }
 
 impl<S> Clone for ArbiterService<S> {
@@ -70,6 +74,7 @@ impl<S> Clone for ArbiterService<S> {
             leases: self.leases.clone(),
             ready_timeout: self.ready_timeout,
             told: self.told.clone(),
+            push: self.push.clone(),
         }
     }
 }
@@ -91,6 +96,7 @@ impl<S: Store> ArbiterService<S> {
             leases: None,
             ready_timeout: DEFAULT_READY_TIMEOUT,
             told: Told::default(),
+            push: None,
         }
     }
 
@@ -183,6 +189,21 @@ impl<S: Store> ArbiterService<S> {
         self
     }
 
+    /// Serves push kicks through `hub` (`docs/design.md#push-kicks`): `GET
+    /// /v1/nodes/{node}/kicks` opens the node's kick stream, `POST /v1/nodes/{node}/kicks/ack`
+    /// answers a pushed kick, and `/v1/info` lists `push_kicks`. Give the same hub (behind
+    /// [`KickDelivery`](crate::KickDelivery)) to the arbiter's kicker so it pushes the kicks
+    /// of node owners. Without it both routes answer 501 `not_implemented`.
+    ///
+    /// The stream needs a token like every `/v1` route; a kick is pushed only to a stream
+    /// whose token covers the kick's key, and acked only with a token that covers it.
+    #[must_use]
+    pub fn with_push_kicks(mut self, hub: KickHub) -> Self {
+        self.told.push_kicks = true;
+        self.push = Some(hub);
+        self
+    }
+
     /// Names the kind of store in `GET /v1/info` (`fjall`, `postgres`, …); without it the
     /// answer's `store` is null.
     #[must_use]
@@ -242,7 +263,9 @@ impl<S: Store> ArbiterService<S> {
             // Open like the probes: it holds no secret, and a 401 would tell as much.
             Some(Route::Info) => return json(StatusCode::OK, &self.info()),
             Some(Route::Lease(route)) => Route::Lease(route),
-            Some(Route::NodeKicks | Route::NodeKicksAck) if !self.told.push_kicks => {
+            Some(Route::NodeKicks | Route::NodeKicksAck)
+                if self.push.is_none() || !self.told.sessions =>
+            {
                 return error(ErrorCode::NotImplemented, NO_PUSH_KICKS);
             }
             Some(_) if !self.told.sessions => {
@@ -264,6 +287,20 @@ impl<S: Store> ArbiterService<S> {
                 return unauthenticated(why);
             }
         };
+        // The node of a push route, checked before the body is read.
+        let node = match route {
+            Route::NodeKicks | Route::NodeKicksAck => {
+                let node = parse_node_kicks_path(req.uri().path()).map_or("", |(_, node)| node);
+                if let Err(e) = check_node_id(node) {
+                    return error_body(ErrorBody::from_error(&e));
+                }
+                node.to_owned()
+            }
+            _ => String::new(),
+        };
+        if route == Route::NodeKicks {
+            return self.kick_stream(&node, grant);
+        }
         let body = match read_body(req.into_body(), MAX_BODY_BYTES).await {
             Ok(body) => body,
             Err(BodyError::TooLarge) => {
@@ -299,9 +336,9 @@ impl<S: Store> ArbiterService<S> {
             Route::Health => return text(StatusCode::OK, "ok"),
             Route::Ready => return self.ready().await,
             Route::Info => return json(StatusCode::OK, &self.info()),
-            Route::NodeKicks | Route::NodeKicksAck => {
-                return error(ErrorCode::NotImplemented, NO_PUSH_KICKS);
-            }
+            Route::NodeKicksAck => Ok(self.kick_ack(&node, &body, grant)),
+            // Answered above, before the body is read.
+            Route::NodeKicks => return self.kick_stream(&node, grant),
         };
         result.unwrap_or_else(|e| error_body(ErrorBody::from_error(&e)))
     }
@@ -616,6 +653,56 @@ impl<S: Store> ArbiterService<S> {
     /// Tallies a caller refused with 401 or 403 on `route`, when there is an audit log (one
     /// record per source, reason, path and token each interval); the caller is refused
     /// whether or not the record is written.
+    /// `GET /v1/nodes/{node}/kicks`: the node's kick stream, an NDJSON body that ends only
+    /// when the server ends the stream (a newer stream, a slow reader, shutdown) or the
+    /// connection closes. The connection is not reused after it (`Connection: close`), and
+    /// the listener keeps it out of its idle timeout while the body lasts.
+    fn kick_stream(&self, node: &str, grant: Option<&Grant>) -> Response<ResponseBody> {
+        let Some(hub) = &self.push else {
+            return error(ErrorCode::NotImplemented, NO_PUSH_KICKS);
+        };
+        let handle = match hub.open(node, grant) {
+            Ok(handle) => handle,
+            Err(OpenRefused::Full) => {
+                let mut refused = error(
+                    ErrorCode::Unavailable,
+                    "too many kick streams on this server; retry",
+                );
+                refused
+                    .headers_mut()
+                    .insert(RETRY_AFTER, HeaderValue::from_static("1"));
+                return refused;
+            }
+            Err(OpenRefused::TokenFull) => {
+                return error(
+                    ErrorCode::Throttled,
+                    "too many kick streams for this token (--max-kick-streams-per-token)",
+                );
+            }
+        };
+        let mut res = Response::new(ResponseBody::stream(handle));
+        let headers = res.headers_mut();
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static(NDJSON_CONTENT_TYPE));
+        headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
+        headers.insert(CONNECTION, HeaderValue::from_static("close"));
+        res.extensions_mut().insert(unique_listener::LongLived);
+        res
+    }
+
+    /// `POST /v1/nodes/{node}/kicks/ack`: `{"accepted": true}` when the kick was waiting
+    /// here for this node and the caller's token covers its key.
+    fn kick_ack(&self, node: &str, body: &[u8], grant: Option<&Grant>) -> Response<ResponseBody> {
+        let Some(hub) = &self.push else {
+            return error(ErrorCode::NotImplemented, NO_PUSH_KICKS);
+        };
+        let ack: KickAckBody = match parse(body) {
+            Ok(ack) => ack,
+            Err(e) => return error_body(ErrorBody::from_error(&e)),
+        };
+        let accepted = hub.ack(node, &ack.id, ack.status, grant);
+        json(StatusCode::OK, &KickAckAnswer { accepted })
+    }
+
     fn refused(
         &self,
         reason: RefusalReason,
@@ -712,7 +799,7 @@ fn answer(status: StatusCode, write: impl FnOnce(&mut Vec<u8>)) -> Response<Resp
         write(scratch);
         Bytes::copy_from_slice(scratch)
     });
-    let mut res = Response::new(Full::new(body));
+    let mut res = Response::new(ResponseBody::new(body));
     *res.status_mut() = status;
     res.headers_mut()
         .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
@@ -720,7 +807,7 @@ fn answer(status: StatusCode, write: impl FnOnce(&mut Vec<u8>)) -> Response<Resp
 }
 
 fn text(status: StatusCode, body: &'static str) -> Response<ResponseBody> {
-    let mut res = Response::new(Full::new(Bytes::from_static(body.as_bytes())));
+    let mut res = Response::new(ResponseBody::new(Bytes::from_static(body.as_bytes())));
     *res.status_mut() = status;
     res.headers_mut()
         .insert(CONTENT_TYPE, HeaderValue::from_static("text/plain"));

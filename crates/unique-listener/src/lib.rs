@@ -30,6 +30,6 @@ pub use options::{
 #[cfg(not(loom))]
 pub use serve::{bind, serve};
 #[cfg(not(loom))]
-pub use service::PeerAddr;
+pub use service::{LongLived, PeerAddr};
 #[cfg(not(loom))]
 pub use telemetry::{CONNECTIONS_OPEN, CONNECTIONS_REFUSED_TOTAL, REQUESTS_IN_FLIGHT};

@@ -30,6 +30,14 @@ impl PeerAddr {
     }
 }
 
+/// A response extension that marks an answer whose body lasts (a stream of lines, such as
+/// a node's kick stream): the connection stays busy, out of the idle timeout, until the
+/// connection closes, where any other answer starts the idle wait. Send such an answer with
+/// `Connection: close`, so the connection ends with its body instead of waiting, busy, for a
+/// request that would never be timed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct LongLived;
+
 /// The user's service, on one connection.
 #[derive(Debug, Clone)]
 pub(crate) struct Guarded<S> {
@@ -105,7 +113,12 @@ where
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
         let answered = ready!(this.inner.poll(cx));
-        this.activity.request_finished();
+        let long_lived = answered
+            .as_ref()
+            .is_ok_and(|answer| answer.extensions().get::<LongLived>().is_some());
+        if !long_lived {
+            this.activity.request_finished();
+        }
         if !this.activity.did_body_time_out() {
             return Poll::Ready(answered);
         }

@@ -168,6 +168,22 @@ pub(crate) struct Args {
     #[arg(long, env = "UNIQUE_MAX_KICKS_IN_FLIGHT", default_value_t = unique_kick_http::DEFAULT_MAX_KICKS_IN_FLIGHT, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     pub(crate) max_kicks_in_flight: usize,
 
+    /// Most kick streams open at once on this server (GET /v1/nodes/{node}/kicks: nodes
+    /// that take their kicks over a stream they opened); past it a new stream is refused
+    /// with 503 and Retry-After: 1.
+    #[arg(long, env = "UNIQUE_MAX_KICK_STREAMS", default_value_t = unique_arbiter_http::push::DEFAULT_MAX_KICK_STREAMS, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    pub(crate) max_kick_streams: usize,
+
+    /// Most kick streams open at once under one token (one for every caller without
+    /// --auth-tokens); past it a new stream is refused with 429.
+    #[arg(long, env = "UNIQUE_MAX_KICK_STREAMS_PER_TOKEN", default_value_t = unique_arbiter_http::push::DEFAULT_MAX_KICK_STREAMS_PER_TOKEN, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    pub(crate) max_kick_streams_per_token: usize,
+
+    /// Interval of the ping lines of a kick stream (a node that hears nothing for three
+    /// intervals reconnects).
+    #[arg(long, env = "UNIQUE_KICK_STREAM_PING", default_value = "15s", value_parser = positive_duration)]
+    pub(crate) kick_stream_ping: humantime::Duration,
+
     /// Kick-endpoint allow list: comma-separated CIDR blocks (10.0.0.0/8, fd00::/8,
     /// 127.0.0.2) and host names (node.internal, or *.nodes.internal for the names below
     /// it); repeatable. When given, kicks reach only what it matches. An allow CIDR inside

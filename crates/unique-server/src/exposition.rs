@@ -12,7 +12,6 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::header::{ALLOW, CONTENT_TYPE, HeaderValue};
 use http::{Method, Request, Response, StatusCode};
-use http_body_util::Full;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use unique_arbiter_http::ResponseBody;
 use unique_listener::RequestBody;
@@ -129,7 +128,7 @@ fn exposition(handle: &PrometheusHandle, method: &Method) -> Response<ResponseBo
         let refused = Bytes::from_static(b"method not allowed");
         (StatusCode::METHOD_NOT_ALLOWED, refused, "text/plain")
     };
-    let mut answer = Response::new(Full::new(body));
+    let mut answer = Response::new(ResponseBody::new(body));
     *answer.status_mut() = status;
     let headers = answer.headers_mut();
     headers.insert(CONTENT_TYPE, HeaderValue::from_static(content_type));

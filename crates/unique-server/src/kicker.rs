@@ -2,6 +2,11 @@
 //! `--kick-deny` policy and its caps, and, with `--kick-signing-keys`, the handle its keys
 //! are replaced through when the file is reloaded.
 
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use unique_arbiter_http::{KickDelivery, PushedKick};
+use unique_core::{KickOutcome, KickPayload, Kicker, async_trait};
 use unique_kick_http::{EndpointPolicy, EndpointRule, HttpKicker, SigningKeys};
 
 use crate::error::StartupError;
@@ -98,6 +103,52 @@ impl SigningKicker {
         self.kicker
             .replace_signing_keys(keys)
             .expect("a signing kicker is built with keys and only ever given others")
+    }
+}
+
+/// The arbiter's kicker: HTTP kicks to endpoints through `http`, push kicks to nodes through
+/// `push` (the kick-stream hub), each body signed by `http`'s keys in force, exactly as an HTTP
+/// kick's `Unique-Signature` header is.
+#[derive(Clone)]
+pub(crate) struct ServerKicker {
+    pub(crate) http: HttpKicker,
+    /// `None`: no push channel (a node's kick is connect-error, the trait's default).
+    pub(crate) push: Option<Arc<dyn KickDelivery>>,
+}
+
+impl ServerKicker {
+    /// HTTP kicks through `http`; push kicks through `hub` when given.
+    pub(crate) fn new(http: HttpKicker, hub: Option<unique_arbiter_http::KickHub>) -> Self {
+        Self {
+            http,
+            push: hub.map(|hub| Arc::new(hub) as Arc<dyn KickDelivery>),
+        }
+    }
+}
+
+#[async_trait]
+impl Kicker for ServerKicker {
+    async fn kick(&self, endpoint: &str, payload: &KickPayload, timeout: Duration) -> KickOutcome {
+        self.http.kick(endpoint, payload, timeout).await
+    }
+
+    async fn kick_node(&self, node: &str, payload: &KickPayload, timeout: Duration) -> KickOutcome {
+        let Some(push) = &self.push else {
+            return self.http.kick_node(node, payload, timeout).await;
+        };
+        let body = unique_wire::encode_kick(payload);
+        let signature = self
+            .http
+            .signing_keys()
+            .map(|keys| keys.sign(&body, SystemTime::now()));
+        // encode_kick writes JSON, which is UTF-8.
+        let body = String::from_utf8(body).expect("a kick body is UTF-8");
+        let kick = PushedKick { body, signature };
+        push.deliver(node, payload, kick, timeout).await
+    }
+
+    fn check_endpoint(&self, endpoint: &str) -> Result<(), String> {
+        self.http.check_endpoint(endpoint)
     }
 }
 

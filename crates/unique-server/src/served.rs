@@ -4,7 +4,9 @@
 use std::sync::Arc;
 
 use metrics_exporter_prometheus::PrometheusHandle;
-use unique_arbiter_http::{ArbiterService, AuditFile, LeaseService, ServeOptions, SharedTokens};
+use unique_arbiter_http::{
+    ArbiterService, AuditFile, KickHub, LeaseService, PushConfig, ServeOptions, SharedTokens,
+};
 use unique_core::{Arbiter, ArbiterBuilder, Observer, Store, TracingObserver};
 use unique_kick_http::SigningKeys;
 use unique_metrics::{MeteredStore, MetricsObserver};
@@ -14,7 +16,7 @@ use crate::args::Args;
 use crate::counts;
 use crate::error::StartupError;
 use crate::exposition;
-use crate::kicker::{KickerConfig, SigningKicker};
+use crate::kicker::{KickerConfig, ServerKicker, SigningKicker};
 use crate::reload::{self, Reloader};
 use crate::signals::Signals;
 
@@ -73,15 +75,12 @@ async fn run_on<S: Store>(
         metrics,
         signals,
     } = served;
-    let config = KickerConfig {
-        allow: args.kick_allow.clone(),
-        deny: args.kick_deny.clone(),
-        pool_max_idle: args.kick_pool_max_idle,
-        max_kicks_in_flight: args.max_kicks_in_flight,
-    };
+    let config = kicker_config(args);
     config.log();
     let mut reloader = Reloader::default();
     let builder = Arbiter::builder(store);
+    let hub = kick_hub(args);
+    let kicker_over = |http| ServerKicker::new(http, hub.clone());
     // Kept for /v1/info, which reads the keys in force at each request.
     let mut signing = None;
     let builder = match (keys, &args.kick_signing_keys) {
@@ -93,12 +92,12 @@ async fn run_on<S: Store>(
                 "kicks are signed"
             );
             let kicker = SigningKicker::new(&config, keys)?;
-            let arbiter = builder.kicker(kicker.kicker().clone());
+            let arbiter = builder.kicker(kicker_over(kicker.kicker().clone()));
             signing = Some(kicker.clone());
             reloader = reloader.keys(path.clone(), kicker);
             arbiter
         }
-        _ => builder.kicker(config.build(None)?),
+        _ => builder.kicker(kicker_over(config.build(None)?)),
     };
     let builder = with_session_limits(builder, args)?;
     let arbiter = builder
@@ -131,6 +130,9 @@ async fn run_on<S: Store>(
     if let Some(leases) = leases {
         service = service.with_leases(leases);
     }
+    if let Some(hub) = &hub {
+        service = service.with_push_kicks(hub.clone());
+    }
     let Signals {
         shutdown,
         #[cfg(unix)]
@@ -157,10 +159,49 @@ async fn run_on<S: Store>(
     // Kept to write the refusals tallied since the last interval once serving stopped.
     let audited = service.clone();
     let service = exposition::MetricsRoute::new(service, metrics);
+    let shutdown = ending_streams(shutdown, hub);
     unique_listener::serve(listener, service, options, shutdown).await;
     audited.flush_audit().await;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// The kicker's policy and caps, from the flags.
+fn kicker_config(args: &Args) -> KickerConfig {
+    KickerConfig {
+        allow: args.kick_allow.clone(),
+        deny: args.kick_deny.clone(),
+        pool_max_idle: args.kick_pool_max_idle,
+        max_kicks_in_flight: args.max_kicks_in_flight,
+    }
+}
+
+/// The hub of the kick streams nodes open (push kicks) under the flags' caps; `None` on a
+/// lease-only server, which sends no kicks.
+fn kick_hub(args: &Args) -> Option<KickHub> {
+    if args.no_sessions {
+        return None;
+    }
+    tracing::info!(
+        max_streams = args.max_kick_streams,
+        max_streams_per_token = args.max_kick_streams_per_token,
+        "push kicks on"
+    );
+    Some(KickHub::new(PushConfig {
+        max_streams: args.max_kick_streams,
+        max_streams_per_token: args.max_kick_streams_per_token,
+        ping: args.kick_stream_ping.into(),
+        ..PushConfig::default()
+    }))
+}
+
+/// `shutdown`, then every kick stream ended: streams never end by themselves, so on
+/// shutdown each gets its `closed` line and ends, and its connection drains like any other.
+async fn ending_streams(shutdown: impl Future<Output = ()>, hub: Option<KickHub>) {
+    shutdown.await;
+    if let Some(hub) = hub {
+        hub.shutdown();
+    }
 }
 
 /// The signing state `/v1/info` reports: the key ids, signing key first; never a key.

@@ -80,7 +80,7 @@ async fn info_needs_no_token_and_names_key_ids_never_keys() {
     );
     assert_eq!(
         answer["features"],
-        json!({"sessions": true, "leases": true, "store": "memory"})
+        json!({"sessions": true, "leases": true, "store": "memory", "push_kicks": true})
     );
     assert_eq!(answer["limits"]["max_slots_per_user"], 5);
     assert_eq!(answer["limits"]["max_request_body_bytes"], 65_536);
@@ -205,7 +205,7 @@ async fn a_lease_only_server_needs_no_kick_keys_and_serves_no_session_routes() {
     let (_, answer) = info(&addr);
     assert_eq!(
         answer["features"],
-        json!({"sessions": false, "leases": true, "store": "memory"})
+        json!({"sessions": false, "leases": true, "store": "memory", "push_kicks": false})
     );
     assert_eq!(
         answer["kicks"],

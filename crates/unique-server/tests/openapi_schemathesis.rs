@@ -10,6 +10,11 @@
 //! claim replaces it) can reach anything off the machine. The seed is fixed, so a run is
 //! repeatable; a failure prints schemathesis' report with a `curl` line per failure.
 //!
+//! One operation is left out: `nodeKicks` (`GET /v1/nodes/{node_id}/kicks`), a kick stream whose
+//! answer never ends, so no request to it completes within schemathesis' timeout; its answers
+//! are held to the document by unique-arbiter-http's tests/openapi.rs (refusals) and read by
+//! tests/push_kicks.rs (the stream). Every other operation must be tested.
+//!
 //! Installing schemathesis (pinned, pip into `.tools/`) or making the namespace failing
 //! fails the test with a message saying what is missing.
 
@@ -25,6 +30,8 @@ const TOKEN: &str = "schemathesis-token-every-project";
 const SEED: &str = "20261202";
 /// Generated requests per operation in the fuzzing phase (the coverage phase adds its own).
 const MAX_EXAMPLES: &str = "100";
+/// The operation not run: a kick stream's body never ends (see the module's comment).
+const EXCLUDED: &str = "nodeKicks";
 
 /// Inside the namespace: loopback up and nothing else; the server on a free port, announced
 /// on its first stdout line; schemathesis against it; the server stopped. Exit 90 when the
@@ -51,6 +58,7 @@ if [ -z "$addr" ]; then
 fi
 "$ST" run "$DOC" --url "http://$addr" -H "Authorization: Bearer $TOKEN" \
     --checks all --max-examples "$MAX_EXAMPLES" --seed "$SEED" \
+    --exclude-operation-id "$EXCLUDED" \
     --generation-database none --request-timeout 10 --no-color
 status=$?
 kill "$server"
@@ -71,11 +79,18 @@ fn schemathesis_finds_no_failure_in_the_document() {
         ),
     );
     let doc = unique_testsupport::workspace_root().join("docs/openapi.yaml");
-    let operations = std::fs::read_to_string(&doc)
-        .unwrap()
+    let text = std::fs::read_to_string(&doc).unwrap();
+    let ids: Vec<&str> = text
         .lines()
-        .filter(|line| line.trim_start().starts_with("operationId:"))
-        .count();
+        .filter_map(|line| line.trim_start().strip_prefix("operationId:"))
+        .map(str::trim)
+        .collect();
+    assert!(
+        ids.contains(&EXCLUDED),
+        "no operation {EXCLUDED} to leave out"
+    );
+    let all = ids.len();
+    let operations = all - 1;
 
     let output = Command::new(&unshare)
         .args(["-n", "sh", "-c", RUN])
@@ -88,6 +103,7 @@ fn schemathesis_finds_no_failure_in_the_document() {
         .env("TOKEN", TOKEN)
         .env("SEED", SEED)
         .env("MAX_EXAMPLES", MAX_EXAMPLES)
+        .env("EXCLUDED", EXCLUDED)
         .env("RUST_LOG", "error")
         .output()
         .unwrap_or_else(|e| panic!("cannot run {}: {e}", unshare.display()));
@@ -104,12 +120,11 @@ fn schemathesis_finds_no_failure_in_the_document() {
         "schemathesis found failures ({}), or the server did not start:\n{stdout}\n{stderr}",
         output.status
     );
-    // Every operation of the document was tested, none skipped.
+    // Every operation of the document but the stream was tested, none skipped.
     let tested = format!("Tested: {operations}");
     assert!(
-        stdout.contains(&format!("Selected: {operations}/{operations}"))
-            && stdout.contains(&tested),
-        "schemathesis did not test all {operations} operations:\n{stdout}"
+        stdout.contains(&format!("Selected: {operations}/{all}")) && stdout.contains(&tested),
+        "schemathesis did not test {operations} of the {all} operations:\n{stdout}"
     );
     assert!(stdout.contains("No issues found"), "{stdout}");
     let generated = generated_cases(&stdout);

@@ -7,10 +7,11 @@
 
 use serde::{Deserialize, Serialize};
 
-/// `GET`: the kick stream of a node, as a template (`{node}` is the node id).
-pub const NODE_KICKS_PATH: &str = "/v1/nodes/{node}/kicks";
-/// `POST`: the ack of a pushed kick, as a template (`{node}` is the node id).
-pub const NODE_KICKS_ACK_PATH: &str = "/v1/nodes/{node}/kicks/ack";
+/// `GET`: the kick stream of a node, as a template (`{node_id}` is the node id; named so, not
+/// `node`, so that OpenAPI tools do not link it to the lease routes' free-text `node` fields).
+pub const NODE_KICKS_PATH: &str = "/v1/nodes/{node_id}/kicks";
+/// `POST`: the ack of a pushed kick, as a template (`{node_id}` is the node id).
+pub const NODE_KICKS_ACK_PATH: &str = "/v1/nodes/{node_id}/kicks/ack";
 /// The media type of the kick stream's body.
 pub const NDJSON_CONTENT_TYPE: &str = "application/x-ndjson";
 /// The ping interval a server announces unless told otherwise, in milliseconds. A node that
@@ -148,8 +149,20 @@ pub struct KickAckBody {
     /// The id of the kick answered ([`KickLine::id`]).
     pub id: String,
     /// What the node's kick receiver would have answered an HTTP kick: 2xx confirms the
-    /// kick, anything else refuses it.
+    /// kick, anything else refuses it. An integral float (`200.0`) reads as the integer, as
+    /// every integer of the wire does.
+    #[serde(deserialize_with = "status")]
     pub status: u16,
+}
+
+fn status<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<u16, D::Error> {
+    let wide = crate::integer::u64(deserializer)?;
+    u16::try_from(wide).map_err(|_| {
+        serde::de::Error::invalid_value(
+            serde::de::Unexpected::Unsigned(wide),
+            &"a status from 0 to 65535",
+        )
+    })
 }
 
 /// The answer of the ack route.
@@ -272,7 +285,11 @@ mod tests {
             serde_json::to_string(&body).unwrap(),
             r#"{"id":"ab","status":200}"#
         );
+        // An integral float is the integer (JSON Schema's reading).
+        let float: KickAckBody = serde_json::from_str(r#"{"id":"ab","status":409.0}"#).unwrap();
+        assert_eq!(float.status, 409);
         for bad in [
+            r#"{"id":"ab","status":200.5}"#,
             r#"{"id":"ab"}"#,
             r#"{"status":200}"#,
             r#"{"id":"ab","status":70000}"#,

@@ -52,9 +52,9 @@ pub enum Route {
     Lease(LeaseRoute),
     /// [`INFO_PATH`], `GET` or `HEAD`.
     Info,
-    /// [`NODE_KICKS_PATH`] (`/v1/nodes/{node}/kicks`), `GET`: a node's kick stream.
+    /// [`NODE_KICKS_PATH`] (`/v1/nodes/{node_id}/kicks`), `GET`: a node's kick stream.
     NodeKicks,
-    /// [`NODE_KICKS_ACK_PATH`] (`/v1/nodes/{node}/kicks/ack`), `POST`: a pushed kick's ack.
+    /// [`NODE_KICKS_ACK_PATH`] (`/v1/nodes/{node_id}/kicks/ack`), `POST`: a pushed kick's ack.
     NodeKicksAck,
 }
 

@@ -50,7 +50,11 @@ impl Document {
         );
         jsonschema::draft202012::options()
             .with_registry(&self.registry)
-            .build(&json!({"$ref": format!("{BASE}#{pointer}")}))
+            // A URI fragment cannot hold `{` or `}` (a templated path): percent-encoded.
+            .build(&json!({"$ref": format!(
+                "{BASE}#{}",
+                pointer.replace('{', "%7B").replace('}', "%7D")
+            )}))
             .unwrap_or_else(|e| panic!("schema at {pointer}: {e}"))
     }
 
@@ -68,6 +72,11 @@ impl Document {
 
     /// The operation object of `method path`, with its pointer, if the document has it.
     pub(crate) fn operation(&self, method: &Method, path: &str) -> Option<String> {
+        // A concrete push-kick path (`/v1/nodes/n1/kicks`) is documented by its template.
+        let path = match Route::from_path(path) {
+            Some(route @ (Route::NodeKicks | Route::NodeKicksAck)) => route.path(),
+            _ => path,
+        };
         let pointer = format!(
             "/paths/{}/{}",
             escape(path),

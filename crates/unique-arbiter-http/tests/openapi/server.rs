@@ -11,7 +11,9 @@ use http_body_util::{BodyExt, Full, StreamBody};
 use hyper_util::rt::TokioIo;
 use serde_json::Value;
 use tokio::net::TcpStream;
-use unique_arbiter_http::{ArbiterService, Grant, Role, ServeOptions, Tokens, serve_with};
+use unique_arbiter_http::{
+    ArbiterService, Grant, KickHub, PushConfig, Role, ServeOptions, Tokens, serve_with,
+};
 use unique_core::{
     Arbiter, CasOutcome, CurrentView, Error, Key, Owner, OwnerState, Store, UserKey, UserSession,
     async_trait,
@@ -106,7 +108,15 @@ impl Server {
             .add(NARROW, Grant::new("narrow", vec!["other".into()], None))
             .unwrap();
         let store = Arc::new(Scripted::default());
-        let service = ArbiterService::new(Arbiter::new(Arc::clone(&store))).with_tokens(tokens);
+        // Two kick streams at most, one per token: the test holds them to see 429 and 503.
+        let hub = KickHub::new(PushConfig {
+            max_streams: 2,
+            max_streams_per_token: 1,
+            ..PushConfig::default()
+        });
+        let service = ArbiterService::new(Arbiter::new(Arc::clone(&store)))
+            .with_tokens(tokens)
+            .with_push_kicks(hub);
         let without_leases = Self::listen(service.clone()).await;
         let lease_only = Self::listen(
             service
@@ -273,6 +283,43 @@ impl Server {
         let answer = self.exchange(req, None).await;
         drop(tx);
         assert_eq!(answer.status, StatusCode::REQUEST_TIMEOUT, "POST {path}");
+    }
+
+    /// GETs `path` at `addr` with `token`, expecting `status` (an answer that ends).
+    pub(crate) async fn get_at(
+        &self,
+        addr: SocketAddr,
+        path: &str,
+        token: Option<&str>,
+        status: u16,
+    ) -> Answer {
+        let req = Self::request(Method::GET, path, token)
+            .body(Full::new(Bytes::new()))
+            .unwrap();
+        let answer = self.exchange_at(addr, req, None).await;
+        assert_eq!(answer.status.as_u16(), status, "GET {path}");
+        answer
+    }
+
+    /// Opens a kick stream of `node` with `token` and holds it: the connection, after the
+    /// answer's head (200). Its body never ends, so it is not read (nor checked against the
+    /// document: tests/push_kicks.rs of unique-server reads streams).
+    pub(crate) async fn hold_stream(&self, node: &str, token: &str) -> TcpStream {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut stream = TcpStream::connect(self.addr).await.unwrap();
+        let request = format!(
+            "GET /v1/nodes/{node}/kicks HTTP/1.1\r\nhost: t\r\nauthorization: Bearer {token}\r\n\r\n"
+        );
+        stream.write_all(request.as_bytes()).await.unwrap();
+        let mut head = Vec::new();
+        while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+            let mut byte = [0u8; 1];
+            assert_eq!(stream.read(&mut byte).await.unwrap(), 1, "stream closed");
+            head.push(byte[0]);
+        }
+        let head = String::from_utf8(head).unwrap();
+        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+        stream
     }
 
     pub(crate) async fn probe(&self, method: Method, path: &str, status: u16) -> Answer {
