@@ -4,7 +4,8 @@
 //! the first node's session `Kicked` with `login-elsewhere` and the claim answers
 //! `kicked: true`; after the server restarts the node reconnects and is kicked again; a kick
 //! signed with a key the node does not hold is refused (the claim answers `non-2xx`) and the
-//! session stays, while a node holding the key is kicked by the same server.
+//! session stays, while a node holding the key is kicked by the same server; a push node and
+//! a node with an HTTP kick receiver take a key over from each other on one server.
 
 mod common;
 
@@ -12,12 +13,14 @@ use std::process::Command;
 use std::time::Duration;
 
 use common::{BIN, start, write_secret};
+use tokio::net::TcpListener;
 use unique_client::{
     Ending, HeartbeatOptions, Node, NodeEvents, PushOptions, PushStatus, Session, Transport,
 };
 use unique_client_http::HttpTransport;
 use unique_core::{Key, KickDetail, KickReason, Owner};
 use unique_kick_signature::SigningKeys;
+use unique_kickrecv::KickReceiver;
 use unique_testsupport::net::PATIENCE;
 use unique_testsupport::{ChildGuard, free_port};
 
@@ -166,4 +169,35 @@ async fn a_kick_signed_with_a_key_the_node_lacks_is_refused() {
 
     // The same server's kick, to a node holding its key, ends the session.
     takeover_kicks(&holding, &taker, &Key::new("game", "prod", 11)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn push_and_http_nodes_take_keys_over_from_each_other() {
+    let (addr, _guard) = server(free_port(), &[]);
+    let (pushed, _p_events) = push_node(&addr, "node-push", None);
+    until(&pushed, |s| s.connected).await;
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let endpoint = format!("http://{}/kick", listener.local_addr().unwrap());
+    let transport = HttpTransport::new(&format!("http://{addr}")).unwrap();
+    let (listening, _l_events) = Node::builder(transport, Owner::new("eu", "http", endpoint))
+        .heartbeat_options(HeartbeatOptions::default().interval(Duration::from_hours(1)))
+        .build();
+    let _receiver = KickReceiver::builder(listening.kick_handler().clone())
+        .spawn(listener)
+        .unwrap();
+
+    // The HTTP node takes over from the push node: the kick is pushed.
+    takeover_kicks(&pushed, &listening, &Key::new("game", "prod", 20)).await;
+    // The push node takes over from the HTTP node: the kick is POSTed.
+    let key = Key::new("game", "prod", 21);
+    let old = listening.login(key.clone()).await.unwrap();
+    let new = pushed.login(key.clone()).await.unwrap();
+    assert!(new.login().outcome.kicked, "{:?}", new.login().outcome);
+    assert_eq!(
+        ended(&old).await,
+        Ending::Kicked {
+            reason: KickReason::LoginElsewhere,
+            message: None
+        }
+    );
 }
