@@ -32,6 +32,7 @@ from unique_client.api.default import (
     logout,
     logout_all,
     node_deregister,
+    node_kick_ack,
     node_lookup,
     node_register,
     ready,
@@ -53,9 +54,12 @@ from unique_client.models import (
     LogoutAllAnswer,
     LogoutAllRequest,
     LogoutRequest,
+    EndpointOwnerRequest,
+    KickAckAnswer,
+    KickAckRequest,
     NodeKeyRequest,
+    NodeOwnerRequest,
     NodeRegisterRequest,
-    OwnerRequest,
     ReleaseRequest,
     SupersededError,
     ThrottledError,
@@ -112,7 +116,7 @@ class Server:
 
 
 def claim_request(uid, endpoint=NOWHERE, claim_id=None, slot=None):
-    request = ClaimRequest(project=PROJECT, env="prod", uid=uid, owner=OwnerRequest(endpoint=endpoint),
+    request = ClaimRequest(project=PROJECT, env="prod", uid=uid, owner=EndpointOwnerRequest(endpoint=endpoint),
                            claim_id=claim_id or str(uuid.uuid4()))
     if slot is not None:
         request.slot = slot
@@ -174,6 +178,14 @@ class GeneratedClientTest(unittest.TestCase):
         self.assertEqual(registered.addr, "127.0.0.1:9001")
         self.assertEqual(node_lookup.sync(client=self.client, body=NodeKeyRequest(project=PROJECT, node=node)).node.addr, "127.0.0.1:9001")
         self.assertTrue(node_deregister.sync(client=self.client, body=NodeKeyRequest(project=PROJECT, node=node)).removed)
+        # Push kicks: an owner naming a node, and an ack no kick waits for (the stream itself,
+        # GET /v1/nodes/{node_id}/kicks, never ends: unique-server's tests read it).
+        pushed = ClaimRequest(project=PROJECT, env="prod", uid=fresh_uid(), owner=NodeOwnerRequest(node=node),
+                              claim_id=str(uuid.uuid4()))
+        self.assertEqual(claim.sync(client=self.client, body=pushed).gen, 1)
+        ack = node_kick_ack.sync(node_id=node, client=self.client, body=KickAckRequest(id="0" * 32, status=200))
+        self.assertIsInstance(ack, KickAckAnswer)
+        self.assertFalse(ack.accepted)
 
         anonymous = Client(base_url=self.server.url)
         self.assertEqual(str(health.sync(client=anonymous)), "ok")
