@@ -189,7 +189,7 @@ impl KickStream {
         stream
     }
 
-    /// Decodes whole chunks from `raw` into `body`; true at the last chunk.
+    /// Decodes whole chunks from `raw` into `body`; `ended` at the last chunk.
     fn decode(&mut self) {
         loop {
             let Some(line_end) = self.raw.windows(2).position(|w| w == b"\r\n") else {
@@ -214,6 +214,8 @@ impl KickStream {
     /// The next line of any type, or `None` at the end of the body (or of the connection).
     async fn line(&mut self) -> Option<Value> {
         loop {
+            // Bytes read with the head, or with an earlier line, may hold whole chunks.
+            self.decode();
             if let Some(at) = self.body.iter().position(|&b| b == b'\n') {
                 let line: Vec<u8> = self.body.drain(..=at).collect();
                 return Some(serde_json::from_slice(&line).unwrap_or_else(|e| {
@@ -231,7 +233,6 @@ impl KickStream {
                 continue;
             }
             self.raw.extend_from_slice(&buf[..n]);
-            self.decode();
         }
     }
 
