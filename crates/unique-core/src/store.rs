@@ -478,7 +478,7 @@ impl<T: Store + ?Sized> StoreLayer for Box<T> {
 /// is never written by accident.
 pub fn encode_owner(owner: &Owner) -> Result<String, Error> {
     if owner.endpoint.is_empty() && owner.node.is_empty() {
-        return Err(Error::invalid("owner.endpoint must not be empty"));
+        return Err(Error::invalid("owner must name an endpoint or a node"));
     }
     serde_json::to_string(owner)
         .map_err(|e| Error::invalid(format!("owner cannot be serialised: {e}")))

@@ -229,7 +229,7 @@ impl Owner {
     }
 
     /// Whether this and `other` are the same kick target: the same non-empty node, or the
-    /// same non-empty endpoint (the self-replace rule, `docs/design.md#self-replace`).
+    /// same non-empty endpoint (the self-replace rule of `docs/design.md#claim-steps`).
     pub fn same_kick_target(&self, other: &Owner) -> bool {
         (!self.node.is_empty() && self.node == other.node)
             || (!self.endpoint.is_empty() && self.endpoint == other.endpoint)

@@ -94,7 +94,7 @@ impl fmt::Debug for MemoryStore {
 /// string this store never keeps.
 fn check_owner(owner: &Owner) -> Result<(), Error> {
     if owner.endpoint.is_empty() && owner.node.is_empty() {
-        return Err(Error::invalid("owner.endpoint must not be empty"));
+        return Err(Error::invalid("owner must name an endpoint or a node"));
     }
     Ok(())
 }

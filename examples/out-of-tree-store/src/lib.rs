@@ -13,7 +13,7 @@
 //!   `current`);
 //! - claims: [`Fence::for_snapshot`] picks the conditional write and refuses
 //!   an exhausted gen, [`Fence::holds`] checks it, [`Fence::next_generation`]
-//!   is the gen to write, [`encode_owner`] refuses an owner without endpoint,
+//!   is the gen to write, [`encode_owner`] refuses an owner with neither endpoint nor node,
 //!   and [`OwnerState::won_after`] is the `won` to write with them (C9);
 //! - releases: a tombstone at the stored gen, `won` kept, `false` for any
 //!   other gen;
