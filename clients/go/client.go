@@ -44,12 +44,14 @@ func (k Key) String() string {
 	return fmt.Sprintf("%s#%s#%d#%s", k.Project, k.Env, k.UID, k.Slot)
 }
 
-// Owner is where a session lives: its node's kick endpoint (required) and, optionally, the
-// node's region and cluster.
+// Owner is where a session lives: how its node is kicked, by exactly one of Endpoint (the
+// URL its kick receiver listens at) and Node (the node id whose push stream takes its kicks,
+// docs/design.md "Push kicks"), and, optionally, the node's region and cluster.
 type Owner struct {
 	Region   string `json:"region"`
 	Cluster  string `json:"cluster"`
-	Endpoint string `json:"endpoint"`
+	Endpoint string `json:"endpoint,omitempty"`
+	Node     string `json:"node,omitempty"`
 }
 
 // ClaimResult is a claim's 200 answer.

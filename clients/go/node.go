@@ -71,6 +71,10 @@ type NodeOptions struct {
 	// ShutdownTimeout bounds Shutdown's releases, and the release of a login that
 	// completes after a drain or shutdown began (5 s).
 	ShutdownTimeout time.Duration
+	// Push, when set, makes the node one without a listener: its owner names the node
+	// (PushOptions.NodeID) instead of an endpoint, and its kicks come over the push stream
+	// (docs/design.md, "Push kicks") that the node holds open until Shutdown.
+	Push *PushOptions
 }
 
 func (o NodeOptions) withDefaults() NodeOptions {
@@ -121,6 +125,9 @@ type Node struct {
 	remembered int
 	dropped    uint64
 	nextSweep  time.Time
+
+	// push is the push stream's runner, nil for a node with an endpoint.
+	push *pushRunner
 }
 
 // pendingLogins are the logins of one key in flight here.
@@ -137,21 +144,41 @@ type earlyKick struct {
 	message string
 }
 
-// NewNode returns a node that claims through client and advertises owner (whose endpoint is
-// where its KickReceiver listens). It fails when owner has no endpoint.
+// NewNode returns a node that claims through client and advertises owner: with an endpoint
+// (where its KickReceiver listens), or with NodeOptions.Push, the owner {"node": NodeID} and
+// no endpoint (owner.Node is set to the NodeID), its kicks then coming over the push stream
+// the node holds open from here until Shutdown. It fails when owner has no endpoint and
+// there are no push options, when it has one and there are, or when the push options are
+// invalid.
 func NewNode(client *Client, owner Owner, options NodeOptions) (*Node, error) {
-	if owner.Endpoint == "" {
-		return nil, errors.New("unique: the node's owner needs an endpoint (its kick receiver's URL)")
+	if options.Push != nil {
+		if owner.Endpoint != "" {
+			return nil, errors.New("unique: a push node's owner has no endpoint (its kicks come over the push stream)")
+		}
+		if err := checkNodeID(options.Push.NodeID); err != nil {
+			return nil, err
+		}
+		if owner.Node != "" && owner.Node != options.Push.NodeID {
+			return nil, fmt.Errorf("unique: the owner's node %q is not the push node %q", owner.Node, options.Push.NodeID)
+		}
+		owner.Node = options.Push.NodeID
+	} else if owner.Endpoint == "" || owner.Node != "" {
+		return nil, errors.New("unique: the node's owner needs an endpoint (its kick receiver's URL), " +
+			"or NodeOptions.Push for a node without a listener")
 	}
 	options = options.withDefaults()
-	return &Node{
+	n := &Node{
 		claimer:  NewClaimer(client, options.Retry),
 		batcher:  newBatcher(client, options.BatchWindow),
 		owner:    owner,
 		options:  options,
 		sessions: make(map[Key]*Session),
 		pending:  make(map[Key]*pendingLogins),
-	}, nil
+	}
+	if options.Push != nil {
+		n.push = startPush(client, n, *options.Push)
+	}
+	return n, nil
 }
 
 // Session is one login of a key on this node, online until its Ended channel yields.
@@ -575,9 +602,15 @@ func (n *Node) Drain(ctx context.Context, deadline time.Time) DrainReport {
 
 // Shutdown is Drain with EndShutDown and reason "node-shutdown", bounded by
 // NodeOptions.ShutdownTimeout; afterwards every kick is answered no-session without looking.
+// A push node's stream (NodeOptions.Push) is closed once the releases ended, and Shutdown
+// waits for its goroutine (and its acks in flight) to end.
 func (n *Node) Shutdown(ctx context.Context) DrainReport {
 	deadline := time.Now().Add(n.options.ShutdownTimeout)
-	return n.end(ctx, deadline, nodeShutDown, EndShutDown, "node-shutdown")
+	report := n.end(ctx, deadline, nodeShutDown, EndShutDown, "node-shutdown")
+	if n.push != nil {
+		n.push.stop()
+	}
+	return report
 }
 
 // releaseReason is what a release tells the server when the node refuses logins with

@@ -132,35 +132,54 @@ func (r *KickReceiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		reply(w, http.StatusBadRequest, "invalid_params", "request body could not be read")
 		return
 	}
-	if len(body) > MaxKickBodyBytes {
-		reply(w, http.StatusRequestEntityTooLarge, "too_large", tooLarge)
+	values := req.Header.Values(SignatureHeader)
+	header := ""
+	if len(values) > 0 {
+		header = values[0]
+	}
+	verdict := r.decide(body, header, len(values) > 0)
+	if verdict.status != http.StatusOK {
+		reply(w, verdict.status, verdict.code, verdict.message)
 		return
 	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	fmt.Fprintf(w, `{"ack":%q}`, string(verdict.ack))
+}
+
+// verdict is what a receiver answers one kick: the status, and the ack (200) or the error's
+// code and message.
+type verdict struct {
+	status  int
+	ack     KickAck
+	code    string
+	message string
+}
+
+// decide checks one kick body and its signature header (present says whether the request
+// carried one) and applies it: the answer of ServeHTTP after the method and the declared
+// length, and the status a push node acks a pushed kick with (push.go).
+func (r *KickReceiver) decide(body []byte, header string, present bool) verdict {
+	if len(body) > MaxKickBodyBytes {
+		return verdict{status: http.StatusRequestEntityTooLarge, code: "too_large",
+			message: fmt.Sprintf("kick body over %d bytes", MaxKickBodyBytes)}
+	}
 	if keys := r.options.Keys; keys != nil {
-		values := req.Header.Values(SignatureHeader)
-		header := ""
-		if len(values) > 0 {
-			header = values[0]
-		}
-		if err := keys.Verify(header, len(values) > 0, body, r.options.Now(), r.options.Window); err != nil {
-			reply(w, http.StatusUnauthorized, "unauthenticated", err.Error())
-			return
+		if err := keys.Verify(header, present, body, r.options.Now(), r.options.Window); err != nil {
+			return verdict{status: http.StatusUnauthorized, code: "unauthenticated", message: err.Error()}
 		}
 	}
 	kick, err := DecodeKick(body)
 	if err != nil {
-		reply(w, http.StatusBadRequest, "invalid_params", err.Error())
-		return
+		return verdict{status: http.StatusBadRequest, code: "invalid_params", message: err.Error()}
 	}
 	switch ack := r.target.HandleKick(kick); ack {
 	case AckDestroyed, AckNoSession, AckNotOlder:
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusOK)
-		fmt.Fprintf(w, `{"ack":%q}`, string(ack))
+		return verdict{status: http.StatusOK, ack: ack}
 	case AckTimedOut:
-		reply(w, http.StatusServiceUnavailable, "unavailable", "destroy timed out")
+		return verdict{status: http.StatusServiceUnavailable, ack: ack, code: "unavailable", message: "destroy timed out"}
 	default:
-		reply(w, http.StatusServiceUnavailable, "unavailable", "destroy failed")
+		return verdict{status: http.StatusServiceUnavailable, ack: ack, code: "unavailable", message: "destroy failed"}
 	}
 }
 

@@ -79,10 +79,17 @@ func startServer(t testing.TB) *server {
 }
 
 func launch(t testing.TB) (*server, error) {
+	s, _, err := launchAt(t, "127.0.0.1:0")
+	return s, err
+}
+
+// launchAt starts a server as startServer does, listening on listen, and returns its process
+// too (a test that stops the server kills it; TestMain kills any left).
+func launchAt(t testing.TB, listen string) (*server, *exec.Cmd, error) {
 	bin := binary(t, "UNIQUE_SERVER_BIN", "unique-server")
 	dir, err := os.MkdirTemp("", "unique-go-test-")
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	tokens := filepath.Join(dir, "tokens.json")
 	keysPath := filepath.Join(dir, "kick.keys")
@@ -92,43 +99,42 @@ func launch(t testing.TB) (*server, error) {
 	]}`, adminToken, otherToken)
 	for path, text := range map[string]string{tokens: tokensText, keysPath: "# test key\n" + testKey + "\n"} {
 		if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
-	cmd := exec.Command(bin, "--listen", "127.0.0.1:0", "--store", "memory",
+	cmd := exec.Command(bin, "--listen", listen, "--store", "memory",
 		"--auth-tokens", tokens, "--kick-signing-keys", keysPath, "--kick-timeout", "3s", "--max-slots-per-user", "1000")
 	cmd.Env = append(os.Environ(), "RUST_LOG=warn")
 	dieWithParent(cmd)
 	cmd.Stderr = os.Stderr
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("cannot start %s: %v", bin, err)
+		return nil, nil, fmt.Errorf("cannot start %s: %v", bin, err)
 	}
 	children = append(children, cmd)
 	line, err := bufio.NewReader(stdout).ReadString('\n')
 	const announce = "unique-server listening on "
 	if err != nil || !strings.HasPrefix(line, announce) {
 		_ = cmd.Process.Kill()
-		return nil, fmt.Errorf("unique-server did not start: %q (%v)", line, err)
+		return nil, nil, fmt.Errorf("unique-server did not start: %q (%v)", line, err)
 	}
 	keys, err := LoadSigningKeys(keysPath)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return &server{url: strings.TrimSpace(strings.TrimPrefix(line, announce)), keysPath: keysPath, keys: keys}, nil
+	return &server{url: strings.TrimSpace(strings.TrimPrefix(line, announce)), keysPath: keysPath, keys: keys}, cmd, nil
 }
 
-// TestMain stops the shared server (if one was started) after the tests.
+// TestMain stops the servers the tests started (the shared one and any of a test's own)
+// after the tests.
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if sharedServer != nil {
-		// The server's process is a child of this one; it goes with the process group's
-		// end, and is killed here so that `go test` leaves nothing behind.
-		killChildren()
-	}
+	// The servers' processes are children of this one; they go with the process group's
+	// end, and are killed here so that `go test` leaves nothing behind.
+	killChildren()
 	os.Exit(code)
 }
 
