@@ -9,7 +9,8 @@
 //   - Claimer retries a login with one claim_id (Login, LoginPooled).
 //   - Node logs sessions in (Login, LoginPooled) and ends each exactly once: its Session's
 //     Ended channel yields the Ending.
-//   - NewKickReceiver serves the node's kicks.
+//   - NewKickReceiver serves the node's kicks; or, for a node with no listening port,
+//     NodeOptions.Push takes them over the push stream (below).
 //
 // # Pooled logins
 //
@@ -20,4 +21,15 @@
 // *LimitReachedError listing the places (PolicyDenyNew; errors.Is(err, ErrLimitReached), never
 // ErrSuperseded, not retried). The session is online on its place: Session.Slot is the place,
 // and its heartbeat, kicks, Logout and a drain name it.
+//
+// # A node without a listener
+//
+// NewNode(client, Owner{}, NodeOptions{Push: &PushOptions{NodeID: "n1", Keys: keys}}) claims for
+// the owner {"node": "n1"} and holds GET /v1/nodes/n1/kicks open in a goroutine
+// (docs/design.md, "Push kicks"): each pushed kick is checked and applied by the KickReceiver's
+// own decision (size, signature with Keys and Window, payload, key, then HandleKick) and acked
+// with the status that receiver would have answered, so a kick it cannot verify is acked 401
+// and ends nothing. The stream reconnects after an error, a closed line, no hello in time or
+// silence for three ping intervals, waiting 100 ms doubling to 5 s with full jitter; Shutdown
+// closes it; Node.PushStatus reports Connected, Connections, Acked, LastError and Stopped.
 package unique

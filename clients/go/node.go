@@ -110,7 +110,8 @@ const (
 
 // Node holds sessions: logs them in (kicking their sessions elsewhere), watches each with a
 // heartbeat, ends them when a kick or the heartbeat says so, and releases them. Serve its
-// kicks with NewKickReceiver(node, ...) at the owner's endpoint. Safe for concurrent use.
+// kicks with NewKickReceiver(node, ...) at the owner's endpoint, or give it NodeOptions.Push
+// to take them over the push stream instead. Safe for concurrent use.
 type Node struct {
 	claimer *Claimer
 	batcher *batcher
