@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -238,5 +239,110 @@ func TestPushNodeOptionsAreChecked(t *testing.T) {
 			node.Shutdown(context.Background())
 			t.Errorf("NewNode(%+v, %+v) took it", c.owner, c.push)
 		}
+	}
+}
+
+// The stream's own rules, against a scripted stream (the real server cannot be made to break
+// them): a closed line, a hello naming another node, a first line that is not hello, silence
+// for three pings and no hello in time each end the stream, which reconnects; a pushed kick
+// over 4 KiB is acked 413 and a payload that is not a kick 400, as the receiver answers them.
+func TestPushStreamRulesAgainstAScriptedStream(t *testing.T) {
+	const id = "scripted"
+	var mu sync.Mutex // the node (set once it exists) and the connections seen
+	var node *Node
+	var connections int
+	reasons := make(chan string, 16)
+	acks := make(chan int, 16)
+	hello := func(w http.ResponseWriter, ping int) {
+		fmt.Fprintf(w, `{"type":"hello","node":%q,"ping_ms":%d}`+"\n", id, ping)
+	}
+	script := []func(w http.ResponseWriter, r *http.Request){
+		func(w http.ResponseWriter, r *http.Request) {
+			hello(w, 60000)
+			fmt.Fprintln(w, `{"type":"closed","reason":"replaced"}`)
+		},
+		func(w http.ResponseWriter, r *http.Request) {
+			fmt.Fprintln(w, `{"type":"hello","node":"another","ping_ms":60000}`)
+			w.(http.Flusher).Flush()
+			<-r.Context().Done()
+		},
+		func(w http.ResponseWriter, r *http.Request) {
+			fmt.Fprintln(w, `{"type":"ping"}`)
+			w.(http.Flusher).Flush()
+			<-r.Context().Done()
+		},
+		func(w http.ResponseWriter, r *http.Request) {
+			hello(w, 20)
+			w.(http.Flusher).Flush()
+			<-r.Context().Done()
+		},
+		func(w http.ResponseWriter, r *http.Request) {
+			<-r.Context().Done() // not even the answer's head
+		},
+		func(w http.ResponseWriter, r *http.Request) {
+			hello(w, 60000)
+			big, _ := json.Marshal(strings.Repeat("x", MaxKickBodyBytes+1))
+			fmt.Fprintf(w, `{"type":"kick","id":"k1","body":%s,"signature":null}`+"\n", big)
+			fmt.Fprintln(w, `{"type":"future","x":1}`)
+			fmt.Fprintln(w, `{"type":"kick","id":"k2","body":"{}","signature":null}`)
+			w.(http.Flusher).Flush()
+			<-r.Context().Done()
+		},
+	}
+	stream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == routeNodes+id+routeKicksAck {
+			var ack struct {
+				Status int `json:"status"`
+			}
+			_ = json.NewDecoder(r.Body).Decode(&ack)
+			acks <- ack.Status
+			fmt.Fprintln(w, `{"accepted":true}`)
+			return
+		}
+		mu.Lock()
+		if connections > 0 {
+			reasons <- node.PushStatus().LastError
+		}
+		connections++
+		n := connections
+		mu.Unlock()
+		if n > len(script) {
+			<-r.Context().Done()
+			return
+		}
+		script[n-1](w, r)
+	}))
+	defer stream.Close()
+	client, err := NewClient(stream.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	node, err = NewNode(client, Owner{}, NodeOptions{Push: &PushOptions{NodeID: id,
+		InitialBackoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond, HelloTimeout: 50 * time.Millisecond}})
+	mu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer node.Shutdown(context.Background())
+	for _, want := range []string{
+		"closed by the server: replaced",
+		`the stream serves node "another", not "scripted"`,
+		"the stream did not begin with hello",
+		"read: nothing received for 60ms",
+		"open: no hello within 50ms",
+	} {
+		if got := within(t, reasons, want); got != want {
+			t.Fatalf("the stream ended with %q, want %q", got, want)
+		}
+	}
+	// Each kick is acked from a goroutine of its own: in either order.
+	got := map[int]bool{within(t, acks, "the first ack"): true, within(t, acks, "the second ack"): true}
+	if !got[http.StatusRequestEntityTooLarge] || !got[http.StatusBadRequest] {
+		t.Fatalf("acks %v, want 413 and 400", got)
+	}
+	node.Shutdown(context.Background())
+	if status := node.PushStatus(); !status.Stopped || status.Connections != 3 || status.Acked != 2 {
+		t.Fatalf("push status after shutdown: %+v", status)
 	}
 }
