@@ -20,7 +20,7 @@ use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use bytes::Bytes;
-use metrics::Gauge;
+use metrics::{Counter, Gauge};
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 use unique_core::{Key, KickDetail, KickOutcome, KickPayload, async_trait};
@@ -31,6 +31,10 @@ use crate::auth::Grant;
 
 /// The gauge of kick streams open on this server.
 pub const KICK_STREAMS_OPEN: &str = "unique_kick_streams_open";
+/// The counter of kick streams closed as slow readers, by the bound that closed them
+/// (`bound="queue"`: a line found [`PushConfig::queue_lines`] queued; `bound="write-stall"`:
+/// the oldest queued line waited longer than [`PushConfig::write_stall`]).
+pub const KICK_STREAMS_SLOW: &str = "unique_kick_streams_slow_total";
 
 /// Default [`PushConfig::max_streams`].
 pub const DEFAULT_MAX_KICK_STREAMS: usize = 10_000;
@@ -133,6 +137,8 @@ struct Hub {
     state: Mutex<HubState>,
     serials: AtomicU64,
     open: Gauge,
+    slow_queue: Counter,
+    slow_stall: Counter,
 }
 
 #[derive(Default)]
@@ -197,12 +203,22 @@ impl KickHub {
         );
         let open = metrics::gauge!(KICK_STREAMS_OPEN);
         open.set(0.0);
+        metrics::describe_counter!(
+            KICK_STREAMS_SLOW,
+            "Kick streams closed as slow readers, by the bound that closed them."
+        );
+        let slow_queue = metrics::counter!(KICK_STREAMS_SLOW, "bound" => "queue");
+        let slow_stall = metrics::counter!(KICK_STREAMS_SLOW, "bound" => "write-stall");
+        slow_queue.absolute(0);
+        slow_stall.absolute(0);
         Self {
             hub: Arc::new(Hub {
                 config,
                 state: Mutex::new(HubState::default()),
                 serials: AtomicU64::new(1),
                 open,
+                slow_queue,
+                slow_stall,
             }),
         }
     }
@@ -328,8 +344,8 @@ async fn pings(stream: Weak<StreamHandle>, every: Duration) {
         match stream.enqueue(ping.clone()) {
             Ok(()) => {}
             Err(Refused::Closed) => return,
-            Err(Refused::Slow) => {
-                stream.close(Some(ClosedReason::SlowReader));
+            Err(Refused::Slow(bound)) => {
+                stream.close_slow(bound);
                 return;
             }
         }
@@ -341,7 +357,16 @@ enum Refused {
     /// The stream is closing or closed.
     Closed,
     /// The queue is full, or its oldest line waited longer than the write stall.
-    Slow,
+    Slow(SlowBound),
+}
+
+/// Which bound found a reader slow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SlowBound {
+    /// [`PushConfig::queue_lines`] were queued.
+    Queue,
+    /// The oldest queued line waited longer than [`PushConfig::write_stall`].
+    WriteStall,
 }
 
 /// One open kick stream: its queue of lines, read by its [`ResponseBody`](crate::ResponseBody).
@@ -390,8 +415,11 @@ impl StreamHandle {
             let stalled = lines
                 .progress
                 .is_some_and(|p| now.duration_since(p) > self.write_stall);
-            if lines.queue.len() >= self.queue_lines || stalled {
-                return Err(Refused::Slow);
+            if stalled {
+                return Err(Refused::Slow(SlowBound::WriteStall));
+            }
+            if lines.queue.len() >= self.queue_lines {
+                return Err(Refused::Slow(SlowBound::Queue));
             }
         }
         lines.queue.push_back(line);
@@ -420,6 +448,18 @@ impl StreamHandle {
         if let Some(waker) = lines.waker.take() {
             waker.wake();
         }
+    }
+
+    /// Closes a slow reader's stream (`slow-reader`), counted by the bound that found it.
+    fn close_slow(&self, bound: SlowBound) {
+        if let Some(hub) = self.hub.upgrade() {
+            match bound {
+                SlowBound::Queue => hub.slow_queue.increment(1),
+                SlowBound::WriteStall => hub.slow_stall.increment(1),
+            }
+        }
+        tracing::info!(node = %self.node, ?bound, "kick stream closed: slow reader");
+        self.close(Some(ClosedReason::SlowReader));
     }
 
     /// The body is gone: the connection closed. Nothing more can be sent.
@@ -497,8 +537,8 @@ impl KickDelivery for KickHub {
         match stream.enqueue(line.to_line().into()) {
             Ok(()) => {}
             Err(Refused::Closed) => return KickOutcome::Failed(KickDetail::ConnectError),
-            Err(Refused::Slow) => {
-                stream.close(Some(ClosedReason::SlowReader));
+            Err(Refused::Slow(bound)) => {
+                stream.close_slow(bound);
                 return KickOutcome::Failed(KickDetail::ConnectError);
             }
         }

@@ -27,7 +27,7 @@
 
 use std::io;
 use std::pin::Pin;
-use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::Ordering::{Relaxed, SeqCst};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -49,6 +49,14 @@ pub(crate) struct Activity {
     /// `origin` (busy keeps the start of the head before it, which nobody reads).
     state: AtomicU64,
     body_timed_out: AtomicBool,
+    /// A long-lived answer was given and the connection's send buffer is still to shrink.
+    long_lived: AtomicBool,
+    /// Bytes the connection's writes handed to the socket (or to TLS), for the pacing of a
+    /// long-lived body ([`Paced`](crate::service::Paced)).
+    written: AtomicU64,
+    /// A paced body waits for the next write: `pace_waker` holds its waker.
+    pacing: AtomicBool,
+    pace_waker: std::sync::Mutex<Option<std::task::Waker>>,
 }
 
 /// One load of [`Activity::state`]: a phase and when it began.
@@ -83,6 +91,10 @@ impl Activity {
             origin,
             state: AtomicU64::new(HEAD),
             body_timed_out: AtomicBool::new(false),
+            long_lived: AtomicBool::new(false),
+            written: AtomicU64::new(0),
+            pacing: AtomicBool::new(false),
+            pace_waker: std::sync::Mutex::new(None),
         }
     }
 
@@ -127,6 +139,49 @@ impl Activity {
     /// The current request's body passed its deadline.
     pub(crate) fn body_timed_out(&self) {
         self.body_timed_out.store(true, Relaxed);
+    }
+
+    /// The answer is long-lived ([`LongLived`](crate::LongLived)): the connection's next
+    /// write shrinks its send buffer first.
+    pub(crate) fn answered_long_lived(&self) {
+        self.long_lived.store(true, Relaxed);
+    }
+
+    /// Whether a long-lived answer asks for the send buffer to shrink, once.
+    fn take_long_lived(&self) -> bool {
+        self.long_lived.load(Relaxed) && self.long_lived.swap(false, Relaxed)
+    }
+
+    /// `n` bytes were written: wakes a paced body waiting for room.
+    fn wrote(&self, n: usize) {
+        self.written.fetch_add(n as u64, SeqCst);
+        if self.pacing.load(SeqCst) {
+            let waker = self
+                .pace_waker
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .take();
+            self.pacing.store(false, SeqCst);
+            if let Some(waker) = waker {
+                waker.wake();
+            }
+        }
+    }
+
+    /// Bytes written on the connection so far.
+    pub(crate) fn written(&self) -> u64 {
+        self.written.load(SeqCst)
+    }
+
+    /// Wakes `cx`'s task at the connection's next write. Read [`written`](Self::written)
+    /// again after it: a write between the caller's read and this call has not woken it.
+    pub(crate) fn wake_at_next_write(&self, cx: &Context<'_>) {
+        let mut slot = self
+            .pace_waker
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        *slot = Some(cx.waker().clone());
+        self.pacing.store(true, SeqCst);
     }
 
     /// Whether the current request's body passed its deadline.
@@ -176,20 +231,27 @@ pub(crate) struct Watched<T> {
     activity: std::sync::Arc<Activity>,
     /// Whether the next write goes out now: false after a read brought bytes.
     write_ready: bool,
+    /// Called on the first write after a long-lived answer: shrinks the socket's send buffer.
+    shrink: fn(&T),
 }
 
 impl<T> Watched<T> {
-    pub(crate) fn new(io: T, activity: std::sync::Arc<Activity>) -> Self {
+    /// `shrink` runs on the first write after a long-lived answer, before it.
+    pub(crate) fn new(io: T, activity: std::sync::Arc<Activity>, shrink: fn(&T)) -> Self {
         Self {
             io,
             activity,
             write_ready: true,
+            shrink,
         }
     }
 
     /// True when this write is to be deferred: the task is woken (so it runs again after the
     /// tasks already queued) and the write returns `Pending` this once.
     fn defer_write(&mut self, cx: &mut Context<'_>) -> bool {
+        if self.activity.take_long_lived() {
+            (self.shrink)(&self.io);
+        }
         if self.write_ready {
             return false;
         }
@@ -224,7 +286,11 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Watched<T> {
         if self.defer_write(cx) {
             return Poll::Pending;
         }
-        Pin::new(&mut self.io).poll_write(cx, buf)
+        let polled = Pin::new(&mut self.io).poll_write(cx, buf);
+        if let Poll::Ready(Ok(n)) = polled {
+            self.activity.wrote(n);
+        }
+        polled
     }
 
     fn poll_write_vectored(
@@ -235,7 +301,11 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Watched<T> {
         if self.defer_write(cx) {
             return Poll::Pending;
         }
-        Pin::new(&mut self.io).poll_write_vectored(cx, bufs)
+        let polled = Pin::new(&mut self.io).poll_write_vectored(cx, bufs);
+        if let Poll::Ready(Ok(n)) = polled {
+            self.activity.wrote(n);
+        }
+        polled
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -353,7 +423,7 @@ mod tests {
 
         let (ours, mut peer) = tokio::io::duplex(64);
         let activity = std::sync::Arc::new(Activity::new(Instant::now()));
-        let mut watched = Watched::new(ours, activity);
+        let mut watched = Watched::new(ours, activity, |_| {});
         let counter = std::sync::Arc::new(CountingWaker(std::sync::atomic::AtomicUsize::new(0)));
         let waker = std::task::Waker::from(std::sync::Arc::clone(&counter));
         let mut cx = Context::from_waker(&waker);

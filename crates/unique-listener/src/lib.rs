@@ -30,6 +30,6 @@ pub use options::{
 #[cfg(not(loom))]
 pub use serve::{bind, serve};
 #[cfg(not(loom))]
-pub use service::{LongLived, PeerAddr};
+pub use service::{LONG_LIVED_SEND_BUFFER, LONG_LIVED_UNSENT, LongLived, PeerAddr};
 #[cfg(not(loom))]
 pub use telemetry::{CONNECTIONS_OPEN, CONNECTIONS_REFUSED_TOTAL, REQUESTS_IN_FLIGHT};

@@ -248,19 +248,32 @@ async fn connection<S, B>(
     let accepted = Instant::now();
     let activity = Arc::new(Activity::new(accepted));
     let Some(acceptor) = &shared.tls else {
-        return http(stream, peer, activity, service, &shared, watcher).await;
+        return http(stream, peer, activity, service, &shared, watcher, shrink).await;
     };
     // The handshake and the first head share the header timeout, counted from the accept.
     let deadline = accepted + shared.header_timeout;
     match tokio::time::timeout_at(deadline, acceptor.accept(stream)).await {
-        Ok(Ok(tls)) => http(tls, peer, activity, service, &shared, watcher).await,
+        Ok(Ok(tls)) => {
+            let shrink = |tls: &tokio_rustls::server::TlsStream<TcpStream>| shrink(tls.get_ref().0);
+            http(tls, peer, activity, service, &shared, watcher, shrink).await;
+        }
         Ok(Err(error)) => tracing::debug!(%error, "tls handshake failed"),
         Err(_) => tracing::debug!("tls handshake timed out"),
     }
 }
 
+/// Shrinks the send buffer of a connection that answered [`LongLived`](crate::LongLived): a
+/// failure leaves the kernel's buffer, which only makes a stalled reader slower to notice.
+fn shrink(stream: &TcpStream) {
+    if let Err(error) =
+        socket2::SockRef::from(stream).set_send_buffer_size(crate::LONG_LIVED_SEND_BUFFER)
+    {
+        tracing::debug!(%error, "cannot shrink a long-lived connection's send buffer");
+    }
+}
+
 /// HTTP/1.1 on an accepted (and perhaps decrypted) stream, closed by the watchdog when a head or
-/// an idle wait lasts too long.
+/// an idle wait lasts too long; `shrink` shrinks the socket's send buffer for a long-lived answer.
 async fn http<I, S, B>(
     io: I,
     peer: SocketAddr,
@@ -268,6 +281,7 @@ async fn http<I, S, B>(
     service: S,
     shared: &Shared,
     mut watcher: DrainWatcher,
+    shrink: fn(&I),
 ) where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     S: Served<B>,
@@ -280,7 +294,7 @@ async fn http<I, S, B>(
         shared.body_timeout,
         shared.in_flight.clone(),
     );
-    let io = TokioIo::new(Watched::new(io, Arc::clone(&activity)));
+    let io = TokioIo::new(Watched::new(io, Arc::clone(&activity), shrink));
     let conn = shared
         .http
         .serve_connection(io, TowerToHyperService::new(service));

@@ -184,6 +184,12 @@ pub(crate) struct Args {
     #[arg(long, env = "UNIQUE_KICK_STREAM_PING", default_value = "15s", value_parser = positive_duration)]
     pub(crate) kick_stream_ping: humantime::Duration,
 
+    /// How long the oldest line queued on a kick stream may wait for its reader before the
+    /// stream is closed as a slow reader (its waiting kicks fail as connect-error); checked
+    /// whenever a line is queued, so within one ping interval after it passes.
+    #[arg(long, env = "UNIQUE_KICK_STREAM_WRITE_TIMEOUT", default_value = "10s", value_parser = positive_duration)]
+    pub(crate) kick_stream_write_timeout: humantime::Duration,
+
     /// Kick-endpoint allow list: comma-separated CIDR blocks (10.0.0.0/8, fd00::/8,
     /// 127.0.0.2) and host names (node.internal, or *.nodes.internal for the names below
     /// it); repeatable. When given, kicks reach only what it matches. An allow CIDR inside

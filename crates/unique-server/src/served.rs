@@ -191,6 +191,7 @@ fn kick_hub(args: &Args) -> Option<KickHub> {
         max_streams: args.max_kick_streams,
         max_streams_per_token: args.max_kick_streams_per_token,
         ping: args.kick_stream_ping.into(),
+        write_stall: args.kick_stream_write_timeout.into(),
         ..PushConfig::default()
     }))
 }
