@@ -141,7 +141,9 @@ func TestPushNodeIsKickedOnTakeover(t *testing.T) {
 	if got := acks.sent(); len(got) != 1 || got[0] != http.StatusOK {
 		t.Fatalf("acks sent: %v, want [200]", got)
 	}
-	if status := node.PushStatus(); !status.Connected || status.Connections != 1 || status.Acked != 1 {
+	// The server answers the claim as soon as the ack reaches it, so the node may count the
+	// ack (when the ack's POST is answered) just after the takeover returned: wait for it.
+	if status := waitPush(t, node, "counted one ack", func(s PushStatus) bool { return s.Acked == 1 }); !status.Connected || status.Connections != 1 {
 		t.Fatalf("push status: %+v", status)
 	}
 	node.Shutdown(ctx)
