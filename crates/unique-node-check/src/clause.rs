@@ -92,6 +92,24 @@ impl Clause {
         Self::OversizedChunkedBody,
     ];
 
+    /// The clauses a check in push mode ([`NodeCheck::push`](crate::NodeCheck::push)) sends
+    /// down a kick stream, in the order it checks and prints them: those about the signature
+    /// and the payload. The others are about the HTTP request (its method, its size, declared
+    /// or chunked), which a pushed kick does not have: the server writes the kick's exact
+    /// bytes into a JSON line of a stream it frames itself, and never a body over the limit.
+    pub const PUSHED: [Self; 10] = [
+        Self::SignedKick,
+        Self::UnknownFieldsIgnored,
+        Self::Unsigned,
+        Self::Forged,
+        Self::TamperedBody,
+        Self::StaleTimestamp,
+        Self::FutureTimestamp,
+        Self::MalformedSignature,
+        Self::MalformedPayload,
+        Self::IncompletePayload,
+    ];
+
     /// Its stable name, as a run prints it.
     pub const fn name(self) -> &'static str {
         match self {
@@ -174,6 +192,15 @@ mod tests {
         names.dedup();
         assert_eq!(names.len(), Clause::ALL.len());
         assert_eq!(Clause::from_name("nothing"), None);
+    }
+
+    #[test]
+    fn pushed_clauses_keep_the_order_of_all() {
+        let in_order: Vec<Clause> = Clause::ALL
+            .into_iter()
+            .filter(|c| Clause::PUSHED.contains(c))
+            .collect();
+        assert_eq!(in_order, Clause::PUSHED);
     }
 
     #[test]

@@ -5,7 +5,7 @@
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode};
@@ -15,13 +15,30 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
-use unique_client::{KickHandler, KickOptions};
-use unique_core::{Key, KickPayload};
+use unique_client::{KickHandler, KickOptions, Node, NodeEvents, PushOptions, PushStatus};
+use unique_client_http::HttpTransport;
+use unique_core::{Key, KickPayload, Owner};
 use unique_kickrecv::{KickReceiver, KickService};
 use unique_node_check::{Clause, Report, SigningKeys};
 
 /// The key the receivers verify with and the check signs with.
 pub(crate) const KEY: &str = "node-check-test-key-0123456789abcdef0123";
+
+/// The clauses a node that does not check signatures fails, in order.
+pub(crate) const SIGNATURE_CLAUSES: [Clause; 6] = [
+    Clause::Unsigned,
+    Clause::Forged,
+    Clause::TamperedBody,
+    Clause::StaleTimestamp,
+    Clause::FutureTimestamp,
+    Clause::MalformedSignature,
+];
+
+/// The summary line of a run in which exactly [`SIGNATURE_CLAUSES`] failed, of `total`.
+pub(crate) fn signature_clauses_failed(total: usize) -> String {
+    let names: Vec<&str> = SIGNATURE_CLAUSES.iter().map(|c| c.name()).collect();
+    format!("6 of {total} clauses failed: {}", names.join(", "))
+}
 
 pub(crate) fn keys() -> SigningKeys {
     SigningKeys::new([KEY]).unwrap()
@@ -177,3 +194,38 @@ impl From<Strict> for KickPayload {
 pub(crate) fn assert_failed(report: &Report, expected: &[Clause]) {
     assert_eq!(report.failed(), expected, "{report}");
 }
+
+/// A Rust push node (`unique_client` with [`PushOptions`] over `HttpTransport`) that opens
+/// its kick stream at `http://ADDR`, verifying kicks with `keys` (none: it accepts every
+/// kick). It holds no session.
+pub(crate) fn push_node(
+    addr: SocketAddr,
+    id: &str,
+    keys: Option<SigningKeys>,
+) -> (Node<HttpTransport>, NodeEvents) {
+    let options = PushOptions::new(id).unwrap();
+    let options = match keys {
+        Some(keys) => options.signing_keys(keys),
+        None => options,
+    };
+    let transport = HttpTransport::new(&format!("http://{addr}")).unwrap();
+    Node::builder(transport, Owner::new("", id, ""))
+        .push(options)
+        .build()
+}
+
+/// Waits until `node` has acknowledged `acked` kicks (it counts an ack once the check
+/// answered it, which may come after the check's run returned); fails the test, with the
+/// last status, if that never comes.
+pub(crate) async fn until_acked(node: &Node<HttpTransport>, acked: u64) -> PushStatus {
+    let mut status = node.push_status().expect("a push node");
+    let waited = tokio::time::timeout(PATIENCE, status.wait_for(|s| s.acked >= acked)).await;
+    let last = node.push_status().expect("a push node").borrow().clone();
+    match waited {
+        Ok(Ok(_)) => last,
+        _ => panic!("the node never acknowledged {acked} kicks: {last:?}"),
+    }
+}
+
+/// How long a test waits for something that should come at once before failing.
+pub(crate) const PATIENCE: Duration = Duration::from_secs(30);
