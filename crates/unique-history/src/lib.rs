@@ -5,12 +5,15 @@ mod history;
 mod lease;
 mod lease_check;
 mod pool;
+mod push_nodes;
 mod report;
 mod workload;
 
 use std::time::Duration;
 
-pub use check::pool::{PoolReport, PoolRule, PoolViolation, check_pool};
+pub use check::pool::{
+    KickCounts, PoolReport, PoolRule, PoolViolation, UnconfirmedKick, check_pool,
+};
 pub use check::{Rule, Violation, check};
 pub use history::{History, Listed, Op, OpKind, Outcome, Pending, Recorder};
 pub use lease::{

@@ -1,9 +1,11 @@
 //! Pooled-session histories (issue 45, `docs/design.md#pooled-sessions`): clients race pooled
 //! logins of a few users (each with a session limit `k`), with both policies, replays and
-//! releases, over the real HTTP wire; every session's node is a real kick receiver, so the
-//! history holds the kicks each session received with the answers each client saw.
-//! [`check_pool`](crate::check_pool) checks them.
+//! releases, over the real HTTP wire; every session's node is a real kick receiver, or a
+//! real push node holding its kick stream on a server ([`PoolWorkload::push_nodes`], issue
+//! 46), so the history holds the kicks each session received with the answers each client
+//! saw. [`check_pool`](crate::check_pool) checks them.
 
+use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -21,6 +23,8 @@ use unique_client::Transport;
 use unique_client_http::HttpTransport;
 use unique_core::{Error, Key, PoolPolicy};
 use unique_wire::{ClaimBody, ErrorCode, OwnerBody, PoolBody, PooledClaimAnswer};
+
+use crate::push_nodes::{KickLog, PushNodes};
 
 /// What a client asked for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -64,6 +68,12 @@ pub enum PoolOutcome {
         prev_generation: i64,
         /// The old session's kick was confirmed.
         kicked: bool,
+        /// Why it was not (`kick_detail`'s wire name: `connect-error`, `timeout`,
+        /// `non-2xx`, `self-replace-skipped`, …).
+        kick_detail: Option<String>,
+        /// The node of the session the place held (`prev_owner`'s `node`): empty when it
+        /// had none (a kick receiver's endpoint) or the answer named no owner.
+        prev_node: String,
     },
     /// 409 `limit_reached`: the limit and the sessions it named, `(slot, gen)`.
     LimitReached {
@@ -134,12 +144,26 @@ pub struct PoolHistory {
     pub ops: Vec<PoolOp>,
     /// Every kick received, by arrival.
     pub kicks: Vec<KickSeen>,
+    /// The run's push nodes ([`PoolWorkload::push_nodes`]) by id, each with the index (in
+    /// the stream servers' list) of the server it held its kick stream on; empty when the
+    /// sessions' node was a kick receiver.
+    pub push_nodes: BTreeMap<String, usize>,
+}
+
+impl PoolHistory {
+    /// The stream server (its index) of the push node `node`; `None` for a node this run
+    /// did not start (an empty one included).
+    pub fn stream_server_of(&self, node: &str) -> Option<usize> {
+        self.push_nodes.get(node).copied()
+    }
 }
 
 /// The pooled workload: clients spread over servers, racing pooled logins of a few users.
 #[derive(Debug, Clone)]
 pub struct PoolWorkload {
     servers: Vec<String>,
+    /// Push nodes' stream servers; empty: every session's node is the kick receiver.
+    stream_servers: Option<Vec<String>>,
     clients: usize,
     users: i64,
     duration: Duration,
@@ -149,10 +173,19 @@ pub struct PoolWorkload {
 }
 
 impl PoolWorkload {
+    /// How many push nodes each client has ([`push_nodes`](Self::push_nodes)): one more
+    /// than the largest limit ([`limit_of`](Self::limit_of)), so that a client holding `k`
+    /// sessions of a user still has a node holding none of them.
+    pub const NODES_PER_CLIENT: usize = 4;
+
+    /// How long [`run`](Self::run) waits for every push node's stream to say `hello`.
+    pub const STREAM_PATIENCE: Duration = Duration::from_secs(30);
+
     /// 12 clients over 3 users (uid `u` with limit 2 when odd, 3 when even) for 3 s.
     pub fn new<S: Into<String>>(servers: impl IntoIterator<Item = S>) -> Self {
         Self {
             servers: servers.into_iter().map(Into::into).collect(),
+            stream_servers: None,
             clients: 12,
             users: 3,
             duration: Duration::from_secs(3),
@@ -202,12 +235,39 @@ impl PoolWorkload {
         self
     }
 
+    /// Makes every session's node a push node (`docs/design.md#push-kicks`) instead of the
+    /// kick receiver: each client gets [`NODES_PER_CLIENT`](Self::NODES_PER_CLIENT) real
+    /// `unique-client` nodes (`NodeBuilder::push` over `unique-client-http`), each holding
+    /// `GET /v1/nodes/{node}/kicks` open on one of `stream_servers`, given out round-robin
+    /// over every node of the run (node `n` on `stream_servers[n mod len]`), while the
+    /// claims still go to the workload's servers (client `i` to server `i mod n`). A claim's
+    /// owner is `{"node": id}`; node ids are unique per run. Each node records every kick
+    /// line as it arrives, before the node applies and acknowledges it (a node holds no
+    /// session, so it acknowledges every kick 200). The run starts once every stream said
+    /// `hello`.
+    ///
+    /// A client never claims a user from a node that may still hold one of that user's
+    /// sessions (one it was granted and has not logged out, or its latest claim): that
+    /// claim could evict the node's own session, a same-node replacement the server does
+    /// not kick (`self-replace-skipped`). When all its nodes may, it logs one of those
+    /// sessions out instead.
+    #[must_use]
+    pub fn push_nodes<S: Into<String>>(
+        mut self,
+        stream_servers: impl IntoIterator<Item = S>,
+    ) -> Self {
+        self.stream_servers = Some(stream_servers.into_iter().map(Into::into).collect());
+        self
+    }
+
     /// Runs the clients for the duration and returns what they saw and the kicks received.
     ///
     /// # Errors
     ///
-    /// `InvalidParams` when there is no server or a base URL is not a valid one;
-    /// `Unavailable` when the kick receiver cannot listen on loopback.
+    /// `InvalidParams` when there is no server (or push nodes with no stream server) or a
+    /// base URL is not a valid one; `Unavailable` when the kick receiver cannot listen on
+    /// loopback, or a push node's stream is not up within
+    /// [`STREAM_PATIENCE`](Self::STREAM_PATIENCE).
     ///
     /// # Panics
     ///
@@ -218,7 +278,24 @@ impl PoolWorkload {
         }
         let epoch = Instant::now();
         let kicks = Arc::new(Mutex::new(Vec::new()));
-        let receiver = KickReceiver::start(epoch, self.project.clone(), Arc::clone(&kicks)).await?;
+        let (receiver, nodes) = match &self.stream_servers {
+            None => {
+                let receiver =
+                    KickReceiver::start(epoch, self.project.clone(), Arc::clone(&kicks)).await?;
+                (Some(receiver), None)
+            }
+            Some(stream_servers) => {
+                let log = KickLog::new(epoch, self.project.clone(), Arc::clone(&kicks));
+                let nodes = PushNodes::start(
+                    stream_servers,
+                    self.clients * Self::NODES_PER_CLIENT,
+                    self.request_timeout,
+                    log,
+                )
+                .await?;
+                (None, Some(nodes))
+            }
+        };
         let ops = Arc::new(Mutex::new(Vec::new()));
         let stop = Arc::new(AtomicBool::new(false));
         let http = HyperClient::builder(TokioExecutor::new()).build(HttpConnector::new());
@@ -236,9 +313,19 @@ impl PoolWorkload {
                 timeout: self.request_timeout,
                 project: self.project.clone(),
                 users: self.users,
-                kick_base: format!("http://{}/kick", receiver.addr),
+                target: match (&receiver, &nodes) {
+                    (_, Some(nodes)) => Target::Nodes(
+                        nodes.ids()[id * Self::NODES_PER_CLIENT..(id + 1) * Self::NODES_PER_CLIENT]
+                            .to_vec(),
+                    ),
+                    (Some(receiver), None) => {
+                        Target::Endpoint(format!("http://{}/kick", receiver.addr))
+                    }
+                    (None, None) => unreachable!("a kick receiver or push nodes"),
+                },
                 rng: fastrand::Rng::with_seed(self.seed.wrapping_add(id as u64)),
                 held: Vec::new(),
+                releasing: None,
                 last: None,
                 retry_due: false,
                 claims: 0,
@@ -253,11 +340,22 @@ impl PoolWorkload {
                 std::panic::resume_unwind(e.into_panic());
             }
         }
-        receiver.task.abort();
+        if let Some(receiver) = receiver {
+            receiver.task.abort();
+        }
+        let push_nodes = match nodes {
+            None => BTreeMap::new(),
+            Some(nodes) => nodes.shutdown().await,
+        };
         let mut ops = std::mem::take(&mut *ops.lock().unwrap_or_else(PoisonError::into_inner));
         ops.sort_by_key(|op| op.invoked);
-        let kicks = std::mem::take(&mut *kicks.lock().unwrap_or_else(PoisonError::into_inner));
-        Ok(PoolHistory { ops, kicks })
+        let mut kicks = std::mem::take(&mut *kicks.lock().unwrap_or_else(PoisonError::into_inner));
+        kicks.sort_by_key(|kick| kick.at);
+        Ok(PoolHistory {
+            ops,
+            kicks,
+            push_nodes,
+        })
     }
 }
 
@@ -342,6 +440,27 @@ struct LastClaim {
     uid: i64,
     claim_id: String,
     policy: PoolPolicy,
+    /// The index of its node among the client's (0 with the kick receiver).
+    node: usize,
+}
+
+/// A session a client was granted and has not logged out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Held {
+    uid: i64,
+    slot: String,
+    generation: i64,
+    /// The index of its node among the client's.
+    node: usize,
+}
+
+/// Where a client's sessions take their kicks.
+#[derive(Debug, Clone)]
+enum Target {
+    /// The kick receiver: each session's endpoint is `<base>/<claim_id>`.
+    Endpoint(String),
+    /// The client's own push nodes, by id.
+    Nodes(Vec<String>),
 }
 
 struct PoolClient {
@@ -353,10 +472,12 @@ struct PoolClient {
     timeout: Duration,
     project: String,
     users: i64,
-    kick_base: String,
+    target: Target,
     rng: fastrand::Rng,
-    /// Sessions it was granted and has not released: `(uid, slot, gen)`.
-    held: Vec<(i64, String, i64)>,
+    /// Sessions it was granted and has not released.
+    held: Vec<Held>,
+    /// The session whose release is in flight: held again when the release has no answer.
+    releasing: Option<Held>,
     last: Option<LastClaim>,
     /// The latest claim has no answer: retry it next.
     retry_due: bool,
@@ -375,7 +496,10 @@ impl PoolClient {
                     policy,
                     limit,
                     ..
-                } => self.claim(uid, claim_id, *policy, *limit).await,
+                } => {
+                    let node = self.last.as_ref().map_or(0, |last| last.node);
+                    self.claim(uid, claim_id, *policy, *limit, node).await
+                }
                 PoolOpKind::Release { slot, generation } => {
                     let key = Key::new(self.project.as_str(), "run", uid).with_slot(slot);
                     match self.transport.release(&key, *generation).await {
@@ -422,10 +546,20 @@ impl PoolClient {
             return (last.uid, kind);
         }
         if roll >= 70 && !self.held.is_empty() {
-            let (uid, slot, generation) = self.held.swap_remove(self.rng.usize(..self.held.len()));
-            return (uid, PoolOpKind::Release { slot, generation });
+            let index = self.rng.usize(..self.held.len());
+            return self.release(index);
         }
         let uid = self.rng.i64(1..=self.users);
+        let Some(node) = self.free_node(uid) else {
+            // Every node of this client may hold a session of the user: log one out. (Its
+            // latest claim busies at most one node, so the user's held sessions busy the
+            // others and one is held.)
+            let mine: Vec<usize> = (0..self.held.len())
+                .filter(|i| self.held[*i].uid == uid)
+                .collect();
+            let index = self.rng.choice(mine).expect("a held session of the user");
+            return self.release(index);
+        };
         self.claims += 1;
         let policy = if self.rng.bool() {
             PoolPolicy::EvictOldest
@@ -437,6 +571,7 @@ impl PoolClient {
             uid,
             claim_id: claim_id.clone(),
             policy,
+            node,
         });
         let kind = PoolOpKind::Claim {
             claim_id,
@@ -447,15 +582,62 @@ impl PoolClient {
         (uid, kind)
     }
 
+    /// Logs out `self.held[index]`.
+    fn release(&mut self, index: usize) -> (i64, PoolOpKind) {
+        let held = self.held.swap_remove(index);
+        let kind = PoolOpKind::Release {
+            slot: held.slot.clone(),
+            generation: held.generation,
+        };
+        let uid = held.uid;
+        self.releasing = Some(held);
+        (uid, kind)
+    }
+
+    /// A node of this client for a new claim of `uid`, one that holds none of its sessions
+    /// as far as this client knows: not the node of a session it holds, nor of its latest
+    /// claim (a replay of which may take a place again). `None` when there is none. With
+    /// the kick receiver, every session has an endpoint of its own: always node 0.
+    fn free_node(&mut self, uid: i64) -> Option<usize> {
+        let Target::Nodes(nodes) = &self.target else {
+            return Some(0);
+        };
+        let busy = |node: usize| {
+            self.held.iter().any(|h| h.uid == uid && h.node == node)
+                || self
+                    .last
+                    .as_ref()
+                    .is_some_and(|last| last.uid == uid && last.node == node)
+        };
+        let free: Vec<usize> = (0..nodes.len()).filter(|node| !busy(*node)).collect();
+        self.rng.choice(free)
+    }
+
     fn remember(&mut self, uid: i64, kind: &PoolOpKind, outcome: &PoolOutcome) {
-        if let PoolOpKind::Claim { .. } = kind {
-            self.retry_due = matches!(outcome, PoolOutcome::Indeterminate(_));
+        match kind {
+            PoolOpKind::Claim { .. } => {
+                self.retry_due = matches!(outcome, PoolOutcome::Indeterminate(_));
+            }
+            PoolOpKind::Release { .. } => {
+                // A logout without an answer may not have happened: the session may still
+                // be online on its node, so it is held (and logged out again later).
+                let released = self.releasing.take();
+                if let (PoolOutcome::Indeterminate(_), Some(held)) = (outcome, released) {
+                    self.held.push(held);
+                }
+            }
         }
         if let PoolOutcome::Won {
             slot, generation, ..
         } = outcome
         {
-            let session = (uid, slot.clone(), *generation);
+            let node = self.last.as_ref().map_or(0, |last| last.node);
+            let session = Held {
+                uid,
+                slot: slot.clone(),
+                generation: *generation,
+                node,
+            };
             if !self.held.contains(&session) {
                 self.held.push(session);
             }
@@ -469,8 +651,12 @@ impl PoolClient {
         claim_id: &str,
         policy: PoolPolicy,
         limit: usize,
+        node: usize,
     ) -> PoolOutcome {
-        let endpoint = format!("{}/{claim_id}", self.kick_base);
+        let (endpoint, node) = match &self.target {
+            Target::Endpoint(base) => (format!("{base}/{claim_id}"), String::new()),
+            Target::Nodes(nodes) => (String::new(), nodes[node].clone()),
+        };
         let body = ClaimBody {
             project: self.project.as_str().into(),
             env: "run".into(),
@@ -480,7 +666,7 @@ impl PoolClient {
                 region: "history".into(),
                 cluster: claim_id.into(),
                 endpoint: endpoint.into(),
-                node: "".into(),
+                node: node.into(),
             },
             claim_id: claim_id.into(),
             pool: Some(PoolBody {
@@ -530,6 +716,8 @@ fn claim_outcome(code: StatusCode, body: &[u8]) -> PoolOutcome {
                 has_prev: answer.claim.has_prev,
                 prev_generation: answer.claim.prev_generation,
                 kicked: answer.claim.kicked,
+                kick_detail: answer.claim.kick_detail.map(|d| d.as_str().to_owned()),
+                prev_node: answer.claim.prev_owner.map(|o| o.node).unwrap_or_default(),
             },
             Err(e) => PoolOutcome::Indeterminate(format!("unreadable pooled answer: {e}")),
         };

@@ -319,3 +319,40 @@ fn pooled_history_on_dynamodb_with_three_servers() {
     let report = run_pool_workload("dynamodb, 3 servers on one table", table, urls);
     report.assert_clean();
 }
+
+/// Runs `workload` on a runtime of its own and reports it as `name`.
+fn run_pool(name: &str, workload: &PoolWorkload) -> PoolReport {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let history = runtime.block_on(workload.run()).unwrap();
+    let report = PoolReport::new(name, &history);
+    println!("{report}");
+    report
+}
+
+/// The pooled workload with push nodes (issue 46): every session's node listens on no port
+/// and holds its kick stream (`GET /v1/nodes/{node}/kicks`) open on the server, which
+/// pushes each eviction's kick down it and waits for the node's ack. One memory server
+/// takes the claims and the streams. The history must be clean, and every eviction's kick
+/// confirmed: pushed to the evicted session's node, recorded there, acknowledged 200.
+#[test]
+fn pooled_history_with_push_nodes_on_memory() {
+    let mut command = Command::new(BIN);
+    command
+        .args(["--listen", "127.0.0.1:0", "--store", "memory"])
+        .env("RUST_LOG", "error");
+    let (addr, _server) = start(&mut command);
+    let url = format!("http://{addr}");
+    let workload = PoolWorkload::new([url.clone()])
+        .project("pool-push-memory")
+        .push_nodes([url])
+        .duration(run_duration(SHORT_RUN));
+    let report = run_pool("memory, one server, push nodes", &workload);
+    report.assert_clean();
+    assert_eq!(report.kicks_unconfirmed, 0, "{report}");
+    assert_eq!(report.kicks_confirmed, report.evicted, "{report}");
+    report.assert_kicks_confirmed(|_| true);
+}

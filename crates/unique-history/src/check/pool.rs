@@ -396,8 +396,63 @@ pub struct PoolReport {
     pub kicks: usize,
     /// Sessions named by refusals that no answer granted (not judged).
     pub unjudged: usize,
+    /// Evictions (of [`evicted`](Self::evicted)) whose kick was confirmed (`kicked`).
+    pub kicks_confirmed: usize,
+    /// Evictions whose kick was not: the evicted session is presumed offline (I5b).
+    pub kicks_unconfirmed: usize,
+    /// Those evictions, in the order they were sent.
+    pub unconfirmed: Vec<UnconfirmedKick>,
+    /// Evictions of sessions whose push node held its stream on each stream server (by its
+    /// index in [`PoolWorkload::push_nodes`](crate::PoolWorkload::push_nodes)' list):
+    /// confirmed and not. Empty when the sessions' node was the kick receiver.
+    pub stream_servers: BTreeMap<usize, KickCounts>,
     /// What the checker found.
     pub violations: Vec<PoolViolation>,
+}
+
+/// Evictions by whether their kick was confirmed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct KickCounts {
+    /// The kick was confirmed.
+    pub confirmed: usize,
+    /// It was not.
+    pub unconfirmed: usize,
+}
+
+/// An eviction whose kick was not confirmed: what the winner's answer said of the session
+/// it evicted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnconfirmedKick {
+    /// The user.
+    pub uid: i64,
+    /// The place.
+    pub slot: String,
+    /// The evicted session's gen.
+    pub prev_generation: i64,
+    /// The evicted session's node (empty for a kick receiver's endpoint).
+    pub node: String,
+    /// The stream server of that node, when it is one of the run's push nodes.
+    pub stream_server: Option<usize>,
+    /// Why the kick was not confirmed (`kick_detail`).
+    pub detail: Option<String>,
+    /// When the winner's answer came, from the run's start.
+    pub answered: Duration,
+}
+
+impl fmt::Display for UnconfirmedKick {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "uid {} {} gen {} on node {:?} (stream server {:?}): {} at {:?}",
+            self.uid,
+            self.slot,
+            self.prev_generation,
+            self.node,
+            self.stream_server,
+            self.detail.as_deref().unwrap_or("no detail"),
+            self.answered
+        )
+    }
 }
 
 impl PoolReport {
@@ -424,8 +479,94 @@ impl PoolReport {
             indeterminate: count(&|op| matches!(op.outcome, PoolOutcome::Indeterminate(_))),
             kicks: history.kicks.len(),
             unjudged,
+            kicks_confirmed: 0,
+            kicks_unconfirmed: 0,
+            unconfirmed: Vec::new(),
+            stream_servers: BTreeMap::new(),
             violations,
         }
+        .with_kicks(history)
+    }
+
+    /// Counts every eviction's kick (the fresh answers [`evicted`](Self::evicted) counts),
+    /// by the evicted session's stream server.
+    fn with_kicks(mut self, history: &PoolHistory) -> Self {
+        for op in &history.ops {
+            let PoolOutcome::Won {
+                slot,
+                evicted: true,
+                replayed: false,
+                prev_generation,
+                kicked,
+                kick_detail,
+                prev_node,
+                ..
+            } = &op.outcome
+            else {
+                continue;
+            };
+            let stream_server = history.stream_server_of(prev_node);
+            let counts = stream_server.map(|server| self.stream_servers.entry(server).or_default());
+            if *kicked {
+                self.kicks_confirmed += 1;
+                if let Some(counts) = counts {
+                    counts.confirmed += 1;
+                }
+                continue;
+            }
+            self.kicks_unconfirmed += 1;
+            if let Some(counts) = counts {
+                counts.unconfirmed += 1;
+            }
+            self.unconfirmed.push(UnconfirmedKick {
+                uid: op.uid,
+                slot: slot.clone(),
+                prev_generation: *prev_generation,
+                node: prev_node.clone(),
+                stream_server,
+                detail: kick_detail.clone(),
+                answered: op.answered,
+            });
+        }
+        self
+    }
+
+    /// The evictions whose kick was not confirmed, of sessions whose push node held its
+    /// stream on a stream server `on` accepts (given its index). An evicted session whose
+    /// node is none of the run's push nodes (a kick receiver's endpoint) is never among
+    /// them: use [`kicks_unconfirmed`](Self::kicks_unconfirmed) for every eviction.
+    pub fn unconfirmed_kicks(&self, on: impl Fn(usize) -> bool) -> Vec<&UnconfirmedKick> {
+        self.unconfirmed
+            .iter()
+            .filter(|kick| kick.stream_server.is_some_and(&on))
+            .collect()
+    }
+
+    /// Panics with the report unless the evictions of sessions whose push node was on a
+    /// stream server `on` accepts all had their kick confirmed, and there was at least
+    /// one such eviction.
+    ///
+    /// # Panics
+    ///
+    /// On an unconfirmed kick to such a node, or when no session of such a node was evicted.
+    pub fn assert_kicks_confirmed(&self, on: impl Fn(usize) -> bool) {
+        let unconfirmed = self.unconfirmed_kicks(&on);
+        assert!(
+            unconfirmed.is_empty(),
+            "{} evictions' kicks to live nodes not confirmed, the first: {}\n{self}",
+            unconfirmed.len(),
+            unconfirmed[0]
+        );
+        let confirmed: usize = self
+            .stream_servers
+            .iter()
+            .filter(|(server, _)| on(**server))
+            .map(|(_, counts)| counts.confirmed)
+            .sum();
+        assert!(
+            confirmed > 0,
+            "no session of those nodes was evicted\n{self}"
+        );
     }
 
     /// Panics with the report unless the run is clean and exercised each policy: at least
@@ -458,6 +599,21 @@ impl fmt::Display for PoolReport {
             self.kicks,
             self.unjudged
         )?;
+        writeln!(
+            f,
+            "  evictions' kicks: {} confirmed, {} not",
+            self.kicks_confirmed, self.kicks_unconfirmed
+        )?;
+        for (server, counts) in &self.stream_servers {
+            writeln!(
+                f,
+                "  nodes on stream server {server}: {} confirmed, {} not",
+                counts.confirmed, counts.unconfirmed
+            )?;
+        }
+        for kick in self.unconfirmed.iter().take(10) {
+            writeln!(f, "  unconfirmed: {kick}")?;
+        }
         for violation in self.violations.iter().take(20) {
             writeln!(f, "  violation: {violation}")?;
         }

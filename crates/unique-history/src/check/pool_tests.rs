@@ -1,6 +1,7 @@
 //! The pooled checker on hand-made histories: a clean one, then each doctored to break one
 //! rule (the history a broken server would give), which the checker must flag.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use unique_core::PoolPolicy::{self, DenyNew, EvictOldest};
@@ -39,6 +40,8 @@ fn won(slot: &str, generation: i64, prev: Option<i64>) -> PoolOutcome {
         has_prev: prev.is_some(),
         prev_generation: prev.unwrap_or(generation - 1),
         kicked: true,
+        kick_detail: None,
+        prev_node: String::new(),
     }
 }
 
@@ -84,6 +87,7 @@ fn clean() -> PoolHistory {
             },
         ],
         kicks: vec![kick("#0", 2, 32)],
+        push_nodes: BTreeMap::new(),
     }
 }
 
@@ -164,4 +168,65 @@ fn two_claims_granted_one_gen_or_a_place_past_k_are_flagged() {
         .ops
         .push(claim("h", EvictOldest, 70, won("#2", 1, None)));
     assert!(rules(&history).contains(&PoolRule::PlaceWithinLimit));
+}
+
+/// Makes `history.ops[index]` (a granted claim) the eviction of a session of `node`, its
+/// kick confirmed or failed.
+fn evicts(history: &mut PoolHistory, index: usize, node: &str, kicked: bool) {
+    if let PoolOutcome::Won {
+        kicked: k,
+        kick_detail,
+        prev_node,
+        ..
+    } = &mut history.ops[index].outcome
+    {
+        *k = kicked;
+        *kick_detail = (!kicked).then(|| "connect-error".to_owned());
+        node.clone_into(prev_node);
+    }
+}
+
+/// The report counts each eviction's kick by the evicted session's stream server: `d`
+/// evicts `a` (node `n0`, on stream server 0) with its kick confirmed, then `e` evicts `b`
+/// (node `n1`, on stream server 1) and its kick fails (`connect-error`).
+#[test]
+fn the_report_counts_evictions_kicks_per_stream_server() {
+    let mut history = clean();
+    history.push_nodes = BTreeMap::from([("n0".to_owned(), 0), ("n1".to_owned(), 1)]);
+    evicts(&mut history, 3, "n0", true);
+    history
+        .ops
+        .push(claim("e", EvictOldest, 50, won("#1", 2, Some(1))));
+    evicts(&mut history, 5, "n1", false);
+    let report = super::pool::PoolReport::new("scripted", &history);
+    assert_eq!(report.violations, vec![], "{report}");
+    assert_eq!((report.kicks_confirmed, report.kicks_unconfirmed), (1, 1));
+    let counts = |confirmed, unconfirmed| super::pool::KickCounts {
+        confirmed,
+        unconfirmed,
+    };
+    assert_eq!(
+        report.stream_servers,
+        BTreeMap::from([(0, counts(1, 0)), (1, counts(0, 1))])
+    );
+    assert!(report.unconfirmed_kicks(|server| server == 0).is_empty());
+    let failed = report.unconfirmed_kicks(|server| server == 1);
+    assert_eq!(failed.len(), 1, "{report}");
+    assert_eq!(
+        (
+            failed[0].node.as_str(),
+            failed[0].stream_server,
+            failed[0].prev_generation
+        ),
+        ("n1", Some(1), 1)
+    );
+    assert_eq!(failed[0].detail.as_deref(), Some("connect-error"));
+    report.assert_kicks_confirmed(|server| server == 0);
+    let all = std::panic::catch_unwind(|| report.assert_kicks_confirmed(|_| true))
+        .expect_err("an unconfirmed kick to a node on stream server 1 passed");
+    let message = all.downcast_ref::<String>().expect("a formatted panic");
+    assert!(
+        message.contains("1 evictions' kicks to live nodes not confirmed"),
+        "{message}"
+    );
 }
