@@ -1,5 +1,6 @@
 //! `cargo xtask node-check --url URL --signing-keys FILE`: the kick-receiver conformance
-//! check (`unique-node-check`) against a running receiver.
+//! check (`unique-node-check`) against a running receiver; `cargo xtask node-check --push
+//! --listen ADDR --signing-keys FILE` the same of a push node, the check playing the server.
 //!
 //! It runs the `unique-node-check` binary through `cargo run` rather than linking the
 //! library, so xtask stays a small build (no hyper, no tokio); the arguments pass through,
@@ -85,6 +86,16 @@ mod tests {
             forwarded(&strings(&["--signing-keys", "/etc/unique/kick.keys"]), cwd),
             strings(&["--signing-keys", "/etc/unique/kick.keys"])
         );
+        // Push mode's flags pass as they are.
+        let push = strings(&[
+            "--push",
+            "--listen",
+            "127.0.0.1:0",
+            "--node=n1",
+            "--wait",
+            "5",
+        ]);
+        assert_eq!(forwarded(&push, cwd), push);
         // A missing value is left for the binary to report.
         assert_eq!(
             forwarded(&strings(&["--signing-keys"]), cwd),

@@ -1,19 +1,26 @@
 //! `node-check`: `unique-node-check`'s library, with the output and exit statuses of its
-//! binary (0 every clause passed, 1 a clause failed, 2 a usage or key file error).
+//! binary (0 every clause passed, 1 a clause failed, 2 a usage or key file error), of a kick
+//! receiver at `--url` or, with `--push`, of a push node.
 
 use std::time::Duration;
 
-use unique_node_check::{Answer, NodeCheck, Report, SigningKeys};
+use unique_node_check::{Answer, DEFAULT_WAIT, NodeCheck, Report, SigningKeys};
 
 use crate::cli::NodeCheckArgs;
 use crate::exit::{Failure, INVALID};
 
-/// The check `args` describe; `timeout` is the global `--timeout`, per request.
+/// The check `args` describe; `timeout` is the global `--timeout`, per request (with
+/// `--push`, per kick's ack). In push mode the address it listens on goes to stderr.
 pub(crate) fn check(args: &NodeCheckArgs, timeout: Option<Duration>) -> Result<NodeCheck, Failure> {
     let keys = SigningKeys::from_file(&args.signing_keys)
         .map_err(|e| Failure::new(INVALID, format!("--signing-keys: {e}")))?;
-    let mut check = NodeCheck::new(&args.url, keys)
-        .map_err(|e| Failure::new(INVALID, format!("--url: {e}")))?;
+    let mut check = match (&args.url, &args.listen) {
+        (Some(url), _) => {
+            NodeCheck::new(url, keys).map_err(|e| Failure::new(INVALID, format!("--url: {e}")))?
+        }
+        (None, Some(listen)) => push(args, listen, keys)?,
+        (None, None) => return Err(Failure::new(INVALID, "--url or --push is required")),
+    };
     if let Some(project) = &args.project {
         check = check.project(project.clone());
     }
@@ -25,6 +32,27 @@ pub(crate) fn check(args: &NodeCheckArgs, timeout: Option<Duration>) -> Result<N
     }
     if let Some(timeout) = timeout {
         check = check.timeout(timeout);
+    }
+    Ok(check)
+}
+
+/// The check of a push node listening on `listen`, with `--node` and `--wait`.
+fn push(args: &NodeCheckArgs, listen: &str, keys: SigningKeys) -> Result<NodeCheck, Failure> {
+    let invalid =
+        |flag: &str, e: &dyn std::fmt::Display| Failure::new(INVALID, format!("{flag}: {e}"));
+    let mut check = NodeCheck::push(listen, keys).map_err(|e| invalid("--listen", &e))?;
+    if let Some(node) = &args.node {
+        check = check
+            .node(node.clone())
+            .map_err(|e| invalid("--node", &e))?;
+    }
+    let wait = args.wait.unwrap_or(DEFAULT_WAIT);
+    check = check.wait(wait);
+    if let Ok(Some(addr)) = check.local_addr() {
+        eprintln!(
+            "unique: listening on http://{addr}; waiting up to {wait:?} for a node to open its \
+             kick stream"
+        );
     }
     Ok(check)
 }

@@ -107,7 +107,8 @@ pub(crate) enum Command {
     /// Kick signing keys for --kick-signing-keys and the nodes' receivers.
     #[command(subcommand)]
     Keys(KeysCommand),
-    /// Check a node's kick receiver against the kick contract (as unique-node-check).
+    /// Check a node's kick receiver against the kick contract (as unique-node-check); with
+    /// --push, a node that takes its kicks over a kick stream, this command playing the server.
     NodeCheck(NodeCheckArgs),
     /// The server's version, caller authentication, kick signing key ids, features and limits
     /// (GET /v1/info), and whether its store is ready (GET /readyz; exit 1 when not).
@@ -285,8 +286,23 @@ pub(crate) struct KeysNewArgs {
 #[derive(Debug, Args)]
 pub(crate) struct NodeCheckArgs {
     /// The receiver's URL (its owner endpoint, http only), e.g. http://127.0.0.1:9001/kick.
-    #[arg(long)]
-    pub(crate) url: String,
+    #[arg(long, required_unless_present = "push", conflicts_with = "push")]
+    pub(crate) url: Option<String>,
+    /// Check a push node instead: listen on --listen as a server, wait for the node to open
+    /// GET /v1/nodes/{node}/kicks, push the signature and payload clauses' kicks down it and
+    /// check the status it acks each with (method and size clauses do not apply).
+    #[arg(long, requires = "listen")]
+    pub(crate) push: bool,
+    /// With --push: where to listen (plain HTTP), e.g. 127.0.0.1:9002 (port 0: any free port;
+    /// the address goes to stderr). Point the node's server URL at it.
+    #[arg(long, value_name = "ADDR", requires = "push")]
+    pub(crate) listen: Option<String>,
+    /// With --push: take only this node's stream [default: any node's].
+    #[arg(long, value_name = "ID", requires = "push")]
+    pub(crate) node: Option<String>,
+    /// With --push: how long to wait for the node's stream, e.g. 30 or 1m [default: 30s].
+    #[arg(long, value_name = "DURATION", value_parser = duration, requires = "push")]
+    pub(crate) wait: Option<Duration>,
     /// The key file the receiver verifies with (the first key signs, as the server's does).
     #[arg(long, value_name = "FILE")]
     pub(crate) signing_keys: PathBuf,
@@ -351,6 +367,47 @@ mod tests {
         };
         assert_eq!(key.key(), Key::new("game", "prod", 42).with_slot("mobile"));
         assert!(cli.json);
+    }
+
+    #[test]
+    fn node_check_takes_a_url_or_push_with_listen() {
+        let keys = ["--signing-keys", "k"];
+        let parse = |args: &[&str]| {
+            Cli::try_parse_from([&["unique", "node-check"][..], &keys, args].concat())
+        };
+        let cli = parse(&[
+            "--push",
+            "--listen",
+            "127.0.0.1:0",
+            "--node",
+            "n1",
+            "--wait",
+            "5",
+        ])
+        .unwrap();
+        let Command::NodeCheck(args) = cli.command else {
+            panic!("{:?}", cli.command)
+        };
+        assert!(args.push && args.url.is_none());
+        assert_eq!(args.listen.as_deref(), Some("127.0.0.1:0"));
+        assert_eq!(args.node.as_deref(), Some("n1"));
+        assert_eq!(args.wait, Some(Duration::from_secs(5)));
+        assert!(parse(&["--url", "http://127.0.0.1:9/kick"]).is_ok());
+        for wrong in [
+            &[][..],
+            &["--push"],
+            &["--listen", "127.0.0.1:0"],
+            &["--url", "http://127.0.0.1:9/kick", "--node", "n1"],
+            &[
+                "--url",
+                "http://127.0.0.1:9/kick",
+                "--push",
+                "--listen",
+                "127.0.0.1:0",
+            ],
+        ] {
+            assert!(parse(wrong).is_err(), "{wrong:?}");
+        }
     }
 
     #[test]

@@ -164,3 +164,77 @@ async fn node_check_refuses_a_missing_key_file_and_a_https_url_with_status_2() {
     run.status(2);
     assert!(run.stderr.starts_with("unique: --url: "), "{run:#?}");
 }
+
+/// A Rust push node (no listener; its kicks come over the stream it opens at `http://ADDR`)
+/// that verifies kicks with `keys`, or accepts every kick without.
+fn push_node(
+    addr: &str,
+    keys: Option<SigningKeys>,
+) -> (
+    unique_client::Node<unique_client_http::HttpTransport>,
+    unique_client::NodeEvents,
+) {
+    let options = unique_client::PushOptions::new("cli-push-node").unwrap();
+    let options = match keys {
+        Some(keys) => options.signing_keys(keys),
+        None => options,
+    };
+    let transport = unique_client_http::HttpTransport::new(&format!("http://{addr}")).unwrap();
+    unique_client::Node::builder(transport, unique_core::Owner::new("", "cli-push-node", ""))
+        .push(options)
+        .build()
+}
+
+#[tokio::test]
+async fn node_check_push_plays_the_server_of_a_push_node() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("kick.keys");
+    let path = file.to_str().unwrap();
+    unique(NOWHERE, None, &["keys", "new", "--file", path], None)
+        .await
+        .status(0);
+    let keys = SigningKeys::from_file(&file).unwrap();
+
+    // The node is up first and retries until the check listens.
+    let addr = format!("127.0.0.1:{}", unique_testsupport::free_port());
+    let (node, _events) = push_node(&addr, Some(keys));
+    let args = [
+        "node-check",
+        "--push",
+        "--listen",
+        &addr,
+        "--node",
+        "cli-push-node",
+        "--signing-keys",
+        path,
+    ];
+    let run = unique(NOWHERE, None, &[&args[..], &["--json"]].concat(), None).await;
+    let report = run.status(0).json();
+    assert_eq!(report["passed"], true, "{run:#?}");
+    let clauses: Vec<&str> = report["clauses"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["clause"].as_str().unwrap())
+        .collect();
+    let pushed: Vec<&str> = Clause::PUSHED.iter().map(|c| c.name()).collect();
+    assert_eq!(clauses, pushed);
+    assert!(
+        run.stderr
+            .starts_with(&format!("unique: listening on http://{addr}; ")),
+        "{run:#?}"
+    );
+    node.shutdown().await;
+
+    let (node, _events) = push_node(&addr, None);
+    let run = unique(NOWHERE, None, &args, None).await;
+    run.status(1);
+    assert!(
+        run.stdout.trim_end().ends_with(
+            "6 of 10 clauses failed: unsigned, forged, tampered-body, stale-timestamp, \
+             future-timestamp, malformed-signature"
+        ),
+        "{run:#?}"
+    );
+    node.shutdown().await;
+}
