@@ -107,8 +107,8 @@ pub(crate) enum Command {
     /// Kick signing keys for --kick-signing-keys and the nodes' receivers.
     #[command(subcommand)]
     Keys(KeysCommand),
-    /// Check a node's kick receiver against the kick contract (as unique-node-check); with
-    /// --push, a node that takes its kicks over a kick stream, this command playing the server.
+    /// Check a node's kick receiver, or with --push a push node's kick stream, against the kick
+    /// contract (as unique-node-check).
     NodeCheck(NodeCheckArgs),
     /// The server's version, caller authentication, kick signing key ids, features and limits
     /// (GET /v1/info), and whether its store is ready (GET /readyz; exit 1 when not).
@@ -303,7 +303,7 @@ pub(crate) struct NodeCheckArgs {
     /// With --push: how long to wait for the node's stream, e.g. 30 or 1m [default: 30s].
     #[arg(long, value_name = "DURATION", value_parser = duration, requires = "push")]
     pub(crate) wait: Option<Duration>,
-    /// The key file the receiver verifies with (the first key signs, as the server's does).
+    /// The key file the node verifies with (the first key signs, as the server's does).
     #[arg(long, value_name = "FILE")]
     pub(crate) signing_keys: PathBuf,
     /// The project of every kick [default: node-check].
@@ -312,7 +312,7 @@ pub(crate) struct NodeCheckArgs {
     /// The env of every kick [default: node-check].
     #[arg(long)]
     pub(crate) env: Option<String>,
-    /// The receiver's signature window, e.g. 300 (seconds) or 5m [default: 5m].
+    /// The node's signature window, e.g. 300 (seconds) or 5m [default: 5m].
     #[arg(long, value_name = "DURATION", value_parser = duration)]
     pub(crate) window: Option<Duration>,
 }
