@@ -5,10 +5,12 @@
 //! until the first of: a kick of its place announcing a higher gen arrived at a node (it is
 //! destroyed there), its client sent a release of it, or a later gen of its place was granted
 //! by a takeover of it whose kick failed (the answer's `has_prev`, `prev_gen` and `kicked`:
-//! presumed offline, I5b). A later gen granted as a free place, or by a takeover claiming a
-//! confirmed kick that never arrived, ends nothing: the old session stays online, which is
-//! what a server granting a held place looks like. Intervals are half-open, so a session whose
-//! end and another's start fall at one instant never overlap. On that, per user:
+//! presumed offline, I5b), at that answer or at the first answer granting that gen or a later
+//! one of the place, if earlier (the takeover's write came before theirs). A later gen
+//! granted as a free place, or by a takeover claiming a confirmed kick that never arrived,
+//! ends nothing: the old session stays online, which is what a server granting a held place
+//! looks like. Intervals are half-open, so a session whose end and another's start fall at
+//! one instant never overlap. On that, per user:
 //!
 //! - [`PoolRule::AtMostK`]: never more than `k` sessions online at once;
 //! - [`PoolRule::OnePerPlace`]: never two sessions of one place online at once;
@@ -198,6 +200,7 @@ fn end_sessions(history: &PoolHistory, derived: &mut Derived) {
             }
         }
     }
+    let written_by = written_by(derived);
     for op in &history.ops {
         let PoolOutcome::Won {
             slot,
@@ -211,7 +214,14 @@ fn end_sessions(history: &PoolHistory, derived: &mut Derived) {
         else {
             continue;
         };
-        let Some(sessions) = derived.places.get_mut(&(op.uid, slot.clone())) else {
+        let place = (op.uid, slot.clone());
+        // The takeover's write came before any later gen of the place was written, so
+        // before any answer granting one: another client's may come before this one.
+        let written = written_by
+            .get(&place)
+            .and_then(|by| by.get(generation))
+            .map_or(op.answered, |at| op.answered.min(*at));
+        let Some(sessions) = derived.places.get_mut(&place) else {
             continue;
         };
         for (gen_before, session) in sessions.range_mut(..*generation) {
@@ -222,11 +232,35 @@ fn end_sessions(history: &PoolHistory, derived: &mut Derived) {
             // place taken as free ended nothing. A replay's answer says nothing of the
             // first answer's takeover: it ends every earlier session, leniently.
             let presumed_offline = *has_prev && !*kicked && *gen_before == *prev_generation;
-            if *replayed || presumed_offline {
+            if presumed_offline {
+                earlier(&mut session.offline, written);
+            } else if *replayed {
                 earlier(&mut session.offline, op.answered);
             }
         }
     }
+}
+
+/// Per place and gen `g`, the earliest answer granting `g` or a later gen of the place: by
+/// then `g` had been written (gens of a place are written in order, C3).
+fn written_by(derived: &Derived) -> BTreeMap<Place, BTreeMap<i64, Duration>> {
+    derived
+        .places
+        .iter()
+        .map(|(place, sessions)| {
+            let mut earliest: Option<Duration> = None;
+            let by = sessions
+                .iter()
+                .rev()
+                .map(|(generation, session)| {
+                    let at = earliest.map_or(session.granted, |e| e.min(session.granted));
+                    earliest = Some(at);
+                    (*generation, at)
+                })
+                .collect();
+            (place.clone(), by)
+        })
+        .collect()
 }
 
 /// Sweeps each user's online intervals: never more than `k` at once, never two of a place.

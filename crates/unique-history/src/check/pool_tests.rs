@@ -230,3 +230,38 @@ fn the_report_counts_evictions_kicks_per_stream_server() {
         "{message}"
     );
 }
+
+/// Two takeovers of one place whose kicks both failed, the later answered first: `c` takes
+/// `#0` from `a` (gen 2, answered at 50) and `d` takes it from `c` (gen 3, answered at 45).
+/// `c`'s write presumed `a` offline before `d`'s write, so before `d`'s answer: `a` is not
+/// online beside `d`, though `c`'s own answer came later (issue 46: push nodes' kicks fail
+/// while their stream is elsewhere or down).
+#[test]
+fn a_session_presumed_offline_by_a_takeover_answered_late_ends_before_later_gens() {
+    let unconfirmed = |generation, at| {
+        let mut outcome = won("#0", generation, Some(generation - 1));
+        if let PoolOutcome::Won {
+            kicked,
+            kick_detail,
+            ..
+        } = &mut outcome
+        {
+            *kicked = false;
+            *kick_detail = Some("connect-error".to_owned());
+        }
+        let mut op = claim(&format!("g{generation}"), EvictOldest, at, outcome);
+        op.answered = ms(at + 25);
+        op
+    };
+    let history = PoolHistory {
+        ops: vec![
+            claim("a", EvictOldest, 0, won("#0", 1, None)),
+            claim("b", EvictOldest, 10, won("#1", 1, None)),
+            unconfirmed(2, 25),
+            unconfirmed(3, 20),
+        ],
+        kicks: vec![],
+        push_nodes: BTreeMap::new(),
+    };
+    assert_eq!(check_pool(&history), (vec![], 0));
+}
