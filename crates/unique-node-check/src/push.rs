@@ -161,6 +161,8 @@ async fn kick(shared: &Shared, probe: Probe, per_kick: Duration) -> Answer {
             });
             continue;
         }
+        // Not held while waiting: a stream replaced meanwhile ends at once.
+        drop(open);
         if let Ok(Ok(status)) = timeout_at(deadline, ack).await {
             return Answer::Status {
                 status,

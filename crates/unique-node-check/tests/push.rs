@@ -318,3 +318,50 @@ async fn no_stream_fails_every_pushed_clause_and_http_only_clauses_are_not_pushe
         "{result}"
     );
 }
+
+/// A node that opens its stream again (it reconnected) replaces the first: the first gets
+/// `closed` `replaced` and ends, a kick pushed down it can still be acked, and the next kicks
+/// come down the newer.
+#[tokio::test]
+async fn a_second_stream_of_the_node_replaces_the_first() {
+    let (check, addr) = push_check();
+    let run = tokio::spawn(async move { check.run().await });
+    let (_, first) = RawStream::open(addr, "twice-node").await;
+    let mut first = first.unwrap();
+    let mut kick = None;
+    while kick.is_none() {
+        match first.next().await.expect("the stream lasts") {
+            StreamLine::Kick(line) => kick = Some(line),
+            StreamLine::Hello { .. } | StreamLine::Ping => {}
+            other => panic!("{other:?}"),
+        }
+    }
+    // The check waits for that kick's ack while the node opens its stream again.
+    let (_, second) = RawStream::open(addr, "twice-node").await;
+    let mut second = second.unwrap();
+    assert!(matches!(
+        second.next().await,
+        Some(StreamLine::Hello { .. })
+    ));
+    let mut rest = Vec::new();
+    while let Some(line) = first.next().await {
+        rest.push(line);
+    }
+    assert_eq!(
+        rest,
+        [StreamLine::Closed {
+            reason: ClosedReason::Replaced
+        }]
+    );
+    assert!(accepted(addr, "twice-node", &kick.unwrap().id, 200).await);
+    let mut kicks = 1;
+    while let Some(line) = second.next().await {
+        if let StreamLine::Kick(kick) = line {
+            assert!(accepted(addr, "twice-node", &kick.id, 200).await);
+            kicks += 1;
+        }
+    }
+    assert_eq!(kicks, PUSHED_KICKS);
+    let report = run.await.unwrap();
+    assert!(report.results()[0].passed(), "{report}");
+}
