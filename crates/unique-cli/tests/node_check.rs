@@ -23,15 +23,26 @@ async fn receiver(keys: Option<SigningKeys>) -> KickReceiver {
     KickReceiver::builder(service).spawn(listener).unwrap()
 }
 
+/// A key file in `dir` written by `unique keys new`, and its keys.
+async fn key_file(dir: &std::path::Path) -> (std::path::PathBuf, SigningKeys) {
+    let file = dir.join("kick.keys");
+    unique(
+        NOWHERE,
+        None,
+        &["keys", "new", "--file", file.to_str().unwrap()],
+        None,
+    )
+    .await
+    .status(0);
+    let keys = SigningKeys::from_file(&file).unwrap();
+    (file, keys)
+}
+
 #[tokio::test]
 async fn node_check_passes_a_signed_receiver_and_names_what_an_unsigned_one_fails() {
     let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("kick.keys");
+    let (file, keys) = key_file(dir.path()).await;
     let path = file.to_str().unwrap();
-    unique(NOWHERE, None, &["keys", "new", "--file", path], None)
-        .await
-        .status(0);
-    let keys = SigningKeys::from_file(&file).unwrap();
 
     let signed = receiver(Some(keys)).await;
     let url = format!("http://{}/kick", signed.local_addr());
@@ -188,12 +199,8 @@ fn push_node(
 #[tokio::test]
 async fn node_check_push_plays_the_server_of_a_push_node() {
     let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("kick.keys");
+    let (file, keys) = key_file(dir.path()).await;
     let path = file.to_str().unwrap();
-    unique(NOWHERE, None, &["keys", "new", "--file", path], None)
-        .await
-        .status(0);
-    let keys = SigningKeys::from_file(&file).unwrap();
 
     // The node is up first and retries until the check listens.
     let addr = format!("127.0.0.1:{}", unique_testsupport::free_port());
