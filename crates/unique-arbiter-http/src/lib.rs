@@ -5,6 +5,7 @@ mod auth;
 mod body;
 mod info;
 mod leases;
+mod peer;
 pub mod push;
 mod request_id;
 pub mod secret_file;
@@ -21,6 +22,9 @@ pub use auth::{
     Grant, MIN_TOKEN_BYTES, Role, SharedTokens, Tokens, TokensDiff, TokensError, Unauthenticated,
 };
 pub use leases::LeaseService;
+pub use peer::{
+    MAX_PEER_KICK_WAIT, MIN_PEER_SECRET_BYTES, PeerSecret, PeerSecretError, StreamDirectory,
+};
 pub use push::{KICK_STREAMS_OPEN, KickDelivery, KickHub, PushConfig, PushedKick};
 pub use serve::{serve, serve_with};
 pub use service::{ArbiterService, DEFAULT_READY_TIMEOUT, MAX_BODY_BYTES, ResponseBody};

@@ -15,7 +15,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, Weak};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
@@ -28,6 +28,7 @@ use unique_wire::push::DEFAULT_PING_MS;
 use unique_wire::{ClosedReason, KickLine, StreamLine};
 
 use crate::auth::Grant;
+use crate::peer::StreamDirectory;
 
 /// The gauge of kick streams open on this server.
 pub const KICK_STREAMS_OPEN: &str = "unique_kick_streams_open";
@@ -139,6 +140,8 @@ struct Hub {
     open: Gauge,
     slow_queue: Counter,
     slow_stall: Counter,
+    /// Where the streams held here are registered for the other servers, once attached.
+    directory: OnceLock<Arc<dyn StreamDirectory>>,
 }
 
 #[derive(Default)]
@@ -219,6 +222,7 @@ impl KickHub {
                 open,
                 slow_queue,
                 slow_stall,
+                directory: OnceLock::new(),
             }),
         }
     }
@@ -231,6 +235,23 @@ impl KickHub {
     /// Streams open now.
     pub fn streams_open(&self) -> usize {
         self.hub.lock().streams.len()
+    }
+
+    /// Whether a stream of `node` is open on this server now.
+    pub fn holds(&self, node: &str) -> bool {
+        self.hub.lock().streams.contains_key(node)
+    }
+
+    /// The nodes whose streams are open on this server now.
+    pub fn nodes(&self) -> Vec<String> {
+        self.hub.lock().streams.keys().cloned().collect()
+    }
+
+    /// Registers every stream opened from now on in `directory` before its `hello` line
+    /// (`docs/design.md#push-kicks-across-servers`). Only
+    /// the first directory attached is kept: returns `false` for any later one.
+    pub fn attach_directory(&self, directory: Arc<dyn StreamDirectory>) -> bool {
+        self.hub.directory.set(directory).is_ok()
     }
 
     /// Ends every stream with a `closed` line, reason `shutdown`, and refuses new ones: call
@@ -302,9 +323,28 @@ impl KickHub {
             node: node.to_owned(),
             ping_ms: u64::try_from(config.ping.as_millis()).unwrap_or(u64::MAX),
         };
-        // A new queue has room for the hello.
-        let _ = handle.enqueue(hello.to_line().into());
-        tokio::spawn(pings(Arc::downgrade(&handle), config.ping));
+        let hello: Bytes = hello.to_line().into();
+        let ping = config.ping;
+        match self.hub.directory.get().cloned() {
+            None => {
+                // A new queue has room for the hello.
+                let _ = handle.enqueue(hello);
+                tokio::spawn(pings(Arc::downgrade(&handle), ping));
+            }
+            // The hello tells the node that every server can reach it: it waits for the
+            // registration (which logs its own failure; the stream still serves this server).
+            Some(directory) => {
+                let stream = Arc::downgrade(&handle);
+                let node = node.to_owned();
+                tokio::spawn(async move {
+                    directory.opened(&node).await;
+                    if let Some(stream) = stream.upgrade() {
+                        let _ = stream.enqueue(hello);
+                    }
+                    pings(stream, ping).await;
+                });
+            }
+        }
         Ok(handle)
     }
 

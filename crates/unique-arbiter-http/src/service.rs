@@ -13,6 +13,7 @@ use crate::auth::{Grant, Role, SharedTokens, Unauthenticated};
 pub use crate::body::ResponseBody;
 use crate::info::{Facts, NO_PUSH_KICKS, NO_SESSIONS, Told};
 use crate::leases::{self, LeaseService};
+use crate::peer::{self, PeerSecret, Peers, StreamDirectory};
 use crate::push::{KickHub, OpenRefused};
 use crate::request_id::RequestId;
 use crate::telemetry::{self, Refusal};
@@ -36,7 +37,7 @@ use unique_wire::{
     Route, SessionEntry, SessionsAnswer, SlotLogoutEntry, UserBody, UserLogoutBody, parse,
     parse_claim, read_body, write_claim_answer, write_pooled_claim_answer,
 };
-use unique_wire::{KickAckAnswer, KickAckBody, parse_node_kicks_path};
+use unique_wire::{KickAckAnswer, KickAckBody, PeerRoute, parse_node_kicks_path};
 
 /// Largest request body accepted; larger bodies get 413.
 pub use unique_wire::MAX_REQUEST_BODY_BYTES as MAX_BODY_BYTES;
@@ -63,6 +64,8 @@ pub struct ArbiterService<S> {
     told: Told,
     /// `None`: the kick-stream routes answer 501.
     push: Option<KickHub>,
+    /// `None`: the peer routes are not served (404), acks are never forwarded.
+    peers: Option<Peers>,
 }
 
 impl<S> Clone for ArbiterService<S> {
@@ -75,6 +78,7 @@ impl<S> Clone for ArbiterService<S> {
             ready_timeout: self.ready_timeout,
             told: self.told.clone(),
             push: self.push.clone(),
+            peers: self.peers.clone(),
         }
     }
 }
@@ -97,6 +101,7 @@ impl<S: Store> ArbiterService<S> {
             ready_timeout: DEFAULT_READY_TIMEOUT,
             told: Told::default(),
             push: None,
+            peers: None,
         }
     }
 
@@ -204,6 +209,31 @@ impl<S: Store> ArbiterService<S> {
         self
     }
 
+    /// Joins this server's kick streams to the other servers of the deployment
+    /// (`docs/design.md#push-kicks-across-servers`): the hub given to
+    /// [`with_push_kicks`](Self::with_push_kicks) registers its streams in `directory`, an ack
+    /// for a kick not waiting here is forwarded through it, and `POST /v1/peer/kick` and
+    /// `POST /v1/peer/ack` are served to callers holding `secret` (401 otherwise; 404 without
+    /// this). `epoch` names this run of the server: a forwarded kick naming another is
+    /// `connect-error`. Call it after `with_push_kicks`; without a hub it does nothing.
+    #[must_use]
+    pub fn with_peers(
+        mut self,
+        secret: PeerSecret,
+        epoch: impl Into<String>,
+        directory: Arc<dyn StreamDirectory>,
+    ) -> Self {
+        if let Some(hub) = &self.push {
+            hub.attach_directory(Arc::clone(&directory));
+            self.peers = Some(Peers {
+                secret,
+                epoch: epoch.into(),
+                directory,
+            });
+        }
+        self
+    }
+
     /// Names the kind of store in `GET /v1/info` (`fjall`, `postgres`, …); without it the
     /// answer's `store` is null.
     #[must_use]
@@ -248,6 +278,9 @@ impl<S: Store> ArbiterService<S> {
         B: Body<Data = Bytes>,
         B::Error: Into<unique_core::BoxError>,
     {
+        if let Some(route) = PeerRoute::from_path(req.uri().path()) {
+            return self.peer(route, req).await;
+        }
         let route = match Route::from_path(req.uri().path()) {
             Some(route) if !route.allows(req.method()) => {
                 let mut refused = error(
@@ -336,7 +369,7 @@ impl<S: Store> ArbiterService<S> {
             Route::Health => return text(StatusCode::OK, "ok"),
             Route::Ready => return self.ready().await,
             Route::Info => return json(StatusCode::OK, &self.info()),
-            Route::NodeKicksAck => Ok(self.kick_ack(&node, &body, grant)),
+            Route::NodeKicksAck => Ok(self.kick_ack(&node, &body, grant).await),
             // Answered above, before the body is read.
             Route::NodeKicks => return self.kick_stream(&node, grant),
         };
@@ -691,7 +724,14 @@ impl<S: Store> ArbiterService<S> {
 
     /// `POST /v1/nodes/{node}/kicks/ack`: `{"accepted": true}` when the kick was waiting
     /// here for this node and the caller's token covers its key.
-    fn kick_ack(&self, node: &str, body: &[u8], grant: Option<&Grant>) -> Response<ResponseBody> {
+    /// An ack no kick here waits for is handed to the server holding the node's stream, when
+    /// this server has peers.
+    async fn kick_ack(
+        &self,
+        node: &str,
+        body: &[u8],
+        grant: Option<&Grant>,
+    ) -> Response<ResponseBody> {
         let Some(hub) = &self.push else {
             return error(ErrorCode::NotImplemented, NO_PUSH_KICKS);
         };
@@ -699,8 +739,47 @@ impl<S: Store> ArbiterService<S> {
             Ok(ack) => ack,
             Err(e) => return error_body(ErrorBody::from_error(&e)),
         };
-        let accepted = hub.ack(node, &ack.id, ack.status, grant);
+        let mut accepted = hub.ack(node, &ack.id, ack.status, grant);
+        if !accepted && let Some(peers) = &self.peers {
+            accepted = peers.directory.forward_ack(node, &ack.id, ack.status).await;
+        }
         json(StatusCode::OK, &KickAckAnswer { accepted })
+    }
+
+    /// `POST /v1/peer/kick`, `POST /v1/peer/ack`: another server's request, with the peer
+    /// secret. Not served (404) without [`with_peers`](Self::with_peers).
+    async fn peer<B>(&self, route: PeerRoute, req: Request<B>) -> Response<ResponseBody>
+    where
+        B: Body<Data = Bytes>,
+        B::Error: Into<unique_core::BoxError>,
+    {
+        let (Some(peers), Some(hub)) = (&self.peers, &self.push) else {
+            return error(ErrorCode::NotFound, "no such path");
+        };
+        if req.method() != http::Method::POST {
+            let mut refused = error(
+                ErrorCode::MethodNotAllowed,
+                "method not allowed on this path",
+            );
+            refused
+                .headers_mut()
+                .insert(ALLOW, HeaderValue::from_static("POST"));
+            return refused;
+        }
+        if !peers.secret.admits(req.headers()) {
+            return peer::refused();
+        }
+        match read_body(req.into_body(), MAX_BODY_BYTES).await {
+            Ok(body) => peers.answer(route, hub, &body).await,
+            Err(BodyError::TooLarge) => error(
+                ErrorCode::TooLarge,
+                &format!("request body exceeds {MAX_BODY_BYTES} bytes"),
+            ),
+            Err(BodyError::Unreadable(e)) => error(
+                ErrorCode::InvalidParams,
+                &format!("cannot read request body: {e}"),
+            ),
+        }
     }
 
     fn refused(

@@ -190,6 +190,20 @@ pub(crate) struct Args {
     #[arg(long, env = "UNIQUE_KICK_STREAM_WRITE_TIMEOUT", default_value = "10s", value_parser = positive_duration)]
     pub(crate) kick_stream_write_timeout: humantime::Duration,
 
+    /// The base URL the other servers of the deployment reach this one at
+    /// (http://10.0.0.5:7070: this process's own address, never a load balancer's). With
+    /// --peer-secret-file, a kick for a node whose stream another server holds is forwarded
+    /// to that server, which pushes it; each server registers the streams it holds in the
+    /// shared store (PostgreSQL or DynamoDB; not memory or fjall, which no other process
+    /// reads). Plain HTTP: keep it on a private network.
+    #[arg(long, env = "UNIQUE_PEER_URL", requires = "peer_secret_file", value_parser = peer_url)]
+    pub(crate) peer_url: Option<String>,
+
+    /// Owner-only file holding the secret every server of the deployment shares for the
+    /// peer routes (one line, at least 32 visible ASCII characters). Needs --peer-url.
+    #[arg(long, env = "UNIQUE_PEER_SECRET_FILE", requires = "peer_url")]
+    pub(crate) peer_secret_file: Option<PathBuf>,
+
     /// Kick-endpoint allow list: comma-separated CIDR blocks (10.0.0.0/8, fd00::/8,
     /// 127.0.0.2) and host names (node.internal, or *.nodes.internal for the names below
     /// it); repeatable. When given, kicks reach only what it matches. An allow CIDR inside
@@ -426,6 +440,32 @@ fn count_interval(text: &str) -> Result<humantime::Duration, String> {
 }
 
 /// A humantime duration above zero (a zero timeout would close every connection).
+/// `--peer-url`: `http://host:port`, nothing after the authority but an optional `/`.
+fn peer_url(text: &str) -> Result<String, String> {
+    let uri: http::Uri = text.parse().map_err(|e| format!("not a URL: {e}"))?;
+    match uri.scheme_str() {
+        Some("http") => {}
+        Some("https") => {
+            return Err(
+                "the peer routes speak plain HTTP: give an http:// URL on a private \
+                        network"
+                    .to_owned(),
+            );
+        }
+        _ => return Err("expected http://host:port".to_owned()),
+    }
+    let Some(authority) = uri.authority() else {
+        return Err("expected http://host:port".to_owned());
+    };
+    if authority.port_u16().is_none() || authority.as_str().contains('@') {
+        return Err("expected http://host:port, with the port".to_owned());
+    }
+    if !matches!(uri.path(), "" | "/") || uri.query().is_some() {
+        return Err("expected http://host:port, with no path".to_owned());
+    }
+    Ok(format!("http://{authority}"))
+}
+
 fn positive_duration(text: &str) -> Result<humantime::Duration, String> {
     let duration: humantime::Duration = text.parse().map_err(|e| format!("{e}"))?;
     if duration.is_zero() {

@@ -116,16 +116,6 @@ pub(crate) struct ServerKicker {
     pub(crate) push: Option<Arc<dyn KickDelivery>>,
 }
 
-impl ServerKicker {
-    /// HTTP kicks through `http`; push kicks through `hub` when given.
-    pub(crate) fn new(http: HttpKicker, hub: Option<unique_arbiter_http::KickHub>) -> Self {
-        Self {
-            http,
-            push: hub.map(|hub| Arc::new(hub) as Arc<dyn KickDelivery>),
-        }
-    }
-}
-
 #[async_trait]
 impl Kicker for ServerKicker {
     async fn kick(&self, endpoint: &str, payload: &KickPayload, timeout: Duration) -> KickOutcome {

@@ -28,6 +28,7 @@ mod exposure;
 mod kicker;
 mod leases;
 mod logging;
+mod peers;
 mod reload;
 mod secrets;
 mod served;
@@ -113,6 +114,7 @@ async fn run(args: Args, metrics: Option<PrometheusHandle>) -> Result<Stopped, S
         .as_deref()
         .map(secrets::load_signing_keys)
         .transpose()?;
+    let peer_secret = peers::secret(&args)?;
     let audit = args
         .audit_log
         .as_deref()
@@ -169,6 +171,7 @@ async fn run(args: Args, metrics: Option<PrometheusHandle>) -> Result<Stopped, S
         keys,
         audit,
         leases,
+        peer_secret,
         options,
         metrics,
         signals,

@@ -4,8 +4,8 @@
 
 use std::path::Path;
 
-use unique_arbiter_http::Tokens;
 use unique_arbiter_http::secret_file::{SecretFileError, read_owner_only};
+use unique_arbiter_http::{PeerSecret, Tokens};
 use unique_kick_http::SigningKeys;
 
 /// The `--auth-tokens` file, checked and parsed; the error starts with the flag's name.
@@ -26,6 +26,13 @@ pub(crate) fn load_signing_keys(path: &Path) -> Result<SigningKeys, String> {
     let text =
         read_secret(path, "signing keys").map_err(|e| format!("--kick-signing-keys: {e}"))?;
     SigningKeys::parse(&text).map_err(|e| format!("--kick-signing-keys: {e}"))
+}
+
+/// The `--peer-secret-file` file, checked and parsed; the error starts with the flag's name.
+pub(crate) fn load_peer_secret(path: &Path) -> Result<PeerSecret, String> {
+    let text =
+        read_secret(path, "the peer secret").map_err(|e| format!("--peer-secret-file: {e}"))?;
+    PeerSecret::parse(&text).map_err(|e| format!("--peer-secret-file: {e}"))
 }
 
 /// The text of the secret file at `path` (holding `what`), once its mode shows no one but

@@ -5,10 +5,12 @@ use std::sync::Arc;
 
 use metrics_exporter_prometheus::PrometheusHandle;
 use unique_arbiter_http::{
-    ArbiterService, AuditFile, KickHub, LeaseService, PushConfig, ServeOptions, SharedTokens,
+    ArbiterService, AuditFile, KickHub, LeaseService, PeerSecret, PushConfig, ServeOptions,
+    SharedTokens,
 };
 use unique_core::{Arbiter, ArbiterBuilder, Observer, Store, TracingObserver};
 use unique_kick_http::SigningKeys;
+use unique_kick_relay::KickRelay;
 use unique_metrics::{MeteredStore, MetricsObserver};
 use unique_wire::InfoKicks;
 
@@ -17,6 +19,7 @@ use crate::counts;
 use crate::error::StartupError;
 use crate::exposition;
 use crate::kicker::{KickerConfig, ServerKicker, SigningKicker};
+use crate::peers;
 use crate::reload::{self, Reloader};
 use crate::signals::Signals;
 
@@ -27,6 +30,8 @@ pub(crate) struct Served {
     pub(crate) audit: Option<Arc<AuditFile>>,
     /// The lease directory on the store; `None` with `--no-leases` (the routes answer 501).
     pub(crate) leases: Option<Arc<dyn LeaseService>>,
+    /// `--peer-secret-file`'s secret: kicks are forwarded across servers.
+    pub(crate) peer_secret: Option<PeerSecret>,
     pub(crate) options: ServeOptions,
     /// `None` with `--no-metrics`.
     pub(crate) metrics: Option<PrometheusHandle>,
@@ -71,6 +76,7 @@ async fn run_on<S: Store>(
         keys,
         audit,
         leases,
+        peer_secret,
         options,
         metrics,
         signals,
@@ -80,7 +86,11 @@ async fn run_on<S: Store>(
     let mut reloader = Reloader::default();
     let builder = Arbiter::builder(store);
     let hub = kick_hub(args);
-    let kicker_over = |http| ServerKicker::new(http, hub.clone());
+    let delivery = peers::delivery(args, hub.as_ref(), leases.as_ref(), peer_secret).await?;
+    let kicker_over = |http| ServerKicker {
+        http,
+        push: delivery.push.clone(),
+    };
     // Kept for /v1/info, which reads the keys in force at each request.
     let mut signing = None;
     let builder = match (keys, &args.kick_signing_keys) {
@@ -130,9 +140,7 @@ async fn run_on<S: Store>(
     if let Some(leases) = leases {
         service = service.with_leases(leases);
     }
-    if let Some(hub) = &hub {
-        service = service.with_push_kicks(hub.clone());
-    }
+    let service = with_push(service, hub.as_ref(), delivery.relay.as_ref());
     let Signals {
         shutdown,
         #[cfg(unix)]
@@ -159,7 +167,7 @@ async fn run_on<S: Store>(
     // Kept to write the refusals tallied since the last interval once serving stopped.
     let audited = service.clone();
     let service = exposition::MetricsRoute::new(service, metrics);
-    let shutdown = ending_streams(shutdown, hub);
+    let shutdown = ending_streams(shutdown, hub, delivery.relay.map(|(relay, _)| relay));
     unique_listener::serve(listener, service, options, shutdown).await;
     audited.flush_audit().await;
     tracing::info!("stopped");
@@ -196,10 +204,34 @@ fn kick_hub(args: &Args) -> Option<KickHub> {
     }))
 }
 
+/// The push-kick routes through `hub`, and the peer routes through `relay` when it runs.
+fn with_push<S: Store>(
+    mut service: ArbiterService<S>,
+    hub: Option<&KickHub>,
+    relay: Option<&(KickRelay, PeerSecret)>,
+) -> ArbiterService<S> {
+    if let Some(hub) = hub {
+        service = service.with_push_kicks(hub.clone());
+    }
+    if let Some((relay, secret)) = relay {
+        let epoch = relay.epoch().to_owned();
+        service = service.with_peers(secret.clone(), epoch, Arc::new(relay.clone()));
+    }
+    service
+}
+
 /// `shutdown`, then every kick stream ended: streams never end by themselves, so on
 /// shutdown each gets its `closed` line and ends, and its connection drains like any other.
-async fn ending_streams(shutdown: impl Future<Output = ()>, hub: Option<KickHub>) {
+/// With peers, this server's registration goes first, so the others stop forwarding here.
+async fn ending_streams(
+    shutdown: impl Future<Output = ()>,
+    hub: Option<KickHub>,
+    relay: Option<KickRelay>,
+) {
     shutdown.await;
+    if let Some(relay) = relay {
+        relay.leave().await;
+    }
     if let Some(hub) = hub {
         hub.shutdown();
     }

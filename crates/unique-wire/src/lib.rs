@@ -60,7 +60,8 @@ pub use limit::{BodyError, MAX_KICK_BODY_BYTES, MAX_REQUEST_BODY_BYTES, read_bod
 pub use parse::{parse, parse_claim};
 pub use push::{
     ClosedReason, KickAckAnswer, KickAckBody, KickLine, NODE_KICKS_ACK_PATH, NODE_KICKS_PATH,
-    PushRoute, StreamLine, node_kicks_ack_path, node_kicks_path, parse_node_kicks_path,
+    PEER_ACK_PATH, PEER_KICK_PATH, PeerAckBody, PeerKickAnswer, PeerKickBody, PeerRoute, PushRoute,
+    StreamLine, node_kicks_ack_path, node_kicks_path, parse_node_kicks_path,
 };
 pub use route::{
     CLAIM_PATH, CURRENT_BATCH_PATH, CURRENT_PATH, HEALTH_PATH, LOGOUT_ALL_PATH, LOGOUT_PATH,

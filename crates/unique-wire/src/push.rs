@@ -173,6 +173,80 @@ pub struct KickAckAnswer {
     pub accepted: bool,
 }
 
+/// `POST`: a kick forwarded by another server to the server holding the node's stream
+/// (`docs/design.md#push-kicks-across-servers`). Internal: authenticated by the servers' shared
+/// peer secret, never by a caller's token.
+pub const PEER_KICK_PATH: &str = "/v1/peer/kick";
+/// `POST`: a node's ack that landed on a server other than the one holding its stream,
+/// forwarded to that one. Internal, as [`PEER_KICK_PATH`].
+pub const PEER_ACK_PATH: &str = "/v1/peer/ack";
+
+/// One of the two internal peer routes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PeerRoute {
+    /// [`PEER_KICK_PATH`], `POST`.
+    Kick,
+    /// [`PEER_ACK_PATH`], `POST`.
+    Ack,
+}
+
+impl PeerRoute {
+    /// The route of `path`, if it is one of the two.
+    pub fn from_path(path: &str) -> Option<Self> {
+        match path {
+            PEER_KICK_PATH => Some(Self::Kick),
+            PEER_ACK_PATH => Some(Self::Ack),
+            _ => None,
+        }
+    }
+
+    /// The route's path.
+    pub const fn path(self) -> &'static str {
+        match self {
+            Self::Kick => PEER_KICK_PATH,
+            Self::Ack => PEER_ACK_PATH,
+        }
+    }
+}
+
+/// [`PEER_KICK_PATH`] body: push `body` (signed by `signature`) to `node`'s stream, held by the
+/// server whose epoch is `server_epoch`, and wait at most `timeout_ms` for the ack.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PeerKickBody {
+    /// The node the kick is for.
+    pub node: String,
+    /// The epoch of the server the sender found holding the stream: a server started again
+    /// on the same address has another, and answers `connect-error`.
+    pub server_epoch: String,
+    /// The kick's JSON text, as [`KickLine::body`].
+    pub body: String,
+    /// Its signature, as [`KickLine::signature`].
+    pub signature: Option<String>,
+    /// How long the receiving server may wait for the node's ack.
+    pub timeout_ms: u64,
+}
+
+/// [`PEER_KICK_PATH`] answer: how the push ended, `"confirmed"` or a kick detail's wire name
+/// (`"non-2xx"`, `"timeout"`, `"connect-error"`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PeerKickAnswer {
+    /// The outcome.
+    pub outcome: String,
+}
+
+/// [`PEER_ACK_PATH`] body: the ack `id`/`status` a node sent for `node`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PeerAckBody {
+    /// The node that acked.
+    pub node: String,
+    /// The kick's id.
+    pub id: String,
+    /// The node's status.
+    pub status: u16,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
