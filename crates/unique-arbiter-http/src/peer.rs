@@ -32,16 +32,16 @@ pub const MAX_PEER_KICK_WAIT: Duration = Duration::from_mins(1);
 /// Where a server registers the kick streams it holds, so that the others can forward kicks
 /// to it, and asks which server holds a stream it does not.
 ///
-/// [`KickHub::attach_directory`] calls [`opened`](Self::opened) before a new stream's `hello`
-/// line. Nothing is called when a stream ends: a registration left behind names a server that
-/// no longer holds the stream, which answers a forwarded kick `connect-error`, as no
-/// registration would; removing it could remove the newer registration of a node that has
-/// meanwhile reconnected to another server.
+/// [`KickHub::attach_directory`] calls [`register`](Self::register) before a new stream's
+/// `hello` line, again until it succeeds. Nothing is called when a stream ends: a
+/// registration left behind names a server that no longer holds the stream, which answers a
+/// forwarded kick `connect-error`, as no registration would; removing it could remove the
+/// newer registration of a node that has meanwhile reconnected to another server.
 #[async_trait]
 pub trait StreamDirectory: Send + Sync + 'static {
-    /// `node`'s stream is open here: register it. Failures are the directory's to log and
-    /// retry; the stream serves this server's kicks either way.
-    async fn opened(&self, node: &str);
+    /// `node`'s stream is open here: register it. `false` when that failed (the directory
+    /// logs why); the hub tries again.
+    async fn register(&self, node: &str) -> bool;
 
     /// An ack for `node` that this server was not waiting for: hands it to the server that
     /// holds the node's stream, and says whether that one was waiting for it.

@@ -14,7 +14,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, Weak};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
@@ -43,6 +43,12 @@ pub const DEFAULT_MAX_KICK_STREAMS: usize = 10_000;
 pub const DEFAULT_MAX_KICK_STREAMS_PER_TOKEN: usize = 1_000;
 /// Default [`PushConfig::queue_lines`].
 pub const DEFAULT_STREAM_QUEUE_LINES: usize = 64;
+/// The first wait before a failed stream registration is tried again; it doubles up to
+/// [`REGISTER_BACKOFF_MAX`].
+const REGISTER_BACKOFF_FIRST: Duration = Duration::from_millis(50);
+/// The longest wait between two tries of a stream registration.
+const REGISTER_BACKOFF_MAX: Duration = Duration::from_secs(2);
+
 /// Default [`PushConfig::write_stall`].
 pub const DEFAULT_WRITE_STALL: Duration = Duration::from_secs(10);
 
@@ -237,7 +243,7 @@ impl KickHub {
         self.hub.lock().streams.len()
     }
 
-    /// Whether a stream of `node` is open on this server now.
+    /// Whether a stream of `node` is open on this server now (its `hello` sent or not).
     pub fn holds(&self, node: &str) -> bool {
         self.hub.lock().streams.contains_key(node)
     }
@@ -248,7 +254,9 @@ impl KickHub {
     }
 
     /// Registers every stream opened from now on in `directory` before its `hello` line
-    /// (`docs/design.md#push-kicks-across-servers`). Only
+    /// (`docs/design.md#push-kicks-across-servers`), trying again (50 ms, doubling to 2 s)
+    /// until the registration lands or the stream ends; no kick is pushed to a stream before
+    /// its `hello`. Only
     /// the first directory attached is kept: returns `false` for any later one.
     pub fn attach_directory(&self, directory: Arc<dyn StreamDirectory>) -> bool {
         self.hub.directory.set(directory).is_ok()
@@ -289,6 +297,7 @@ impl KickHub {
             queue_lines: config.queue_lines,
             write_stall: config.write_stall,
             lines: Mutex::new(Lines::default()),
+            announced: AtomicBool::new(false),
         });
         let replaced = {
             let mut state = self.hub.lock();
@@ -327,19 +336,25 @@ impl KickHub {
         let ping = config.ping;
         match self.hub.directory.get().cloned() {
             None => {
-                // A new queue has room for the hello.
-                let _ = handle.enqueue(hello);
+                handle.announce(hello);
                 tokio::spawn(pings(Arc::downgrade(&handle), ping));
             }
             // The hello tells the node that every server can reach it: it waits for the
-            // registration (which logs its own failure; the stream still serves this server).
+            // registration, retried until it lands or the stream ends.
             Some(directory) => {
                 let stream = Arc::downgrade(&handle);
                 let node = node.to_owned();
                 tokio::spawn(async move {
-                    directory.opened(&node).await;
+                    let mut backoff = REGISTER_BACKOFF_FIRST;
+                    while !directory.register(&node).await {
+                        tokio::time::sleep(backoff).await;
+                        backoff = (backoff * 2).min(REGISTER_BACKOFF_MAX);
+                        if stream.upgrade().is_none_or(|s| s.lines().closed) {
+                            return;
+                        }
+                    }
                     if let Some(stream) = stream.upgrade() {
-                        let _ = stream.enqueue(hello);
+                        stream.announce(hello);
                     }
                     pings(stream, ping).await;
                 });
@@ -420,6 +435,9 @@ pub(crate) struct StreamHandle {
     queue_lines: usize,
     write_stall: Duration,
     lines: Mutex<Lines>,
+    /// The `hello` line is queued: kicks may follow it. Until then the stream is no stream
+    /// for a kick (its registration for the other servers has not landed yet).
+    announced: AtomicBool,
 }
 
 #[derive(Default)]
@@ -441,6 +459,16 @@ impl StreamHandle {
 
     fn permits(&self, key: &Key) -> bool {
         self.grant.as_ref().is_none_or(|g| g.permits(key))
+    }
+
+    fn is_announced(&self) -> bool {
+        self.announced.load(Ordering::Acquire)
+    }
+
+    /// Queues the `hello` line (a new queue has room for it); kicks may follow.
+    fn announce(&self, hello: Bytes) {
+        let _ = self.enqueue(hello);
+        self.announced.store(true, Ordering::Release);
     }
 
     fn enqueue(&self, line: Bytes) -> Result<(), Refused> {
@@ -551,7 +579,11 @@ impl KickDelivery for KickHub {
         let (answer, answered) = oneshot::channel();
         let stream = {
             let mut state = self.hub.lock();
-            let Some(stream) = state.streams.get(node).filter(|s| s.permits(&key)).cloned() else {
+            let stream = state.streams.get(node);
+            let Some(stream) = stream
+                .filter(|s| s.is_announced() && s.permits(&key))
+                .cloned()
+            else {
                 return KickOutcome::Failed(KickDetail::ConnectError);
             };
             state.pending.insert(
@@ -680,6 +712,70 @@ mod tests {
             .deliver("n1", &payload(5), kick(), Duration::from_hours(1))
             .await;
         assert_eq!(later, KickOutcome::Failed(KickDetail::ConnectError));
+    }
+
+    /// A directory whose first `failures` registrations fail.
+    struct Flaky {
+        failures: AtomicU64,
+        tries: AtomicU64,
+    }
+
+    #[async_trait]
+    impl StreamDirectory for Flaky {
+        async fn register(&self, _node: &str) -> bool {
+            self.tries.fetch_add(1, Ordering::SeqCst);
+            self.failures
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                .is_err()
+        }
+
+        async fn forward_ack(&self, _node: &str, _id: &str, _status: u16) -> bool {
+            false
+        }
+    }
+
+    /// With a directory, the hello waits for the stream's registration, tried again until it
+    /// lands; until then a kick finds no stream (connect-error) and nothing is queued.
+    #[tokio::test(start_paused = true)]
+    async fn the_hello_waits_for_the_registration_and_kicks_wait_for_the_hello() {
+        let hub = KickHub::new(PushConfig {
+            ping: Duration::from_hours(1),
+            ..PushConfig::default()
+        });
+        let directory = Arc::new(Flaky {
+            failures: AtomicU64::new(3),
+            tries: AtomicU64::new(0),
+        });
+        assert!(hub.attach_directory(directory.clone()));
+        let stream = hub.open("n1", None).unwrap();
+        tokio::task::yield_now().await;
+        assert_eq!(ready_lines(&stream), vec![]);
+        let early = hub
+            .deliver("n1", &payload(1), kick(), Duration::from_millis(10))
+            .await;
+        assert_eq!(early, KickOutcome::Failed(KickDetail::ConnectError));
+        // 50 + 100 + 200 ms of backoff, then the fourth try lands.
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert_eq!(directory.tries.load(Ordering::SeqCst), 4);
+        let hello = StreamLine::Hello {
+            node: "n1".into(),
+            ping_ms: 3_600_000,
+        };
+        assert_eq!(ready_lines(&stream), vec![hello]);
+        let delivered = {
+            let hub = hub.clone();
+            tokio::spawn(async move {
+                hub.deliver("n1", &payload(2), kick(), Duration::from_secs(5))
+                    .await
+            })
+        };
+        tokio::task::yield_now().await;
+        let id = match ready_lines(&stream).as_slice() {
+            [StreamLine::Kick(line)] => line.id.clone(),
+            other => panic!("expected one kick line, got {other:?}"),
+        };
+        assert!(hub.ack("n1", &id, 200, None));
+        assert_eq!(delivered.await.unwrap(), KickOutcome::Confirmed);
     }
 
     #[tokio::test]

@@ -150,7 +150,7 @@ async fn upkeep(relay: Weak<Inner>) {
                 // Checked again just before each write: a stream that left meanwhile may be
                 // registered on another server by now.
                 if relay.hub.holds(&node) {
-                    relay.register_stream(&node).await;
+                    let _ = relay.register_stream(&node).await;
                 }
             }
         }
@@ -158,13 +158,18 @@ async fn upkeep(relay: Weak<Inner>) {
 }
 
 impl Inner {
-    async fn register_stream(&self, node: &str) {
+    /// Registers `node`'s stream as held here; `false` (logged) when the write failed.
+    async fn register_stream(&self, node: &str) -> bool {
         let key = stream_key(node);
         let ttl = self.config.stream_ttl;
-        if let Err(e) = self.registry.register_node(&key, &self.epoch, ttl).await
-            && FAILURES_LOGGED.admit("kick relay")
-        {
-            tracing::warn!(%node, error = %e, "cannot register a kick stream for the other servers");
+        match self.registry.register_node(&key, &self.epoch, ttl).await {
+            Ok(_) => true,
+            Err(e) => {
+                if FAILURES_LOGGED.admit("kick relay") {
+                    tracing::warn!(%node, error = %e, "cannot register a kick stream for the other servers");
+                }
+                false
+            }
         }
     }
 
@@ -247,8 +252,8 @@ impl KickDelivery for KickRelay {
 
 #[async_trait]
 impl StreamDirectory for KickRelay {
-    async fn opened(&self, node: &str) {
-        self.inner.register_stream(node).await;
+    async fn register(&self, node: &str) -> bool {
+        self.inner.register_stream(node).await
     }
 
     async fn forward_ack(&self, node: &str, id: &str, status: u16) -> bool {

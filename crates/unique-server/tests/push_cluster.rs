@@ -20,6 +20,7 @@ use common::{BIN, http, request_with, start, write_secret};
 use unique_client::{Ending, HeartbeatOptions, Node, NodeEvents, PushOptions, PushStatus, Session};
 use unique_client_http::HttpTransport;
 use unique_core::{Key, KickDetail, KickReason, Owner};
+use unique_history::{PoolReport, PoolWorkload, run_duration};
 use unique_testsupport::dynalite::{ACCESS_KEY_ID, Dynalite, REGION, SECRET_ACCESS_KEY};
 use unique_testsupport::net::PATIENCE;
 use unique_testsupport::{ChildGuard, free_port, postgres};
@@ -30,7 +31,7 @@ const PEER_SECRET: &str = "push-cluster-peer-secret-0123456789abcdef";
 /// again on the same port.
 struct Server {
     addr: String,
-    command: Box<dyn Fn() -> Command>,
+    command: Box<dyn Fn() -> Command + Send>,
     guard: Option<ChildGuard>,
 }
 
@@ -53,7 +54,11 @@ impl Server {
 
 /// `count` servers from `base` (the store's command: its flags and environment), each on a
 /// port of its own with that port's URL as its `--peer-url`, all with one peer secret.
-fn cluster(dir: &Path, count: usize, base: impl Fn() -> Command + Clone + 'static) -> Vec<Server> {
+fn cluster(
+    dir: &Path,
+    count: usize,
+    base: impl Fn() -> Command + Clone + Send + 'static,
+) -> Vec<Server> {
     let secret = dir.join("peer.secret");
     write_secret(&secret, PEER_SECRET);
     (0..count)
@@ -234,6 +239,61 @@ async fn push_kicks_cross_servers_on_dynamodb() {
     let dir = tempfile::tempdir().unwrap();
     let mut servers = dynamodb_cluster(dir.path(), "push-cluster");
     kicks_cross_servers_and_survive_a_sigkill(&mut servers).await;
+}
+
+/// The pooled workload (`unique-history`) over the three servers, its sessions' nodes push
+/// nodes spread over all three and its claims too, so most kicks cross servers; a third of
+/// the way in, server 2 is SIGKILLed and started again on its port a second later. The
+/// history must be clean, and every eviction of a session whose node held its stream on a
+/// server that stayed up (0 or 1) must have had its kick confirmed by the node's ack.
+fn pooled_push_history_with_a_sigkill(servers: &mut [Server], name: &str, project: &str) {
+    let urls: Vec<String> = servers.iter().map(Server::url).collect();
+    let duration = run_duration(Duration::from_secs(6));
+    let workload = PoolWorkload::new(urls.clone())
+        .project(project)
+        .push_nodes(urls)
+        .duration(duration);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let victim = &mut servers[2];
+    let history = std::thread::scope(|scope| {
+        scope.spawn(move || {
+            std::thread::sleep(duration / 3);
+            victim.kill();
+            std::thread::sleep(Duration::from_secs(1));
+            victim.restart();
+        });
+        runtime.block_on(workload.run()).unwrap()
+    });
+    let report = PoolReport::new(name, &history);
+    println!("{report}");
+    report.assert_clean();
+    report.assert_kicks_confirmed(|server| server != 2);
+}
+
+#[test]
+fn pooled_push_history_across_three_servers_with_a_sigkill_on_postgres() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut servers = postgres_cluster(dir.path(), "push_cluster_history");
+    pooled_push_history_with_a_sigkill(
+        &mut servers,
+        "postgres, 3 servers, push nodes, one SIGKILLed",
+        "push-history-pg",
+    );
+}
+
+#[test]
+fn pooled_push_history_across_three_servers_with_a_sigkill_on_dynamodb() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut servers = dynamodb_cluster(dir.path(), "push-cluster-history");
+    pooled_push_history_with_a_sigkill(
+        &mut servers,
+        "dynamodb, 3 servers, push nodes, one SIGKILLed",
+        "push-history-ddb",
+    );
 }
 
 /// A raw kick stream of `node` on `addr`, read line by line.

@@ -1,6 +1,8 @@
 //! Push kicks against HTTP kicks, measured (issue 46): takeovers per second and their
 //! latency when every login is a takeover whose kick is delivered to a real receiver and
-//! acknowledged, on one unique-server (memory store).
+//! acknowledged, on one unique-server (memory store), or on three sharing one PostgreSQL
+//! database (`--servers 3`), where the claims go to the first and the nodes' streams are held
+//! by the other two, so every push kick is forwarded between servers.
 //!
 //! Each of `--connections` keep-alive connections owns one user and logs it in alternately
 //! as owner A and owner B, so every claim after its first kicks the other owner:
@@ -50,10 +52,25 @@ struct Args {
     /// Streams opened for the memory measure; 0 skips it.
     #[arg(long, default_value_t = 1000)]
     streams: usize,
+    /// Servers: 1 (memory store), or 2 or 3 (one PostgreSQL database, joined by --peer-url: claims
+    /// on the first, the two nodes' streams on the last two (the second for both with 2), so every push kick is
+    /// forwarded; PostgreSQL is started for the run).
+    #[arg(long, default_value_t = 1, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=3))]
+    servers: usize,
 }
 
-/// A server of `args.server` on a free loopback port: the child and its address.
-fn start_server(args: &Args) -> (Child, String) {
+/// The store and peer flags of one server of the run.
+struct Placement {
+    /// `--store memory`, or PostgreSQL at this URL.
+    database: Option<String>,
+    /// The port to listen on (0: any) and, with peers, the peer secret file.
+    port: u16,
+    peer_secret: Option<std::path::PathBuf>,
+    create_table: bool,
+}
+
+/// A server of `args.server` on loopback: the child and its address.
+fn start_server(args: &Args, placement: &Placement) -> (Child, String) {
     let mut command = if args.server_cpus.is_empty() {
         Command::new(&args.server)
     } else {
@@ -61,19 +78,37 @@ fn start_server(args: &Args) -> (Child, String) {
         taskset.args(["-c", &args.server_cpus, &args.server]);
         taskset
     };
+    let listen = format!("127.0.0.1:{}", placement.port);
+    command.args([
+        "--listen",
+        &listen,
+        "--max-connections-per-ip",
+        "100000",
+        "--max-kick-streams-per-token",
+        "100000",
+        "--max-kick-streams",
+        "100000",
+    ]);
+    match &placement.database {
+        None => {
+            command.args(["--store", "memory"]);
+        }
+        Some(url) => {
+            command
+                .args(["--store", "postgres", "--database-table", "bench_push"])
+                .env("UNIQUE_DATABASE_URL", url);
+            if placement.create_table {
+                command.arg("--create-table");
+            }
+        }
+    }
+    if let Some(secret) = &placement.peer_secret {
+        command
+            .args(["--peer-url", &format!("http://{listen}")])
+            .arg("--peer-secret-file")
+            .arg(secret);
+    }
     let mut child = command
-        .args([
-            "--listen",
-            "127.0.0.1:0",
-            "--store",
-            "memory",
-            "--max-connections-per-ip",
-            "100000",
-            "--max-kick-streams-per-token",
-            "100000",
-            "--max-kick-streams",
-            "100000",
-        ])
         .env("RUST_LOG", "warn")
         .stdout(Stdio::piped())
         .spawn()
@@ -310,10 +345,54 @@ fn rss_kib(pid: u32) -> u64 {
         .unwrap()
 }
 
+/// The servers of the run: one on memory, or three on one PostgreSQL database joined as
+/// peers. The children, their addresses, and the database while it must live.
+fn start_servers(
+    args: &Args,
+    dir: &std::path::Path,
+) -> (
+    Vec<Child>,
+    Vec<String>,
+    Option<Arc<unique_testsupport::postgres::PostgresServer>>,
+) {
+    if args.servers == 1 {
+        let placement = Placement {
+            database: None,
+            port: 0,
+            peer_secret: None,
+            create_table: false,
+        };
+        let (child, addr) = start_server(args, &placement);
+        return (vec![child], vec![addr], None);
+    }
+    let db = unique_testsupport::postgres::shared();
+    let secret = dir.join("peer.secret");
+    unique_testsupport::write_secret(&secret, "bench-peer-secret-0123456789abcdef0123")
+        .expect("the peer secret file");
+    let (children, addrs) = (0..args.servers)
+        .map(|i| {
+            let placement = Placement {
+                database: Some(db.url().to_owned()),
+                port: unique_testsupport::free_port(),
+                peer_secret: Some(secret.clone()),
+                create_table: i == 0,
+            };
+            start_server(args, &placement)
+        })
+        .unzip();
+    (children, addrs, Some(db))
+}
+
 #[tokio::main]
 async fn main() {
     let args = Args::parse();
-    let (mut child, addr) = start_server(&args);
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let (children, addrs, _db) = start_servers(&args, dir.path());
+    let addr = addrs[0].clone();
+    // With three servers the nodes hold their streams on the other two: every push kick is
+    // forwarded from the claim's server to the stream's.
+    let stream_addrs = [&addrs[addrs.len().min(2) - 1], &addrs[addrs.len() - 1]];
+    println!("{} server(s): {}", args.servers, addrs.join(", "));
 
     let (a, b) = (receiver().await, receiver().await);
     let http = [
@@ -322,8 +401,8 @@ async fn main() {
     ];
     println!("http kicks: {}", measure(&addr, &args, http, 0).await);
 
-    push_node(&addr, "bench-a", args.connections).await;
-    push_node(&addr, "bench-b", args.connections).await;
+    push_node(stream_addrs[0], "bench-a", args.connections).await;
+    push_node(stream_addrs[1], "bench-b", args.connections).await;
     let push = [json!({"node": "bench-a"}), json!({"node": "bench-b"})];
     println!(
         "push kicks: {}",
@@ -332,7 +411,7 @@ async fn main() {
 
     if args.streams > 0 {
         // The server's pid: the child itself, or taskset's (it execs the server).
-        let pid = child.id();
+        let pid = children[0].id();
         let before = rss_kib(pid);
         let mut streams = Vec::new();
         for i in 0..args.streams {
@@ -353,6 +432,8 @@ async fn main() {
             after.saturating_sub(before) as f64 / args.streams as f64
         );
     }
-    let _ = child.kill();
-    let _ = child.wait();
+    for mut child in children {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
 }
