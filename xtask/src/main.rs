@@ -104,7 +104,10 @@ commands:
             the ratios of every pass side by side, and memory and disk per session at 10^6
             sessions (`--no-pin`: unpinned only; `--keys 10000`: the old key set alone; flags
             after `bench` go to unique-bench); then the batched heartbeat measure (HTTP
-            requests and store round trips for 10,000 sessions)
+            requests and store round trips for 10,000 sessions); then push kicks against
+            HTTP kicks (takeovers/s and p99 with every kick acknowledged, the server on CPU 0
+            and the load on CPU 1) on one server, memory per open kick stream, and again on
+            three servers on one PostgreSQL database with every push kick forwarded
   soak      --minutes N [options]
             the release unique-server on its default store (fjall, on a small tmpfs: needs
             root), with caller tokens, under steady mixed load for N minutes (logins,
@@ -619,6 +622,34 @@ fn bench(run: &mut Run, extra: &[String]) {
             "heartbeats",
         ]),
     );
+    // push_kicks starts the release server it is given: build both first.
+    run.step(
+        "build the release server and push_kicks",
+        cargo(&[
+            "build",
+            "--release",
+            "-p",
+            "unique-server",
+            "-p",
+            "unique-bench",
+        ]),
+    );
+    for servers in ["1", "3"] {
+        let mut cmd = Command::new("taskset");
+        cmd.args(["-c", "1"])
+            .arg(root().join("target/release/push_kicks"))
+            .arg("--server")
+            .arg(root().join("target/release/unique-server"))
+            .args(["--server-cpus", "0", "--servers", servers])
+            .current_dir(root());
+        if servers != "1" {
+            cmd.args(["--streams", "0"]);
+        }
+        run.step(
+            &format!("bench push kicks against HTTP kicks ({servers} server(s))"),
+            cmd,
+        );
+    }
 }
 
 /// The soak (`unique-bench`'s `soak` binary, its arguments passed through): it builds the

@@ -32,6 +32,13 @@ pub(crate) fn secret(args: &Args) -> Result<Option<PeerSecret>, StartupError> {
                 .into(),
         );
     }
+    if args.tls_cert.is_some() {
+        return Err(
+            "--peer-url with --tls-cert: the peer routes speak plain HTTP to the other \
+                    servers' listeners, and this one speaks only TLS (not supported yet)"
+                .into(),
+        );
+    }
     if matches!(args.store(), StoreKind::Memory | StoreKind::Fjall) {
         return Err(format!(
             "--peer-url needs a store the other servers share (postgres, dynamodb); \

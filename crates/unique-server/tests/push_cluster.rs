@@ -417,3 +417,105 @@ fn the_peer_routes_need_the_secret() {
     let (status, json) = peer("POST", "/v1/peer/kick", Some(PEER_SECRET), "{}");
     assert_eq!(status, 400, "{json}");
 }
+
+/// `--peer-url` is refused at startup, with the reason, where it cannot work: without its
+/// secret file, with an https or path URL, with a short secret, on a store no other process
+/// reads, with TLS on the listener (the peer client speaks plain HTTP).
+#[test]
+fn peer_flags_are_checked_at_startup() {
+    let dir = tempfile::tempdir().unwrap();
+    let secret = dir.path().join("peer.secret");
+    write_secret(&secret, PEER_SECRET);
+    let short = dir.path().join("short.secret");
+    write_secret(&short, "too-short");
+    let secret = secret.to_str().unwrap();
+    let short = short.to_str().unwrap();
+    let cases: [(&[&str], &str); 7] = [
+        (
+            &["--store", "sqlite", "--peer-url", "http://127.0.0.1:1"],
+            "--peer-secret-file",
+        ),
+        (
+            &[
+                "--store",
+                "postgres",
+                "--peer-url",
+                "https://127.0.0.1:1",
+                "--peer-secret-file",
+                secret,
+            ],
+            "plain HTTP",
+        ),
+        (
+            &[
+                "--store",
+                "postgres",
+                "--peer-url",
+                "http://127.0.0.1:1/x",
+                "--peer-secret-file",
+                secret,
+            ],
+            "no path",
+        ),
+        (
+            &[
+                "--store",
+                "postgres",
+                "--peer-url",
+                "http://127.0.0.1:1",
+                "--peer-secret-file",
+                short,
+            ],
+            "at least 32 bytes",
+        ),
+        (
+            &[
+                "--store",
+                "memory",
+                "--peer-url",
+                "http://127.0.0.1:1",
+                "--peer-secret-file",
+                secret,
+            ],
+            "--store memory is read by this process only",
+        ),
+        (
+            &[
+                "--store",
+                "fjall",
+                "--peer-url",
+                "http://127.0.0.1:1",
+                "--peer-secret-file",
+                secret,
+            ],
+            "--store fjall is read by this process only",
+        ),
+        (
+            &[
+                "--store",
+                "postgres",
+                "--peer-url",
+                "http://127.0.0.1:1",
+                "--peer-secret-file",
+                secret,
+                "--tls-cert",
+                "/nonexistent/cert.pem",
+                "--tls-key",
+                "/nonexistent/key.pem",
+            ],
+            "this one speaks only TLS",
+        ),
+    ];
+    for (args, expected) in cases {
+        let output = Command::new(BIN)
+            .args(["--listen", "127.0.0.1:0"])
+            .args(args)
+            .env("UNIQUE_DATABASE_URL", "postgres://127.0.0.1:1/none")
+            .env("RUST_LOG", "error")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success(), "{args:?} started");
+        assert!(stderr.contains(expected), "{args:?}: {stderr}");
+    }
+}
