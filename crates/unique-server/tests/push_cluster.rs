@@ -16,10 +16,9 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
+use common::push::{push_node, takeover_kicks, until};
 use common::{BIN, http, request_with, start, write_secret};
-use unique_client::{Ending, HeartbeatOptions, Node, NodeEvents, PushOptions, PushStatus, Session};
-use unique_client_http::HttpTransport;
-use unique_core::{Key, KickDetail, KickReason, Owner};
+use unique_core::{Key, KickDetail};
 use unique_history::{PoolReport, PoolWorkload, run_duration};
 use unique_testsupport::dynalite::{ACCESS_KEY_ID, Dynalite, REGION, SECRET_ACCESS_KEY};
 use unique_testsupport::net::PATIENCE;
@@ -129,60 +128,6 @@ fn dynamodb_cluster(dir: &Path, table: &str) -> Vec<Server> {
     })
 }
 
-/// A node with no listener: its logins go to `server`, and its kicks come down the stream
-/// it holds open there, reconnecting quickly; no heartbeat (kicks alone end its sessions).
-fn push_node(server: &Server, id: &str) -> (Node<HttpTransport>, NodeEvents) {
-    let transport = HttpTransport::new(&server.url()).unwrap();
-    let options = PushOptions::new(id)
-        .unwrap()
-        .backoff(Duration::from_millis(20), Duration::from_millis(200));
-    Node::builder(transport, Owner::new("eu", id, ""))
-        .heartbeat_options(HeartbeatOptions::default().interval(Duration::from_hours(1)))
-        .push(options)
-        .build()
-}
-
-/// Waits until the node's stream status satisfies `done`, failing the test with the last
-/// status seen when it never does.
-async fn until(node: &Node<HttpTransport>, done: impl Fn(&PushStatus) -> bool) -> PushStatus {
-    let mut status = node.push_status().expect("a push node");
-    let last = node.push_status().expect("a push node");
-    match tokio::time::timeout(PATIENCE, status.wait_for(|s| done(s))).await {
-        Ok(Ok(reached)) => reached.clone(),
-        Ok(Err(_)) => panic!("the stream task ended: {:?}", *last.borrow()),
-        Err(elapsed) => panic!(
-            "the awaited stream status never came ({elapsed}): {:?}",
-            *last.borrow()
-        ),
-    }
-}
-
-async fn ended(session: &Session<HttpTransport>) -> Ending {
-    tokio::time::timeout(PATIENCE, session.ended())
-        .await
-        .unwrap_or_else(|_| panic!("{session:?} never ended"))
-}
-
-/// `first` logs `key` in on its server, `second` takes it over on its own: the takeover's
-/// kick reaches `first` over its stream (on another server than the claim's), the claim
-/// answers `kicked: true`, and `first`'s session ends `Kicked`.
-async fn takeover_kicks(first: &Node<HttpTransport>, second: &Node<HttpTransport>, key: &Key) {
-    let acked = first.push_status().unwrap().borrow().acked;
-    let old = first.login(key.clone()).await.unwrap();
-    let new = second.login(key.clone()).await.unwrap();
-    let outcome = &new.login().outcome;
-    assert!(outcome.kicked, "{outcome:?}");
-    assert_eq!(new.generation(), old.generation() + 1);
-    assert_eq!(
-        ended(&old).await,
-        Ending::Kicked {
-            reason: KickReason::LoginElsewhere,
-            message: None
-        }
-    );
-    until(first, |s| s.acked == acked + 1).await;
-}
-
 /// Nodes on servers 0, 1 and 2 take keys over from each other in every direction; then
 /// server 1 is SIGKILLed: a takeover of its node's session is presumed offline at once
 /// (`connect-error`); back on its port, its node reconnects and is kicked across again.
@@ -190,7 +135,7 @@ async fn kicks_cross_servers_and_survive_a_sigkill(servers: &mut [Server]) {
     let nodes: Vec<_> = servers
         .iter()
         .enumerate()
-        .map(|(i, server)| push_node(server, &format!("cluster-node-{i}")))
+        .map(|(i, server)| push_node(&server.addr, &format!("cluster-node-{i}"), None))
         .collect();
     for (node, _) in &nodes {
         until(node, |s| s.connected).await;

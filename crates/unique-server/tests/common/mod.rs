@@ -3,6 +3,8 @@
 // Each test file uses some of these helpers, not all.
 #![allow(dead_code)]
 
+pub(crate) mod push;
+
 use std::fmt::Write as _;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
