@@ -165,11 +165,15 @@ fn place(owner: &Owner) -> String {
     format!("{}/{}", part(&owner.region), part(&owner.cluster))
 }
 
-fn endpoint(owner: &Owner) -> &str {
-    if owner.endpoint.is_empty() {
-        "-"
+/// Where the session's kicks go: its endpoint, `node:<id>` for a push node (its kicks come
+/// down the stream that node holds open), `-` for neither.
+fn endpoint(owner: &Owner) -> String {
+    if !owner.endpoint.is_empty() {
+        owner.endpoint.clone()
+    } else if !owner.node.is_empty() {
+        format!("node:{}", owner.node)
     } else {
-        &owner.endpoint
+        "-".to_owned()
     }
 }
 
@@ -221,7 +225,7 @@ fn sessions_table(sessions: &[UserSession]) -> String {
             if with_since {
                 row.push(s.owner.since.map_or_else(|| "-".to_owned(), login_time));
             }
-            row.extend([place(&s.owner), endpoint(&s.owner).to_owned()]);
+            row.extend([place(&s.owner), endpoint(&s.owner)]);
             row
         })
         .collect();
@@ -333,12 +337,18 @@ mod tests {
                 generation: 1,
                 owner: Owner::new("", "", "http://10.0.0.7:9001/kick"),
             },
+            UserSession {
+                slot: "tv".into(),
+                generation: 4,
+                owner: Owner::with_node("eu", "c2", "n7"),
+            },
         ];
         assert_eq!(
             sessions_table(&sessions),
             "SLOT       GEN  REGION/CLUSTER  ENDPOINT\n\
              (default)  12   eu/c1           http://127.0.0.1:9001/kick\n\
-             mobile     1    -               http://10.0.0.7:9001/kick"
+             mobile     1    -               http://10.0.0.7:9001/kick\n\
+             tv         4    eu/c2           node:n7"
         );
         assert_eq!(sessions_table(&[]), "no online session");
         let pooled = [
