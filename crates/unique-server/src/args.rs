@@ -194,8 +194,8 @@ pub(crate) struct Args {
     /// (http://10.0.0.5:7070: this process's own address, never a load balancer's). With
     /// --peer-secret-file, a kick for a node whose stream another server holds is forwarded
     /// to that server, which pushes it; each server registers the streams it holds in the
-    /// shared store (PostgreSQL or DynamoDB; not memory or fjall, which no other process
-    /// reads). Plain HTTP: keep it on a private network.
+    /// shared store (PostgreSQL or DynamoDB; not memory, fjall or SQLite, which one server
+    /// holds alone). Plain HTTP: keep it on a private network.
     #[arg(long, env = "UNIQUE_PEER_URL", requires = "peer_secret_file", value_parser = peer_url)]
     pub(crate) peer_url: Option<String>,
 

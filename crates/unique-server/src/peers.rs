@@ -39,7 +39,10 @@ pub(crate) fn secret(args: &Args) -> Result<Option<PeerSecret>, StartupError> {
                 .into(),
         );
     }
-    if matches!(args.store(), StoreKind::Memory | StoreKind::Fjall) {
+    if matches!(
+        args.store(),
+        StoreKind::Memory | StoreKind::Fjall | StoreKind::Sqlite
+    ) {
         return Err(format!(
             "--peer-url needs a store the other servers share (postgres, dynamodb); \
              --store {} is read by this process only",

@@ -375,7 +375,7 @@ fn peer_flags_are_checked_at_startup() {
     write_secret(&short, "too-short");
     let secret = secret.to_str().unwrap();
     let short = short.to_str().unwrap();
-    let cases: [(&[&str], &str); 7] = [
+    let cases: [(&[&str], &str); 8] = [
         (
             &["--store", "sqlite", "--peer-url", "http://127.0.0.1:1"],
             "--peer-secret-file",
@@ -434,6 +434,17 @@ fn peer_flags_are_checked_at_startup() {
                 secret,
             ],
             "--store fjall is read by this process only",
+        ),
+        (
+            &[
+                "--store",
+                "sqlite",
+                "--peer-url",
+                "http://127.0.0.1:1",
+                "--peer-secret-file",
+                secret,
+            ],
+            "--store sqlite is read by this process only",
         ),
         (
             &[
