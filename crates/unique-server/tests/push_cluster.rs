@@ -373,105 +373,106 @@ fn peer_flags_are_checked_at_startup() {
     write_secret(&secret, PEER_SECRET);
     let short = dir.path().join("short.secret");
     write_secret(&short, "too-short");
-    let secret = secret.to_str().unwrap();
-    let short = short.to_str().unwrap();
-    let cases: [(&[&str], &str); 8] = [
+    let (secret, short) = (secret.to_str().unwrap(), short.to_str().unwrap());
+    let tls = "--tls-cert /nonexistent/cert.pem --tls-key /nonexistent/key.pem";
+    // (store, peer URL, secret file, more flags, what the error says)
+    let cases = [
         (
-            &["--store", "sqlite", "--peer-url", "http://127.0.0.1:1"],
+            "postgres",
+            "http://127.0.0.1:1",
+            "",
+            "",
             "--peer-secret-file",
         ),
+        ("postgres", "https://127.0.0.1:1", secret, "", "plain HTTP"),
+        ("postgres", "http://127.0.0.1:1/x", secret, "", "no path"),
         (
-            &[
-                "--store",
-                "postgres",
-                "--peer-url",
-                "https://127.0.0.1:1",
-                "--peer-secret-file",
-                secret,
-            ],
-            "plain HTTP",
-        ),
-        (
-            &[
-                "--store",
-                "postgres",
-                "--peer-url",
-                "http://127.0.0.1:1/x",
-                "--peer-secret-file",
-                secret,
-            ],
-            "no path",
-        ),
-        (
-            &[
-                "--store",
-                "postgres",
-                "--peer-url",
-                "http://127.0.0.1:1",
-                "--peer-secret-file",
-                short,
-            ],
+            "postgres",
+            "http://127.0.0.1:1",
+            short,
+            "",
             "at least 32 bytes",
         ),
         (
-            &[
-                "--store",
-                "memory",
-                "--peer-url",
-                "http://127.0.0.1:1",
-                "--peer-secret-file",
-                secret,
-            ],
+            "memory",
+            "http://127.0.0.1:1",
+            secret,
+            "",
             "--store memory is read by this process only",
         ),
         (
-            &[
-                "--store",
-                "fjall",
-                "--peer-url",
-                "http://127.0.0.1:1",
-                "--peer-secret-file",
-                secret,
-            ],
+            "fjall",
+            "http://127.0.0.1:1",
+            secret,
+            "",
             "--store fjall is read by this process only",
         ),
         (
-            &[
-                "--store",
-                "sqlite",
-                "--peer-url",
-                "http://127.0.0.1:1",
-                "--peer-secret-file",
-                secret,
-            ],
+            "sqlite",
+            "http://127.0.0.1:1",
+            secret,
+            "",
             "--store sqlite is read by this process only",
         ),
         (
-            &[
-                "--store",
-                "postgres",
-                "--peer-url",
-                "http://127.0.0.1:1",
-                "--peer-secret-file",
-                secret,
-                "--tls-cert",
-                "/nonexistent/cert.pem",
-                "--tls-key",
-                "/nonexistent/key.pem",
-            ],
+            "postgres",
+            "http://127.0.0.1:1",
+            secret,
+            tls,
             "this one speaks only TLS",
         ),
     ];
-    for (args, expected) in cases {
-        let output = Command::new(BIN)
-            .args(["--listen", "127.0.0.1:0"])
-            .args(args)
+    for (store, url, secret, more, expected) in cases {
+        let mut command = Command::new(BIN);
+        command
+            .args([
+                "--listen",
+                "127.0.0.1:0",
+                "--store",
+                store,
+                "--peer-url",
+                url,
+            ])
+            .args(more.split_whitespace())
             .env("UNIQUE_DATABASE_URL", "postgres://127.0.0.1:1/none")
-            .env("RUST_LOG", "error")
-            .output()
-            .unwrap();
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        assert!(!output.status.success(), "{args:?} started");
-        assert!(stderr.contains(expected), "{args:?}: {stderr}");
+            .env("RUST_LOG", "error");
+        if !secret.is_empty() {
+            command.args(["--peer-secret-file", secret]);
+        }
+        let (exited, stderr) = refused_at_startup(&mut command);
+        assert!(exited, "{store} {url} {more} started");
+        assert!(stderr.contains(expected), "{store} {url} {more}: {stderr}");
     }
+}
+
+/// Runs `command` and waits for it to exit, at most [`PATIENCE`]: whether it exited non-zero
+/// by then, and its stderr. A server that started instead is killed, so a regression fails the
+/// test rather than hanging it.
+fn refused_at_startup(command: &mut Command) -> (bool, String) {
+    use std::io::Read;
+    let mut child = command
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break Some(status);
+        }
+        if started.elapsed() > PATIENCE {
+            child.kill().unwrap();
+            child.wait().unwrap();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    (status.is_some_and(|s| !s.success()), stderr)
 }
