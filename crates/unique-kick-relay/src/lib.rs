@@ -3,7 +3,8 @@
 mod keys;
 mod peer_client;
 
-use std::sync::{Arc, Weak};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -16,7 +17,7 @@ pub use keys::{SERVER_PREFIX, STREAM_PREFIX, server_key, stream_key};
 use peer_client::PeerClient;
 
 /// Default [`RelayConfig::server_ttl`].
-pub const DEFAULT_SERVER_TTL: Duration = Duration::from_secs(10);
+pub const DEFAULT_SERVER_TTL: Duration = Duration::from_secs(30);
 /// Default [`RelayConfig::stream_ttl`].
 pub const DEFAULT_STREAM_TTL: Duration = Duration::from_mins(3);
 /// The counter of kicks forwarded to the server holding the node's stream, by `outcome`
@@ -35,8 +36,10 @@ pub struct RelayConfig {
     pub url: String,
     /// The secret every server of the deployment shares.
     pub secret: PeerSecret,
-    /// How long this server's registration lasts unless renewed (every third of it): a
-    /// server that dies stops being forwarded to within this.
+    /// How long this server's registration lasts unless renewed (every sixth of it, so five
+    /// renewals in a row may fail, a store slow under load, before it lapses): a server that
+    /// dies is looked up no more within this, and others' kicks for its nodes fail at its
+    /// address meanwhile (`connect-error`).
     pub server_ttl: Duration,
     /// How long a stream's registration lasts unless renewed (every third of it, while the
     /// stream is open here).
@@ -70,6 +73,10 @@ struct Inner {
     epoch: String,
     config: RelayConfig,
     peers: PeerClient,
+    /// Other servers' URLs by epoch, as last read, with when: an epoch's URL never changes,
+    /// so a read is trusted for [`RelayConfig::server_ttl`] (a store slow or down then costs
+    /// no forward its lookup).
+    servers: Mutex<HashMap<String, (String, Instant)>>,
 }
 
 impl KickRelay {
@@ -101,6 +108,7 @@ impl KickRelay {
                 epoch,
                 peers: PeerClient::new(&config.secret),
                 config,
+                servers: Mutex::new(HashMap::new()),
             }),
         };
         tokio::spawn(upkeep(Arc::downgrade(&relay.inner)));
@@ -125,7 +133,7 @@ impl KickRelay {
 /// Renews this server's registration every third of its ttl, and those of the streams held
 /// here every third of theirs, until the relay is dropped.
 async fn upkeep(relay: Weak<Inner>) {
-    let Some(period) = relay.upgrade().map(|r| r.config.server_ttl / 3) else {
+    let Some(period) = relay.upgrade().map(|r| r.config.server_ttl / 6) else {
         return;
     };
     let mut streams_renewed = Instant::now();
@@ -183,8 +191,24 @@ impl Inner {
         if epoch == self.epoch {
             return Ok(Some((epoch, self.config.url.clone())));
         }
-        let server = self.registry.lookup_node(&server_key(&epoch)).await?;
-        Ok(server.map(|server| (epoch, server.grpc_addr)))
+        if let Some(url) = self.known_server(&epoch) {
+            return Ok(Some((epoch, url)));
+        }
+        let Some(server) = self.registry.lookup_node(&server_key(&epoch)).await? else {
+            return Ok(None);
+        };
+        let mut servers = self.servers.lock().unwrap_or_else(PoisonError::into_inner);
+        let ttl = self.config.server_ttl;
+        servers.retain(|_, (_, read)| read.elapsed() < ttl);
+        servers.insert(epoch.clone(), (server.grpc_addr.clone(), Instant::now()));
+        Ok(Some((epoch, server.grpc_addr)))
+    }
+
+    /// The URL of the server of `epoch`, when read within the server ttl.
+    fn known_server(&self, epoch: &str) -> Option<String> {
+        let servers = self.servers.lock().unwrap_or_else(PoisonError::into_inner);
+        let (url, read) = servers.get(epoch)?;
+        (read.elapsed() < self.config.server_ttl).then(|| url.clone())
     }
 }
 
