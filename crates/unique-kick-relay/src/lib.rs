@@ -144,11 +144,12 @@ async fn upkeep(relay: Weak<Inner>) {
         };
         let key = server_key(&relay.epoch);
         let config = &relay.config;
+        // Logged every time (at most once a period): while it fails, this server's streams
+        // are about to be unreachable from the others.
         if let Err(e) = relay
             .registry
             .register_node(&key, &config.url, config.server_ttl)
             .await
-            && FAILURES_LOGGED.admit("kick relay")
         {
             tracing::warn!(error = %e, "cannot renew this server's kick-relay registration");
         }
