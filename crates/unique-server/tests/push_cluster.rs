@@ -434,6 +434,8 @@ fn peer_flags_are_checked_at_startup() {
                 url,
             ])
             .args(more.split_whitespace())
+            // A server that starts by mistake makes its files here, not in the crate.
+            .current_dir(dir.path())
             .env("UNIQUE_DATABASE_URL", "postgres://127.0.0.1:1/none")
             .env("RUST_LOG", "error");
         if !secret.is_empty() {
