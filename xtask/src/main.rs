@@ -59,9 +59,11 @@ commands:
   loom      the loom models: the memory store's fenced write, the pooled-session decision,
             the claim queue, the connection activity word (one build in target/loom)
   node-check --url URL --signing-keys FILE [options]
+  node-check --push --listen ADDR --signing-keys FILE [options]
             the kick-receiver conformance check (unique-node-check) against a running
             receiver in any language: real kicks for random uids, one line per clause,
-            failing when one fails; options pass through (`--help` lists them)
+            failing when one fails; with --push it plays the server of a push node's kick
+            stream on ADDR instead; options pass through (`--help` lists them)
   fuzz      the property-based fuzz targets (wire contract, kick receiver) with
             PROPTEST_CASES=20000 instead of the 256 cases per property `ci` runs
   smoke     S1-S6 with the server binary and client processes over loopback HTTP
