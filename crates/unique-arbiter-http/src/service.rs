@@ -283,13 +283,7 @@ impl<S: Store> ArbiterService<S> {
         }
         let route = match Route::from_path(req.uri().path()) {
             Some(route) if !route.allows(req.method()) => {
-                let mut refused = error(
-                    ErrorCode::MethodNotAllowed,
-                    "method not allowed on this path",
-                );
-                let allowed = HeaderValue::from_static(route.allowed_methods());
-                refused.headers_mut().insert(ALLOW, allowed);
-                return refused;
+                return method_not_allowed(route.allowed_methods());
             }
             Some(Route::Health) => return text(StatusCode::OK, "ok"),
             Some(Route::Ready) => return self.ready().await,
@@ -334,18 +328,9 @@ impl<S: Store> ArbiterService<S> {
         if route == Route::NodeKicks {
             return self.kick_stream(&node, grant);
         }
-        let body = match read_body(req.into_body(), MAX_BODY_BYTES).await {
+        let body = match request_body(req.into_body()).await {
             Ok(body) => body,
-            Err(BodyError::TooLarge) => {
-                let message = format!("request body exceeds {MAX_BODY_BYTES} bytes");
-                return error(ErrorCode::TooLarge, &message);
-            }
-            Err(BodyError::Unreadable(e)) => {
-                return error(
-                    ErrorCode::InvalidParams,
-                    &format!("cannot read request body: {e}"),
-                );
-            }
+            Err(refused) => return refused,
         };
         let result = match route {
             Route::Claim => self.claim(&body, grant, &request_id).await,
@@ -757,28 +742,14 @@ impl<S: Store> ArbiterService<S> {
             return error(ErrorCode::NotFound, "no such path");
         };
         if req.method() != http::Method::POST {
-            let mut refused = error(
-                ErrorCode::MethodNotAllowed,
-                "method not allowed on this path",
-            );
-            refused
-                .headers_mut()
-                .insert(ALLOW, HeaderValue::from_static("POST"));
-            return refused;
+            return method_not_allowed("POST");
         }
         if !peers.secret.admits(req.headers()) {
             return peer::refused();
         }
-        match read_body(req.into_body(), MAX_BODY_BYTES).await {
+        match request_body(req.into_body()).await {
             Ok(body) => peers.answer(route, hub, &body).await,
-            Err(BodyError::TooLarge) => error(
-                ErrorCode::TooLarge,
-                &format!("request body exceeds {MAX_BODY_BYTES} bytes"),
-            ),
-            Err(BodyError::Unreadable(e)) => error(
-                ErrorCode::InvalidParams,
-                &format!("cannot read request body: {e}"),
-            ),
+            Err(refused) => refused,
         }
     }
 
@@ -806,6 +777,36 @@ impl<S: Store> ArbiterService<S> {
         self.refused(RefusalReason::Forbidden, route, grant, request_id);
         Some(refused)
     }
+}
+
+/// 405 naming the methods the path allows.
+fn method_not_allowed(allowed: &'static str) -> Response<ResponseBody> {
+    let mut refused = error(
+        ErrorCode::MethodNotAllowed,
+        "method not allowed on this path",
+    );
+    refused
+        .headers_mut()
+        .insert(ALLOW, HeaderValue::from_static(allowed));
+    refused
+}
+
+/// A request's body, at most [`MAX_BODY_BYTES`]; the 413 or 400 answer otherwise.
+async fn request_body<B>(body: B) -> Result<Bytes, Response<ResponseBody>>
+where
+    B: Body<Data = Bytes>,
+    B::Error: Into<unique_core::BoxError>,
+{
+    read_body(body, MAX_BODY_BYTES).await.map_err(|e| match e {
+        BodyError::TooLarge => error(
+            ErrorCode::TooLarge,
+            &format!("request body exceeds {MAX_BODY_BYTES} bytes"),
+        ),
+        BodyError::Unreadable(e) => error(
+            ErrorCode::InvalidParams,
+            &format!("cannot read request body: {e}"),
+        ),
+    })
 }
 
 /// 401 with the bearer challenge.
