@@ -17,7 +17,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use common::push::{push_node, takeover_kicks, until};
-use common::{BIN, http, request_with, start, write_secret};
+use common::{BIN, http, request_with, start, status_json, write_secret};
 use unique_core::{Key, KickDetail};
 use unique_history::{PoolReport, PoolWorkload, run_duration};
 use unique_testsupport::dynalite::{ACCESS_KEY_ID, Dynalite, REGION, SECRET_ACCESS_KEY};
@@ -314,19 +314,6 @@ fn ack(addr: &str, node: &str, id: &str) -> String {
     let (status, json) = status_json(&http(addr, &path, &body));
     assert_eq!(status, 200, "{json}");
     json.to_string()
-}
-
-/// The status and the JSON body of a raw answer (`null` when the body is not JSON).
-fn status_json(answer: &str) -> (u16, serde_json::Value) {
-    let status = answer
-        .get(9..12)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| panic!("no status: {answer:?}"));
-    let body = answer.split_once("\r\n\r\n").map_or("", |(_, b)| b);
-    (
-        status,
-        serde_json::from_str(body).unwrap_or(serde_json::Value::Null),
-    )
 }
 
 /// The peer routes: 401 without the secret or with another, 405 for another method; a kick

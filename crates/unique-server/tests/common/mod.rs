@@ -194,14 +194,19 @@ pub(crate) async fn post_json(
     stream.write_all(raw.as_bytes()).await.unwrap();
     let mut answer = String::new();
     stream.read_to_string(&mut answer).await.unwrap();
+    status_json(&answer)
+}
+
+/// The status and the JSON body of a raw answer (`null` when the body is not JSON).
+pub(crate) fn status_json(answer: &str) -> (u16, serde_json::Value) {
     let status = answer
         .get(9..12)
         .and_then(|s| s.parse().ok())
         .unwrap_or_else(|| panic!("no status: {answer:?}"));
-    let json = answer.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+    let body = answer.split_once("\r\n\r\n").map_or("", |(_, b)| b);
     (
         status,
-        serde_json::from_str(json).unwrap_or(serde_json::Value::Null),
+        serde_json::from_str(body).unwrap_or(serde_json::Value::Null),
     )
 }
 
